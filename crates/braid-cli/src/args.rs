@@ -1,0 +1,30 @@
+//! Command-line arguments (clap). Each subcommand's own flags live with the
+//! subcommand in `cmd/`.
+
+use clap::{Parser, Subcommand};
+
+/// braid: QoS-aware data streaming over many paths.
+#[derive(Debug, Parser)]
+#[command(name = "braid", version, about, long_about = None)]
+pub struct Cli {
+    /// More log output (-v info, -vv debug, -vvv trace); BRAID_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// What braid can do.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the built-in demonstration: a simulated variable-rate path and the
+    /// predictor study on its throughput series (needs no files).
+    Demo(crate::cmd::demo::DemoArgs),
+    /// Deterministic network simulation.
+    #[command(subcommand)]
+    Sim(crate::cmd::sim::SimCommand),
+    /// Evaluations that reproduce the seed papers' studies.
+    #[command(subcommand)]
+    Eval(crate::cmd::eval::EvalCommand),
+}

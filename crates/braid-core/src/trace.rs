@@ -1,0 +1,1 @@
+//! Bandwidth trace parsers. Being built; see issue 2.

@@ -1,0 +1,32 @@
+//! The runtime's one clock site.
+//!
+//! `braid-core` never reads time; everything it needs is passed in as a
+//! [`braid_core::Instant`]. This module maps the process's monotonic clock onto
+//! that time line, with the origin at the first read, so that a running braid
+//! and a simulation share one representation of time.
+
+use braid_core::Instant;
+use std::sync::OnceLock;
+
+static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
+
+/// The current time on braid's time line (nanoseconds since the first call).
+pub fn now() -> Instant {
+    // The one allowed clock read in the runtime: everything else takes time
+    // as an argument (see clippy.toml).
+    #[allow(clippy::disallowed_methods)]
+    let wall = std::time::Instant::now();
+    let origin = *ORIGIN.get_or_init(|| wall);
+    let ns = wall.saturating_duration_since(origin).as_nanos();
+    Instant::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn is_monotonic() {
+        let a = super::now();
+        let b = super::now();
+        assert!(b >= a);
+    }
+}

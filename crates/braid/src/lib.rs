@@ -1,0 +1,6 @@
+//! braid: the library applications use.
+//!
+//! tokio drivers for the sans-IO state machines of `braid-core`. The one
+//! place that reads the wall clock is [`clock`].
+
+pub mod clock;
