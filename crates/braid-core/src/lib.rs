@@ -11,12 +11,18 @@
 //! | [`units`] | [`Bandwidth`] and byte counts, with parsing of `10mbit`, `12MB/s` |
 //! | [`trace`] | parsers for bandwidth traces (mahimahi, `time<TAB>Mbit/s`, 5G CSV) |
 //! | [`estimate`] | rate samplers, sliding-window distributions, predictors (seed 000 §IV) |
+//! | [`scheduler`] | stream specs, path views, PGOS mapping and dispatch, baselines (seed 000 §V) |
+//! | [`wire`] | packet views and encoders; strict, bounded decoding |
+//! | [`transport`] | the adaptive reliable UDP connection (seeds 001, 002) |
 #![forbid(unsafe_code)]
 
 pub mod estimate;
+pub mod scheduler;
 pub mod time;
 pub mod trace;
+pub mod transport;
 pub mod units;
+pub mod wire;
 
 pub use time::{Duration, Instant};
 pub use units::Bandwidth;

@@ -89,11 +89,7 @@ impl Duration {
     }
     /// The number of whole `rhs` spans in `self`; `None` if `rhs` is zero.
     pub const fn checked_div_duration(self, rhs: Duration) -> Option<u64> {
-        if rhs.0 == 0 {
-            None
-        } else {
-            Some(self.0 / rhs.0)
-        }
+        self.0.checked_div(rhs.0)
     }
 }
 

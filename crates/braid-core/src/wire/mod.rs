@@ -1,0 +1,1 @@
+//! Being built: see the issue that owns this module.
