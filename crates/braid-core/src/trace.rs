@@ -1,1 +1,0 @@
-//! Bandwidth trace parsers. Being built; see issue 2.
