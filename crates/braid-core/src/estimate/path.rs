@@ -1,0 +1,162 @@
+//! [`PathEstimate`]: one path's [`RateSampler`] feeding its
+//! [`SlidingWindow`] — what a scheduler asks "what can this path promise?"
+//! (seed 000, section IV: "for each overlay path, IQ-Paths network
+//! monitoring tracks the past distribution of path bandwidth").
+//!
+//! Invariant: only samples that are not app-limited enter the window, so an
+//! idle path keeps the distribution it had while busy.
+
+use super::{EstimateError, RateSample, RateSampler, SlidingWindow};
+use crate::{Duration, Instant};
+
+/// Counters of a [`PathEstimate`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PathEstimateStats {
+    /// Samples pushed into the window.
+    pub samples_used: u64,
+    /// App-limited samples kept out of the window.
+    pub samples_app_limited: u64,
+}
+
+/// The bandwidth distribution of one path, fed by its deliveries.
+///
+/// # Driving contract (sans-IO)
+/// The same as [`RateSampler`]'s: [`handle_delivery`](Self::handle_delivery)
+/// on every delivery, [`handle_timeout`](Self::handle_timeout) at
+/// [`poll_timeout`](Self::poll_timeout). Finished samples go straight into
+/// the window; read it with [`window`](Self::window) (quantiles, CDF and the
+/// guarantee methods of [`super::guarantee`]).
+/// [`version`](Self::version) changes whenever the window does, so a
+/// scheduler can tell when to re-map.
+///
+/// # Example
+/// ```
+/// use braid_core::{estimate::PathEstimate, Bandwidth, Duration, Instant};
+/// let mut path = PathEstimate::new(Duration::from_millis(100), 500, Instant::ZERO).unwrap();
+/// let mut now = Instant::ZERO;
+/// for _ in 0..20 {
+///     now += Duration::from_millis(100);
+///     path.handle_delivery(now, 125_000, false); // 10 Mbit/s
+/// }
+/// assert_eq!(path.window().rate_at_probability(0.95), Some(Bandwidth::from_mbps(10)));
+/// ```
+#[derive(Debug, Clone)]
+pub struct PathEstimate {
+    sampler: RateSampler,
+    window: SlidingWindow,
+    last: Option<RateSample>,
+    stats: PathEstimateStats,
+    version: u64,
+}
+
+impl PathEstimate {
+    /// Samples every `interval` starting at `now`, over a window of
+    /// `window` samples.
+    ///
+    /// # Errors
+    /// [`EstimateError::ZeroInterval`] or [`EstimateError::WindowCapacity`].
+    pub fn new(interval: Duration, window: usize, now: Instant) -> Result<Self, EstimateError> {
+        Ok(PathEstimate {
+            sampler: RateSampler::new(interval, now)?,
+            window: SlidingWindow::try_new(window)?,
+            last: None,
+            stats: PathEstimateStats::default(),
+            version: 0,
+        })
+    }
+
+    /// Records `bytes` delivered at `now`; `app_limited` is the sender's
+    /// state from `now` on (true: nothing waiting to be sent).
+    pub fn handle_delivery(&mut self, now: Instant, bytes: u64, app_limited: bool) {
+        self.sampler.handle_delivery(now, bytes, app_limited);
+        self.drain();
+    }
+
+    /// Closes every sampling interval that ended at or before `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.sampler.handle_timeout(now);
+        self.drain();
+    }
+
+    /// When the current sampling interval ends.
+    pub fn poll_timeout(&self) -> Instant {
+        self.sampler.poll_timeout()
+    }
+
+    /// The distribution of the path's recent throughput samples.
+    pub fn window(&self) -> &SlidingWindow {
+        &self.window
+    }
+
+    /// The sampler (for its interval and counters).
+    pub fn sampler(&self) -> &RateSampler {
+        &self.sampler
+    }
+
+    /// The most recent finished sample, app-limited or not.
+    pub fn last_sample(&self) -> Option<RateSample> {
+        self.last
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PathEstimateStats {
+        self.stats
+    }
+
+    /// Increases by one for every sample that enters the window.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    fn drain(&mut self) {
+        while let Some(s) = self.sampler.poll_sample() {
+            self.last = Some(s);
+            if s.app_limited {
+                self.stats.samples_app_limited += 1;
+            } else {
+                self.window.push(s.rate);
+                self.stats.samples_used += 1;
+                self.version = self.version.wrapping_add(1);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Bandwidth;
+
+    #[test]
+    fn idle_path_is_not_a_slow_path() {
+        let ms = |v: u64| Instant::ZERO + Duration::from_millis(v);
+        let mut p = PathEstimate::new(Duration::from_millis(100), 100, ms(0)).unwrap();
+        // Busy at 8 Mbit/s for 1 s: 100 kB per 100 ms.
+        for k in 1..=10 {
+            p.handle_delivery(ms(k * 100 - 50), 100_000, false);
+        }
+        p.handle_timeout(ms(1000));
+        assert_eq!(p.window().len(), 10);
+        assert_eq!(p.version(), 10);
+        // Then the application has nothing to send for 5 s.
+        p.handle_delivery(ms(1000), 0, true);
+        p.handle_timeout(ms(6000));
+        assert_eq!(p.window().len(), 10);
+        assert_eq!(p.stats().samples_app_limited, 50);
+        assert_eq!(p.window().min(), Some(Bandwidth::from_mbps(8)));
+        assert!(p.last_sample().is_some_and(|s| s.app_limited));
+        // A stalled path with data waiting is a slow path: zero samples count.
+        p.handle_delivery(ms(6000), 0, false);
+        p.handle_timeout(ms(6300));
+        assert_eq!(p.window().len(), 13);
+        assert_eq!(p.window().min(), Some(Bandwidth::ZERO));
+        assert_eq!(p.poll_timeout(), ms(6400));
+        assert_eq!(p.sampler().interval(), Duration::from_millis(100));
+    }
+
+    #[test]
+    fn bad_config_is_refused() {
+        assert!(PathEstimate::new(Duration::ZERO, 10, Instant::ZERO).is_err());
+        assert!(PathEstimate::new(Duration::from_millis(1), 0, Instant::ZERO).is_err());
+    }
+}
