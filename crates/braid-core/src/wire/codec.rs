@@ -1,0 +1,189 @@
+//! Checked byte cursors: [`Reader`] for decoding, [`Writer`] helpers for
+//! encoding, and the QUIC-style variable-length integer ([`varint_len`]).
+//!
+//! Every read is bounds-checked and returns [`WireError`] instead of
+//! panicking; the decoder never indexes a slice directly.
+//!
+//! Varints use the encoding of RFC 9000 §16: the two high bits of the first
+//! byte give the length (1, 2, 4 or 8 bytes) and the rest is the value in
+//! network byte order, so values up to 2^62 − 1 ([`VARINT_MAX`]) fit.
+
+use super::WireError;
+
+/// The largest value a varint can carry (2^62 − 1).
+pub const VARINT_MAX: u64 = (1 << 62) - 1;
+
+/// A bounds-checked cursor over a received datagram.
+#[derive(Debug, Clone)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    /// A cursor at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
+    }
+
+    /// True when everything has been read.
+    pub fn is_empty(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The next byte without consuming it.
+    pub fn peek_u8(&self) -> Option<u8> {
+        self.buf.get(self.pos).copied()
+    }
+
+    /// One byte.
+    ///
+    /// # Errors
+    /// [`WireError::Truncated`] at the end of the buffer.
+    pub fn u8(&mut self) -> Result<u8, WireError> {
+        let b = self.peek_u8().ok_or(WireError::Truncated)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    /// `n` bytes as a sub-slice of the datagram.
+    ///
+    /// # Errors
+    /// [`WireError::Truncated`] if fewer than `n` bytes remain.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        let end = self.pos.checked_add(n).ok_or(WireError::Truncated)?;
+        let out = self.buf.get(self.pos..end).ok_or(WireError::Truncated)?;
+        self.pos = end;
+        Ok(out)
+    }
+
+    /// A fixed-size array.
+    ///
+    /// # Errors
+    /// [`WireError::Truncated`] if fewer than `N` bytes remain.
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
+        let s = self.bytes(N)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(s);
+        Ok(out)
+    }
+
+    /// A variable-length integer.
+    ///
+    /// # Errors
+    /// [`WireError::Truncated`] if the encoding runs past the buffer.
+    pub fn varint(&mut self) -> Result<u64, WireError> {
+        let first = self.u8()?;
+        let len = 1usize << (first >> 6);
+        let mut v = u64::from(first & 0x3f);
+        for _ in 1..len {
+            v = (v << 8) | u64::from(self.u8()?);
+        }
+        Ok(v)
+    }
+
+    /// A varint that must not exceed `max`; `what` names the field.
+    ///
+    /// # Errors
+    /// [`WireError::Truncated`] or [`WireError::OutOfRange`].
+    pub fn varint_max(&mut self, max: u64, what: &'static str) -> Result<u64, WireError> {
+        let v = self.varint()?;
+        if v > max {
+            return Err(WireError::OutOfRange { field: what });
+        }
+        Ok(v)
+    }
+
+    /// The rest of the buffer.
+    pub fn rest(&mut self) -> &'a [u8] {
+        let out = self.buf.get(self.pos..).unwrap_or(&[]);
+        self.pos = self.buf.len();
+        out
+    }
+}
+
+/// Encoded length of `v` as a varint (values above [`VARINT_MAX`] are
+/// clamped by [`put_varint`], so they count as 8 bytes).
+pub const fn varint_len(v: u64) -> usize {
+    if v < (1 << 6) {
+        1
+    } else if v < (1 << 14) {
+        2
+    } else if v < (1 << 30) {
+        4
+    } else {
+        8
+    }
+}
+
+/// Appends `v` as a varint. Values above [`VARINT_MAX`] are clamped to it;
+/// every encoder in this module validates its fields first, so clamping is a
+/// last line of defence, not a behaviour callers rely on.
+pub fn put_varint(out: &mut Vec<u8>, v: u64) {
+    let v = v.min(VARINT_MAX);
+    match varint_len(v) {
+        1 => out.push(v as u8),
+        2 => out.extend_from_slice(&((v as u16) | 0x4000).to_be_bytes()),
+        4 => out.extend_from_slice(&((v as u32) | 0x8000_0000).to_be_bytes()),
+        _ => out.extend_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn rfc9000_examples() {
+        // RFC 9000 appendix A.1 sample encodings.
+        let cases: [(&[u8], u64); 4] = [
+            (
+                &[0xc2, 0x19, 0x7c, 0x5e, 0xff, 0x14, 0xe8, 0x8c],
+                151_288_809_941_952_652,
+            ),
+            (&[0x9d, 0x7f, 0x3e, 0x7d], 494_878_333),
+            (&[0x7b, 0xbd], 15_293),
+            (&[0x25], 37),
+        ];
+        for (bytes, v) in cases {
+            assert_eq!(Reader::new(bytes).varint().unwrap(), v);
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            assert_eq!(out, bytes);
+        }
+    }
+
+    #[test]
+    fn truncated_reads_fail() {
+        assert_eq!(Reader::new(&[0x40]).varint(), Err(WireError::Truncated));
+        assert_eq!(Reader::new(&[]).u8(), Err(WireError::Truncated));
+        let mut r = Reader::new(&[1, 2, 3]);
+        assert_eq!(r.bytes(4), Err(WireError::Truncated));
+        assert_eq!(r.bytes(usize::MAX), Err(WireError::Truncated));
+        assert_eq!(r.bytes(3).unwrap(), &[1, 2, 3]);
+        assert!(r.is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn varint_round_trips(v in 0..=VARINT_MAX) {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            prop_assert_eq!(out.len(), varint_len(v));
+            let mut r = Reader::new(&out);
+            prop_assert_eq!(r.varint().unwrap(), v);
+            prop_assert!(r.is_empty());
+        }
+    }
+}

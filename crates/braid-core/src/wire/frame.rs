@@ -1,0 +1,1183 @@
+//! Frames: the typed contents of a packet, with checked decoding and
+//! length-exact encoding.
+//!
+//! Every frame starts with a one-byte type. Every length and count in a frame
+//! is bounded by a named constant in [`super`]; a frame that breaks a bound,
+//! runs past the packet, or sets a reserved bit is rejected as a whole
+//! ([`WireError`]). [`Frame::encoded_len`] is exact, so packet builders can
+//! fill a datagram without trial encoding.
+//!
+//! The layouts are documented field by field in `docs/PROTOCOL.md`.
+
+use super::codec::{put_varint, varint_len, Reader, VARINT_MAX};
+use super::{
+    WireError, MAX_ACK_DELAY_MS, MAX_ACK_RANGES, MAX_ADAPT_FACTOR, MAX_COOKIE_LEN,
+    MAX_DATAGRAM_SIZE, MAX_IDLE_TIMEOUT_MS, MAX_MESSAGE_SIZE, MAX_REASON_LEN, MAX_STREAMS,
+    MAX_TTL_US, MIN_DATAGRAM_SIZE, RATIO_ONE,
+};
+
+/// Frame type codes.
+mod code {
+    pub const PADDING: u8 = 0x00;
+    pub const PING: u8 = 0x01;
+    pub const ACK: u8 = 0x02;
+    pub const STREAM: u8 = 0x03;
+    pub const MESSAGE_SKIP: u8 = 0x04;
+    pub const MAX_DATA: u8 = 0x05;
+    pub const CLOSE: u8 = 0x06;
+    pub const ADAPT: u8 = 0x07;
+    pub const INITIAL: u8 = 0x10;
+    pub const RETRY: u8 = 0x11;
+    pub const HANDSHAKE: u8 = 0x12;
+}
+
+/// A stream of messages within a connection (`0..MAX_STREAMS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct StreamId(pub u32);
+
+/// A fraction in parts per [`RATIO_ONE`] (10 000 = 100 %).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Ratio(u16);
+
+impl Ratio {
+    /// 0 %.
+    pub const ZERO: Ratio = Ratio(0);
+    /// 100 %.
+    pub const ONE: Ratio = Ratio(RATIO_ONE);
+
+    /// A ratio of `parts` per 10 000, clamped to 100 %.
+    pub const fn from_parts(parts: u16) -> Self {
+        if parts > RATIO_ONE {
+            Ratio(RATIO_ONE)
+        } else {
+            Ratio(parts)
+        }
+    }
+    /// A ratio from a fraction in `[0, 1]`, rounded; NaN gives zero.
+    pub fn from_f64(f: f64) -> Self {
+        if f.is_nan() || f <= 0.0 {
+            Ratio(0)
+        } else if f >= 1.0 {
+            Ratio(RATIO_ONE)
+        } else {
+            Ratio((f * f64::from(RATIO_ONE)).round() as u16)
+        }
+    }
+    /// Parts per 10 000.
+    pub const fn parts(self) -> u16 {
+        self.0
+    }
+    /// The fraction in `[0, 1]`.
+    pub fn as_f64(self) -> f64 {
+        f64::from(self.0) / f64::from(RATIO_ONE)
+    }
+}
+
+/// How hard the transport tries to deliver a message (seed 002 §2.1:
+/// per-message marks; seed 001 §3.2: prioritized reliability).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reliability {
+    /// Ordered and retransmitted until acknowledged (a "marked" message).
+    Reliable,
+    /// Sent once, never retransmitted; the receiver delivers around gaps.
+    Unreliable,
+    /// Like `Unreliable`, and the sender may drop it before sending when the
+    /// network cannot carry it (an "unmarked" message).
+    Discardable,
+}
+
+impl Reliability {
+    const fn code(self) -> u8 {
+        match self {
+            Reliability::Reliable => 0,
+            Reliability::Unreliable => 1,
+            Reliability::Discardable => 2,
+        }
+    }
+    fn from_code(c: u8) -> Option<Self> {
+        Some(match c {
+            0 => Reliability::Reliable,
+            1 => Reliability::Unreliable,
+            2 => Reliability::Discardable,
+            _ => return None,
+        })
+    }
+}
+
+/// One inclusive range of acknowledged packet numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AckRange {
+    /// Smallest packet number in the range.
+    pub start: u64,
+    /// Largest packet number in the range.
+    pub end: u64,
+}
+
+/// An ACK frame: up to [`MAX_ACK_RANGES`] disjoint ranges, largest first,
+/// and the time the receiver held the largest before acknowledging it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AckFrame {
+    /// Microseconds between receiving the largest packet and sending this.
+    pub ack_delay_us: u64,
+    ranges: [AckRange; MAX_ACK_RANGES],
+    len: usize,
+}
+
+impl AckFrame {
+    /// An ACK of `ranges`, which must be disjoint, non-adjacent, sorted
+    /// largest first, each with `start <= end`; at most [`MAX_ACK_RANGES`]
+    /// are kept (the oldest are dropped).
+    ///
+    /// # Errors
+    /// [`WireError::InvalidAck`] for an empty, unsorted or overlapping list.
+    pub fn new(ack_delay_us: u64, ranges: &[AckRange]) -> Result<Self, WireError> {
+        let mut out = AckFrame {
+            ack_delay_us: ack_delay_us.min(VARINT_MAX),
+            ranges: [AckRange::default(); MAX_ACK_RANGES],
+            len: 0,
+        };
+        if ranges.is_empty() || ranges[0].end > VARINT_MAX {
+            return Err(WireError::InvalidAck);
+        }
+        for (i, r) in ranges.iter().take(MAX_ACK_RANGES).enumerate() {
+            if r.start > r.end {
+                return Err(WireError::InvalidAck);
+            }
+            if i > 0 {
+                let prev = out.ranges[i - 1];
+                // A gap of at least one missing packet between ranges.
+                if r.end.checked_add(1).is_none_or(|e| e >= prev.start) {
+                    return Err(WireError::InvalidAck);
+                }
+            }
+            out.ranges[i] = *r;
+            out.len = i + 1;
+        }
+        Ok(out)
+    }
+
+    /// The ranges, largest first.
+    pub fn ranges(&self) -> &[AckRange] {
+        &self.ranges[..self.len]
+    }
+
+    /// The largest acknowledged packet number.
+    pub fn largest(&self) -> u64 {
+        self.ranges[0].end
+    }
+
+    fn encoded_len(&self) -> usize {
+        let r = self.ranges();
+        let mut n = 1
+            + varint_len(r[0].end)
+            + varint_len(self.ack_delay_us)
+            + varint_len((r.len() - 1) as u64)
+            + varint_len(r[0].end - r[0].start);
+        for w in r.windows(2) {
+            n += varint_len(w[0].start - w[1].end - 2) + varint_len(w[1].end - w[1].start);
+        }
+        n
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let r = self.ranges();
+        out.push(code::ACK);
+        put_varint(out, r[0].end);
+        put_varint(out, self.ack_delay_us);
+        put_varint(out, (r.len() - 1) as u64);
+        put_varint(out, r[0].end - r[0].start);
+        for w in r.windows(2) {
+            // Invariant from `new`: w[1].end + 1 < w[0].start, so no underflow.
+            put_varint(out, w[0].start - w[1].end - 2);
+            put_varint(out, w[1].end - w[1].start);
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let largest = r.varint()?;
+        let ack_delay_us = r.varint()?;
+        let extra = r.varint_max((MAX_ACK_RANGES - 1) as u64, "ack range count")? as usize;
+        let first = r.varint()?;
+        let mut out = AckFrame {
+            ack_delay_us,
+            ranges: [AckRange::default(); MAX_ACK_RANGES],
+            len: 1,
+        };
+        let start = largest.checked_sub(first).ok_or(WireError::InvalidAck)?;
+        out.ranges[0] = AckRange {
+            start,
+            end: largest,
+        };
+        for i in 1..=extra {
+            let gap = r.varint()?;
+            let len = r.varint()?;
+            let prev_start = out.ranges[i - 1].start;
+            let end = prev_start
+                .checked_sub(gap)
+                .and_then(|v| v.checked_sub(2))
+                .ok_or(WireError::InvalidAck)?;
+            let start = end.checked_sub(len).ok_or(WireError::InvalidAck)?;
+            out.ranges[i] = AckRange { start, end };
+            out.len = i + 1;
+        }
+        Ok(out)
+    }
+}
+
+/// A fragment of one message on one stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamFrame<'a> {
+    /// The stream.
+    pub stream: StreamId,
+    /// The message's number within the stream (0, 1, 2, …).
+    pub message: u64,
+    /// The whole message's length (≤ [`MAX_MESSAGE_SIZE`]).
+    pub message_len: u64,
+    /// Where `data` starts within the message.
+    pub offset: u64,
+    /// The message's reliability class.
+    pub reliability: Reliability,
+    /// How far back the nearest earlier *reliable* message of this stream is
+    /// (`message − that message`), or `None` if there is none. The receiver
+    /// may deliver this message once that one has been delivered or skipped.
+    pub depends_back: Option<u64>,
+    /// Time to live in microseconds when this fragment was sent; the
+    /// receiver skips the message once that much time has passed since
+    /// arrival (≤ [`MAX_TTL_US`]).
+    pub ttl_us: Option<u64>,
+    /// The fragment's bytes.
+    pub data: &'a [u8],
+}
+
+impl StreamFrame<'_> {
+    const FLAG_DEP: u8 = 0x04;
+    const FLAG_TTL: u8 = 0x08;
+
+    /// Bytes the frame takes around a `data_len`-byte payload.
+    pub fn overhead(&self, data_len: usize) -> usize {
+        1 + 1
+            + varint_len(u64::from(self.stream.0))
+            + varint_len(self.message)
+            + varint_len(self.message_len)
+            + varint_len(self.offset)
+            + self.depends_back.map_or(0, varint_len)
+            + self.ttl_us.map_or(0, varint_len)
+            + varint_len(data_len as u64)
+    }
+
+    fn validate(&self) -> Result<(), WireError> {
+        let end = self
+            .offset
+            .checked_add(self.data.len() as u64)
+            .ok_or(WireError::OutOfRange { field: "offset" })?;
+        if u64::from(self.stream.0) >= u64::from(MAX_STREAMS) {
+            return Err(WireError::OutOfRange { field: "stream id" });
+        }
+        if self.message > VARINT_MAX {
+            return Err(WireError::OutOfRange {
+                field: "message number",
+            });
+        }
+        if self.message_len > MAX_MESSAGE_SIZE || end > self.message_len {
+            return Err(WireError::OutOfRange {
+                field: "message length",
+            });
+        }
+        if self.data.len() > MAX_DATAGRAM_SIZE {
+            return Err(WireError::OutOfRange {
+                field: "fragment length",
+            });
+        }
+        if let Some(d) = self.depends_back {
+            if d == 0 || d > self.message {
+                return Err(WireError::OutOfRange {
+                    field: "depends back",
+                });
+            }
+        }
+        if self.ttl_us.is_some_and(|t| t > MAX_TTL_US) {
+            return Err(WireError::OutOfRange { field: "ttl" });
+        }
+        Ok(())
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(code::STREAM);
+        let mut flags = self.reliability.code();
+        if self.depends_back.is_some() {
+            flags |= Self::FLAG_DEP;
+        }
+        if self.ttl_us.is_some() {
+            flags |= Self::FLAG_TTL;
+        }
+        out.push(flags);
+        put_varint(out, u64::from(self.stream.0));
+        put_varint(out, self.message);
+        put_varint(out, self.message_len);
+        put_varint(out, self.offset);
+        if let Some(d) = self.depends_back {
+            put_varint(out, d);
+        }
+        if let Some(t) = self.ttl_us {
+            put_varint(out, t);
+        }
+        put_varint(out, self.data.len() as u64);
+        out.extend_from_slice(self.data);
+    }
+}
+
+impl<'a> StreamFrame<'a> {
+    fn decode(r: &mut Reader<'a>) -> Result<Self, WireError> {
+        let flags = r.u8()?;
+        if flags & !(0x03 | Self::FLAG_DEP | Self::FLAG_TTL) != 0 {
+            return Err(WireError::Reserved);
+        }
+        let reliability = Reliability::from_code(flags & 0x03).ok_or(WireError::Reserved)?;
+        let stream = r.varint_max(u64::from(MAX_STREAMS) - 1, "stream id")?;
+        let message = r.varint()?;
+        let message_len = r.varint_max(MAX_MESSAGE_SIZE, "message length")?;
+        let offset = r.varint()?;
+        let depends_back = if flags & Self::FLAG_DEP != 0 {
+            Some(r.varint()?)
+        } else {
+            None
+        };
+        let ttl_us = if flags & Self::FLAG_TTL != 0 {
+            Some(r.varint()?)
+        } else {
+            None
+        };
+        let len = r.varint_max(MAX_DATAGRAM_SIZE as u64, "fragment length")? as usize;
+        let data = r.bytes(len)?;
+        let f = StreamFrame {
+            stream: StreamId(stream as u32),
+            message,
+            message_len,
+            offset,
+            reliability,
+            depends_back,
+            ttl_us,
+            data,
+        };
+        f.validate()?;
+        Ok(f)
+    }
+}
+
+/// A close or reset code. Codes below [`ErrorCode::APPLICATION_BASE`] are
+/// the transport's; the application may use the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ErrorCode(pub u64);
+
+impl ErrorCode {
+    /// Normal, graceful close.
+    pub const NO_ERROR: ErrorCode = ErrorCode(0);
+    /// The peer broke the protocol.
+    pub const PROTOCOL_VIOLATION: ErrorCode = ErrorCode(1);
+    /// The peer sent more than the flow-control credit allowed.
+    pub const FLOW_CONTROL: ErrorCode = ErrorCode(2);
+    /// The connection was idle too long.
+    pub const IDLE_TIMEOUT: ErrorCode = ErrorCode(3);
+    /// The connection was reset (aborted) by the application.
+    pub const RESET: ErrorCode = ErrorCode(4);
+    /// The peer's handshake parameters were unacceptable.
+    pub const PARAMETER_ERROR: ErrorCode = ErrorCode(5);
+    /// The server has no room for another connection.
+    pub const SERVER_BUSY: ErrorCode = ErrorCode(6);
+    /// First code available to applications.
+    pub const APPLICATION_BASE: u64 = 0x1000;
+}
+
+/// CLOSE: the sender is closing (or resetting) the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CloseFrame<'a> {
+    /// Why.
+    pub code: ErrorCode,
+    /// A human-readable reason (≤ [`MAX_REASON_LEN`] bytes, not parsed).
+    pub reason: &'a [u8],
+}
+
+/// Transport parameters, exchanged in INITIAL (client) and HANDSHAKE (server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransportParams {
+    /// Largest message this endpoint accepts (≤ [`MAX_MESSAGE_SIZE`]).
+    pub max_message_size: u64,
+    /// Reliable bytes the peer may send before further credit.
+    pub initial_max_data: u64,
+    /// Fraction of non-reliable messages this endpoint, as receiver,
+    /// accepts to lose (seed 002 §2.1: receiver loss tolerance).
+    pub loss_tolerance: Ratio,
+    /// Idle timeout in milliseconds (0 = none; ≤ [`MAX_IDLE_TIMEOUT_MS`]).
+    pub idle_timeout_ms: u64,
+    /// Longest this endpoint delays an ACK, in ms (≤ [`MAX_ACK_DELAY_MS`]).
+    pub max_ack_delay_ms: u64,
+    /// Largest UDP payload this endpoint accepts.
+    pub max_datagram_size: u64,
+}
+
+impl TransportParams {
+    fn encoded_len(&self) -> usize {
+        varint_len(self.max_message_size)
+            + varint_len(self.initial_max_data)
+            + varint_len(u64::from(self.loss_tolerance.0))
+            + varint_len(self.idle_timeout_ms)
+            + varint_len(self.max_ack_delay_ms)
+            + varint_len(self.max_datagram_size)
+    }
+
+    fn validate(&self) -> Result<(), WireError> {
+        let bad = |field| Err(WireError::OutOfRange { field });
+        if self.max_message_size > MAX_MESSAGE_SIZE {
+            return bad("max message size");
+        }
+        if self.initial_max_data > VARINT_MAX {
+            return bad("initial max data");
+        }
+        if self.loss_tolerance.0 > RATIO_ONE {
+            return bad("loss tolerance");
+        }
+        if self.idle_timeout_ms > MAX_IDLE_TIMEOUT_MS {
+            return bad("idle timeout");
+        }
+        if self.max_ack_delay_ms > MAX_ACK_DELAY_MS {
+            return bad("max ack delay");
+        }
+        if !(MIN_DATAGRAM_SIZE as u64..=MAX_DATAGRAM_SIZE as u64).contains(&self.max_datagram_size)
+        {
+            return bad("max datagram size");
+        }
+        Ok(())
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.max_message_size);
+        put_varint(out, self.initial_max_data);
+        put_varint(out, u64::from(self.loss_tolerance.0));
+        put_varint(out, self.idle_timeout_ms);
+        put_varint(out, self.max_ack_delay_ms);
+        put_varint(out, self.max_datagram_size);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let max_message_size = r.varint()?;
+        let initial_max_data = r.varint()?;
+        let tol = r.varint_max(u64::from(RATIO_ONE), "loss tolerance")?;
+        let p = TransportParams {
+            max_message_size,
+            initial_max_data,
+            loss_tolerance: Ratio(tol as u16),
+            idle_timeout_ms: r.varint()?,
+            max_ack_delay_ms: r.varint()?,
+            max_datagram_size: r.varint()?,
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+/// What kind of adaptation an application reports (seed 002 §2.3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdaptAction {
+    /// ADAPT_FREQ: messages are sent `factor` times as often (parts per
+    /// 10 000; 5 000 = half as often).
+    Frequency {
+        /// New frequency over old, in parts per 10 000.
+        factor: u32,
+    },
+    /// ADAPT_PKTSIZE: messages are `factor` times their old size (a
+    /// resolution change; 8 000 = reduced by `rate_chg` = 20 %).
+    PacketSize {
+        /// New size over old, in parts per 10 000.
+        factor: u32,
+    },
+    /// ADAPT_MARK: from now on this fraction of messages is unmarked
+    /// (discardable).
+    Marking {
+        /// Fraction of messages left unmarked.
+        unmarked: Ratio,
+    },
+    /// The receiver changes its loss tolerance.
+    LossTolerance {
+        /// The new tolerance.
+        tolerance: Ratio,
+    },
+}
+
+/// ADAPT_WHEN: when an adaptation takes effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdaptWhen {
+    /// Already in effect.
+    Now,
+    /// From message `message` of `stream` on.
+    AtMessage {
+        /// The stream.
+        stream: StreamId,
+        /// The first message the adaptation applies to.
+        message: u64,
+    },
+    /// The application will adapt later and will report it again then.
+    Deferred,
+}
+
+/// ADAPT_COND: the network condition the application assumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdaptCond {
+    /// The error (loss) ratio the adaptation was based on.
+    pub error_ratio: Ratio,
+    /// The data rate the adaptation was based on, bits per second.
+    pub rate_bps: u64,
+}
+
+/// ADAPT: an application's report of its own adaptation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdaptFrame {
+    /// What changed and by how much.
+    pub action: AdaptAction,
+    /// When.
+    pub when: AdaptWhen,
+    /// The condition the application assumed, if it says.
+    pub cond: Option<AdaptCond>,
+}
+
+impl AdaptFrame {
+    fn parts(&self) -> (u8, u64) {
+        match self.action {
+            AdaptAction::Frequency { factor } => (0, u64::from(factor)),
+            AdaptAction::PacketSize { factor } => (1, u64::from(factor)),
+            AdaptAction::Marking { unmarked } => (2, u64::from(unmarked.0)),
+            AdaptAction::LossTolerance { tolerance } => (3, u64::from(tolerance.0)),
+        }
+    }
+
+    fn validate(&self) -> Result<(), WireError> {
+        let ok = match self.action {
+            AdaptAction::Frequency { factor } | AdaptAction::PacketSize { factor } => {
+                (1..=MAX_ADAPT_FACTOR).contains(&factor)
+            }
+            AdaptAction::Marking { unmarked: r } | AdaptAction::LossTolerance { tolerance: r } => {
+                r.0 <= RATIO_ONE
+            }
+        };
+        if !ok {
+            return Err(WireError::OutOfRange {
+                field: "adapt value",
+            });
+        }
+        if let AdaptWhen::AtMessage { stream, message } = self.when {
+            if stream.0 >= MAX_STREAMS || message > VARINT_MAX {
+                return Err(WireError::OutOfRange {
+                    field: "adapt when",
+                });
+            }
+        }
+        if let Some(c) = self.cond {
+            if c.error_ratio.0 > RATIO_ONE || c.rate_bps > VARINT_MAX {
+                return Err(WireError::OutOfRange {
+                    field: "adapt cond",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn encoded_len(&self) -> usize {
+        let (_, v) = self.parts();
+        let when = match self.when {
+            AdaptWhen::AtMessage { stream, message } => {
+                varint_len(u64::from(stream.0)) + varint_len(message)
+            }
+            _ => 0,
+        };
+        let cond = self.cond.map_or(0, |c| {
+            varint_len(u64::from(c.error_ratio.0)) + varint_len(c.rate_bps)
+        });
+        1 + 1 + varint_len(v) + 1 + when + 1 + cond
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        let (kind, v) = self.parts();
+        out.push(code::ADAPT);
+        out.push(kind);
+        put_varint(out, v);
+        match self.when {
+            AdaptWhen::Now => out.push(0),
+            AdaptWhen::AtMessage { stream, message } => {
+                out.push(1);
+                put_varint(out, u64::from(stream.0));
+                put_varint(out, message);
+            }
+            AdaptWhen::Deferred => out.push(2),
+        }
+        match self.cond {
+            None => out.push(0),
+            Some(c) => {
+                out.push(1);
+                put_varint(out, u64::from(c.error_ratio.0));
+                put_varint(out, c.rate_bps);
+            }
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Self, WireError> {
+        let kind = r.u8()?;
+        let v = r.varint()?;
+        let factor = || -> Result<u32, WireError> {
+            u32::try_from(v).map_err(|_| WireError::OutOfRange {
+                field: "adapt value",
+            })
+        };
+        let ratio = || -> Result<Ratio, WireError> {
+            if v > u64::from(RATIO_ONE) {
+                return Err(WireError::OutOfRange {
+                    field: "adapt value",
+                });
+            }
+            Ok(Ratio(v as u16))
+        };
+        let action = match kind {
+            0 => AdaptAction::Frequency { factor: factor()? },
+            1 => AdaptAction::PacketSize { factor: factor()? },
+            2 => AdaptAction::Marking { unmarked: ratio()? },
+            3 => AdaptAction::LossTolerance {
+                tolerance: ratio()?,
+            },
+            _ => return Err(WireError::Reserved),
+        };
+        let when = match r.u8()? {
+            0 => AdaptWhen::Now,
+            1 => AdaptWhen::AtMessage {
+                stream: StreamId(r.varint_max(u64::from(MAX_STREAMS) - 1, "stream id")? as u32),
+                message: r.varint()?,
+            },
+            2 => AdaptWhen::Deferred,
+            _ => return Err(WireError::Reserved),
+        };
+        let cond = match r.u8()? {
+            0 => None,
+            1 => Some(AdaptCond {
+                error_ratio: Ratio(r.varint_max(u64::from(RATIO_ONE), "error ratio")? as u16),
+                rate_bps: r.varint()?,
+            }),
+            _ => return Err(WireError::Reserved),
+        };
+        let f = AdaptFrame { action, when, cond };
+        f.validate()?;
+        Ok(f)
+    }
+}
+
+/// A frame.
+// The ACK variant holds its ranges inline (about 0.5 KiB) so that decoding
+// never allocates; frames are short-lived stack values, so the size is fine.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Frame<'a> {
+    /// A run of zero bytes (used to pad INITIAL packets).
+    Padding {
+        /// How many bytes.
+        len: usize,
+    },
+    /// Asks for an acknowledgement; keeps the connection alive.
+    Ping,
+    /// Selective acknowledgement.
+    Ack(AckFrame),
+    /// A message fragment.
+    Stream(StreamFrame<'a>),
+    /// Message `message` of `stream` (of `message_len` bytes) will never be
+    /// sent again: the receiver stops waiting for it.
+    MessageSkip {
+        /// The stream.
+        stream: StreamId,
+        /// The abandoned message.
+        message: u64,
+        /// Its length (returned as flow-control credit if reliable).
+        message_len: u64,
+        /// Its class.
+        reliability: Reliability,
+    },
+    /// Flow-control credit: the peer may send reliable message bytes up to
+    /// this cumulative total.
+    MaxData {
+        /// Cumulative limit.
+        limit: u64,
+    },
+    /// The sender is closing the connection.
+    Close(CloseFrame<'a>),
+    /// The application's report of its adaptation.
+    Adapt(AdaptFrame),
+    /// Client hello: its parameters and, on the second try, the cookie.
+    Initial {
+        /// The client's transport parameters.
+        params: TransportParams,
+        /// The cookie from a RETRY, echoed back (empty on the first try).
+        cookie: &'a [u8],
+    },
+    /// Server's stateless challenge.
+    Retry {
+        /// The cookie to echo.
+        cookie: &'a [u8],
+    },
+    /// Server's acceptance.
+    Handshake {
+        /// The server's transport parameters.
+        params: TransportParams,
+    },
+}
+
+impl<'a> Frame<'a> {
+    /// Exact encoded length.
+    pub fn encoded_len(&self) -> usize {
+        match self {
+            Frame::Padding { len } => *len,
+            Frame::Ping => 1,
+            Frame::Ack(a) => a.encoded_len(),
+            Frame::Stream(s) => s.overhead(s.data.len()) + s.data.len(),
+            Frame::MessageSkip {
+                stream,
+                message,
+                message_len,
+                ..
+            } => {
+                2 + varint_len(u64::from(stream.0))
+                    + varint_len(*message)
+                    + varint_len(*message_len)
+            }
+            Frame::MaxData { limit } => 1 + varint_len(*limit),
+            Frame::Close(c) => {
+                1 + varint_len(c.code.0) + varint_len(c.reason.len() as u64) + c.reason.len()
+            }
+            Frame::Adapt(a) => a.encoded_len(),
+            Frame::Initial { params, cookie } => {
+                1 + params.encoded_len() + varint_len(cookie.len() as u64) + cookie.len()
+            }
+            Frame::Retry { cookie } => 1 + varint_len(cookie.len() as u64) + cookie.len(),
+            Frame::Handshake { params } => 1 + params.encoded_len(),
+        }
+    }
+
+    /// Appends the frame.
+    ///
+    /// # Errors
+    /// [`WireError::OutOfRange`] (or [`WireError::InvalidAck`]) if a field
+    /// breaks a bound; nothing is written then.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), WireError> {
+        self.validate()?;
+        match self {
+            Frame::Padding { len } => out.resize(out.len() + len, 0),
+            Frame::Ping => out.push(code::PING),
+            Frame::Ack(a) => a.encode(out),
+            Frame::Stream(s) => s.encode(out),
+            Frame::MessageSkip {
+                stream,
+                message,
+                message_len,
+                reliability,
+            } => {
+                out.push(code::MESSAGE_SKIP);
+                out.push(reliability.code());
+                put_varint(out, u64::from(stream.0));
+                put_varint(out, *message);
+                put_varint(out, *message_len);
+            }
+            Frame::MaxData { limit } => {
+                out.push(code::MAX_DATA);
+                put_varint(out, *limit);
+            }
+            Frame::Close(c) => {
+                out.push(code::CLOSE);
+                put_varint(out, c.code.0);
+                put_varint(out, c.reason.len() as u64);
+                out.extend_from_slice(c.reason);
+            }
+            Frame::Adapt(a) => a.encode(out),
+            Frame::Initial { params, cookie } => {
+                out.push(code::INITIAL);
+                params.encode(out);
+                put_varint(out, cookie.len() as u64);
+                out.extend_from_slice(cookie);
+            }
+            Frame::Retry { cookie } => {
+                out.push(code::RETRY);
+                put_varint(out, cookie.len() as u64);
+                out.extend_from_slice(cookie);
+            }
+            Frame::Handshake { params } => {
+                out.push(code::HANDSHAKE);
+                params.encode(out);
+            }
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> Result<(), WireError> {
+        let bad = |field| Err(WireError::OutOfRange { field });
+        match self {
+            Frame::Padding { len } if *len == 0 || *len > MAX_DATAGRAM_SIZE => bad("padding"),
+            Frame::Ack(a) if a.len == 0 => Err(WireError::InvalidAck),
+            Frame::Stream(s) => s.validate(),
+            Frame::MessageSkip {
+                stream,
+                message,
+                message_len,
+                ..
+            } if stream.0 >= MAX_STREAMS
+                || *message > VARINT_MAX
+                || *message_len > MAX_MESSAGE_SIZE =>
+            {
+                bad("message skip")
+            }
+            Frame::MaxData { limit } if *limit > VARINT_MAX => bad("max data"),
+            Frame::Close(c) if c.code.0 > VARINT_MAX || c.reason.len() > MAX_REASON_LEN => {
+                bad("close")
+            }
+            Frame::Adapt(a) => a.validate(),
+            Frame::Initial { params, cookie } => {
+                params.validate()?;
+                if cookie.len() > MAX_COOKIE_LEN {
+                    return bad("cookie length");
+                }
+                Ok(())
+            }
+            Frame::Retry { cookie } if cookie.is_empty() || cookie.len() > MAX_COOKIE_LEN => {
+                bad("cookie length")
+            }
+            Frame::Handshake { params } => params.validate(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Decodes one frame from the front of `r`.
+    ///
+    /// # Errors
+    /// Any [`WireError`]: truncation, an unknown type, a broken bound.
+    pub fn decode(r: &mut Reader<'a>) -> Result<Self, WireError> {
+        let ty = r.u8()?;
+        Ok(match ty {
+            code::PADDING => {
+                let mut len = 1;
+                while r.peek_u8() == Some(0) {
+                    r.u8()?;
+                    len += 1;
+                }
+                Frame::Padding { len }
+            }
+            code::PING => Frame::Ping,
+            code::ACK => Frame::Ack(AckFrame::decode(r)?),
+            code::STREAM => Frame::Stream(StreamFrame::decode(r)?),
+            code::MESSAGE_SKIP => {
+                let reliability = Reliability::from_code(r.u8()?).ok_or(WireError::Reserved)?;
+                Frame::MessageSkip {
+                    reliability,
+                    stream: StreamId(r.varint_max(u64::from(MAX_STREAMS) - 1, "stream id")? as u32),
+                    message: r.varint()?,
+                    message_len: r.varint_max(MAX_MESSAGE_SIZE, "message length")?,
+                }
+            }
+            code::MAX_DATA => Frame::MaxData { limit: r.varint()? },
+            code::CLOSE => {
+                let code = ErrorCode(r.varint()?);
+                let len = r.varint_max(MAX_REASON_LEN as u64, "reason length")? as usize;
+                Frame::Close(CloseFrame {
+                    code,
+                    reason: r.bytes(len)?,
+                })
+            }
+            code::ADAPT => Frame::Adapt(AdaptFrame::decode(r)?),
+            code::INITIAL => {
+                let params = TransportParams::decode(r)?;
+                let len = r.varint_max(MAX_COOKIE_LEN as u64, "cookie length")? as usize;
+                Frame::Initial {
+                    params,
+                    cookie: r.bytes(len)?,
+                }
+            }
+            code::RETRY => {
+                let len = r.varint_max(MAX_COOKIE_LEN as u64, "cookie length")? as usize;
+                if len == 0 {
+                    return Err(WireError::OutOfRange {
+                        field: "cookie length",
+                    });
+                }
+                Frame::Retry {
+                    cookie: r.bytes(len)?,
+                }
+            }
+            code::HANDSHAKE => Frame::Handshake {
+                params: TransportParams::decode(r)?,
+            },
+            other => return Err(WireError::UnknownFrame(other)),
+        })
+    }
+
+    /// True if receiving this frame obliges the receiver to acknowledge the
+    /// packet (everything except ACK, PADDING and CLOSE).
+    pub fn is_ack_eliciting(&self) -> bool {
+        !matches!(
+            self,
+            Frame::Ack(_) | Frame::Padding { .. } | Frame::Close(_)
+        )
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    pub(crate) fn params() -> TransportParams {
+        TransportParams {
+            max_message_size: 1 << 20,
+            initial_max_data: 1 << 22,
+            loss_tolerance: Ratio::from_parts(4000),
+            idle_timeout_ms: 30_000,
+            max_ack_delay_ms: 25,
+            max_datagram_size: 1400,
+        }
+    }
+
+    fn round_trip(f: Frame<'_>) {
+        let mut out = Vec::new();
+        f.encode(&mut out).unwrap();
+        assert_eq!(out.len(), f.encoded_len(), "{f:?}");
+        let mut r = Reader::new(&out);
+        assert_eq!(Frame::decode(&mut r).unwrap(), f);
+        assert!(r.is_empty());
+    }
+
+    #[test]
+    fn every_frame_round_trips() {
+        let ack = AckFrame::new(
+            250,
+            &[
+                AckRange {
+                    start: 90,
+                    end: 100,
+                },
+                AckRange { start: 50, end: 80 },
+                AckRange { start: 0, end: 0 },
+            ],
+        )
+        .unwrap();
+        let frames = [
+            Frame::Padding { len: 7 },
+            Frame::Ping,
+            Frame::Ack(ack),
+            Frame::Stream(StreamFrame {
+                stream: StreamId(3),
+                message: 77,
+                message_len: 5000,
+                offset: 1400,
+                reliability: Reliability::Discardable,
+                depends_back: Some(2),
+                ttl_us: Some(50_000),
+                data: b"hello",
+            }),
+            Frame::MessageSkip {
+                stream: StreamId(1),
+                message: 9,
+                message_len: 44,
+                reliability: Reliability::Reliable,
+            },
+            Frame::MaxData { limit: 1 << 40 },
+            Frame::Close(CloseFrame {
+                code: ErrorCode::IDLE_TIMEOUT,
+                reason: b"idle",
+            }),
+            Frame::Adapt(AdaptFrame {
+                action: AdaptAction::PacketSize { factor: 8000 },
+                when: AdaptWhen::AtMessage {
+                    stream: StreamId(2),
+                    message: 40,
+                },
+                cond: Some(AdaptCond {
+                    error_ratio: Ratio::from_parts(2000),
+                    rate_bps: 20_000_000,
+                }),
+            }),
+            Frame::Initial {
+                params: params(),
+                cookie: &[7; 24],
+            },
+            Frame::Retry { cookie: &[9; 24] },
+            Frame::Handshake { params: params() },
+        ];
+        for f in frames {
+            round_trip(f);
+        }
+    }
+
+    #[test]
+    fn rejects_broken_bounds() {
+        let s = StreamFrame {
+            stream: StreamId(0),
+            message: 1,
+            message_len: 3,
+            offset: 2,
+            reliability: Reliability::Reliable,
+            depends_back: None,
+            ttl_us: None,
+            data: b"ab",
+        };
+        // offset + len > message_len
+        assert!(Frame::Stream(s).encode(&mut Vec::new()).is_err());
+        // depends_back beyond message 0
+        let s = StreamFrame {
+            offset: 0,
+            depends_back: Some(2),
+            ..s
+        };
+        assert!(Frame::Stream(s).encode(&mut Vec::new()).is_err());
+        assert!(AckFrame::new(
+            0,
+            &[AckRange { start: 5, end: 9 }, AckRange { start: 3, end: 4 }]
+        )
+        .is_err());
+        assert!(AckFrame::new(0, &[]).is_err());
+        // Unknown frame type, reserved STREAM flag.
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&[0x3f])),
+            Err(WireError::UnknownFrame(0x3f))
+        );
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&[code::STREAM, 0x80])),
+            Err(WireError::Reserved)
+        );
+        // ACK whose first range underflows below zero.
+        assert_eq!(
+            Frame::decode(&mut Reader::new(&[code::ACK, 3, 0, 0, 9])),
+            Err(WireError::InvalidAck)
+        );
+    }
+
+    #[test]
+    fn ack_keeps_at_most_max_ranges() {
+        let ranges: Vec<AckRange> = (0..(MAX_ACK_RANGES as u64 + 10))
+            .rev()
+            .map(|i| AckRange {
+                start: i * 3,
+                end: i * 3 + 1,
+            })
+            .collect();
+        let a = AckFrame::new(0, &ranges).unwrap();
+        assert_eq!(a.ranges().len(), MAX_ACK_RANGES);
+        round_trip(Frame::Ack(a));
+    }
+
+    fn arb_ratio() -> impl Strategy<Value = Ratio> {
+        (0..=RATIO_ONE).prop_map(Ratio::from_parts)
+    }
+
+    fn arb_params() -> impl Strategy<Value = TransportParams> {
+        (
+            0..=MAX_MESSAGE_SIZE,
+            0..=VARINT_MAX,
+            arb_ratio(),
+            0..=MAX_IDLE_TIMEOUT_MS,
+            0..=MAX_ACK_DELAY_MS,
+            MIN_DATAGRAM_SIZE as u64..=MAX_DATAGRAM_SIZE as u64,
+        )
+            .prop_map(|(a, b, c, d, e, f)| TransportParams {
+                max_message_size: a,
+                initial_max_data: b,
+                loss_tolerance: c,
+                idle_timeout_ms: d,
+                max_ack_delay_ms: e,
+                max_datagram_size: f,
+            })
+    }
+
+    fn arb_ack() -> impl Strategy<Value = AckFrame> {
+        (
+            0..VARINT_MAX / 2,
+            0..=VARINT_MAX,
+            prop::collection::vec((0u64..1000, 0u64..1000), 1..40),
+        )
+            .prop_map(|(largest, delay, spans)| {
+                let mut ranges = Vec::new();
+                let mut end = largest;
+                for (len, gap) in spans {
+                    let start = end.saturating_sub(len);
+                    ranges.push(AckRange { start, end });
+                    match start.checked_sub(gap + 2) {
+                        Some(e) => end = e,
+                        None => break,
+                    }
+                }
+                AckFrame::new(delay, &ranges).unwrap()
+            })
+    }
+
+    /// Owned inputs for a STREAM frame (proptest cannot hand out borrows).
+    fn arb_stream() -> impl Strategy<Value = (u32, u64, u64, u8, Option<u64>, Option<u64>, Vec<u8>)>
+    {
+        (
+            0..MAX_STREAMS,
+            0..=VARINT_MAX,
+            0..=MAX_MESSAGE_SIZE,
+            0u8..3,
+            proptest::option::of(1..=VARINT_MAX),
+            proptest::option::of(0..=MAX_TTL_US),
+            prop::collection::vec(any::<u8>(), 0..64),
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn stream_round_trips((stream, message, len, class, dep, ttl, data) in arb_stream(), off in 0..=MAX_MESSAGE_SIZE) {
+            let message_len = len.max(data.len() as u64);
+            let offset = off.min(message_len - data.len() as u64);
+            let f = StreamFrame {
+                stream: StreamId(stream),
+                message,
+                message_len,
+                offset,
+                reliability: Reliability::from_code(class).unwrap(),
+                depends_back: dep.map(|d| d.min(message)).filter(|d| *d > 0),
+                ttl_us: ttl,
+                data: &data,
+            };
+            round_trip(Frame::Stream(f));
+        }
+
+        #[test]
+        fn control_frames_round_trip(p in arb_params(), ack in arb_ack(), cookie in prop::collection::vec(any::<u8>(), 0..=MAX_COOKIE_LEN),
+                                     code in 0..=VARINT_MAX, reason in prop::collection::vec(any::<u8>(), 0..=MAX_REASON_LEN),
+                                     factor in 1..=MAX_ADAPT_FACTOR, r in arb_ratio(), rate in 0..=VARINT_MAX, msg in 0..=VARINT_MAX) {
+            round_trip(Frame::Initial { params: p, cookie: &cookie });
+            round_trip(Frame::Handshake { params: p });
+            round_trip(Frame::Ack(ack));
+            round_trip(Frame::Close(CloseFrame { code: ErrorCode(code), reason: &reason }));
+            round_trip(Frame::MaxData { limit: rate });
+            if !cookie.is_empty() {
+                round_trip(Frame::Retry { cookie: &cookie });
+            }
+            for action in [AdaptAction::Frequency { factor }, AdaptAction::PacketSize { factor },
+                           AdaptAction::Marking { unmarked: r }, AdaptAction::LossTolerance { tolerance: r }] {
+                for when in [AdaptWhen::Now, AdaptWhen::Deferred, AdaptWhen::AtMessage { stream: StreamId(1), message: msg }] {
+                    round_trip(Frame::Adapt(AdaptFrame { action, when, cond: Some(AdaptCond { error_ratio: r, rate_bps: rate }) }));
+                    round_trip(Frame::Adapt(AdaptFrame { action, when, cond: None }));
+                }
+            }
+        }
+
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            let mut r = Reader::new(&bytes);
+            while !r.is_empty() {
+                let before = r.remaining();
+                match Frame::decode(&mut r) {
+                    Ok(f) => {
+                        // Whatever decodes re-encodes to something that decodes the same.
+                        let mut out = Vec::new();
+                        f.encode(&mut out).unwrap();
+                        let g = Frame::decode(&mut Reader::new(&out)).unwrap();
+                        prop_assert_eq!(f, g);
+                        prop_assert!(r.remaining() < before);
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+}
