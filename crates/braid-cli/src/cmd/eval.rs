@@ -1,17 +1,35 @@
-//! `braid eval …`. Being built; see issue 2 §3.
+//! `braid eval …`: evaluations that reproduce the seed papers' studies.
+//!
+//! * `braid eval predictors` — seed 000 §VI-A (Fig. 7): average predictors
+//!   (MA, EWMA, SMA) judged by mean relative error, the percentile predictor
+//!   judged by how often its promise is broken, on real bandwidth traces.
+//!   The arithmetic is [`braid_core::estimate::study`]; this module reads
+//!   the trace files, bins them and prints tables or JSON.
+
+mod predictors;
+mod render;
+
+pub use predictors::PredictorsArgs;
+#[allow(unused_imports)] // for `braid demo`, which prints the same table
+pub use render::study_tables;
 
 /// Evaluation subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum EvalCommand {
-    /// The predictor study of seed 000 §VI-A on real traces.
-    Predictors {
-        /// One trace file.
-        #[arg(long)]
-        trace: Option<std::path::PathBuf>,
-    },
+    /// The predictor study of seed 000 §VI-A (Fig. 7) on real traces: mean
+    /// relative error of MA/EWMA/SMA, violation rate of the percentile
+    /// predictor's promise at each probability, and the seed's own test.
+    Predictors(PredictorsArgs),
 }
 
 /// Runs an evaluation subcommand.
-pub fn run(_cmd: EvalCommand) -> anyhow::Result<()> {
-    anyhow::bail!("braid eval is not built yet")
+///
+/// # Errors
+///
+/// A missing or unreadable trace, a malformed trace (naming the file and
+/// line), inconsistent flags, or a trace too short for the window.
+pub fn run(cmd: EvalCommand) -> anyhow::Result<()> {
+    match cmd {
+        EvalCommand::Predictors(args) => predictors::run(args),
+    }
 }

@@ -75,12 +75,15 @@ pub const MAHIMAHI_BITS_PER_OPPORTUNITY: u64 = 1500 * 8;
 pub enum TraceFormat {
     /// mahimahi packet-delivery opportunities: one millisecond timestamp per
     /// line, one 1500-byte packet each.
+    #[serde(rename = "mahimahi")]
     Mahimahi,
     /// `<seconds><TAB or spaces><Mbit/s>` samples, each held until the next;
     /// `#` comment lines and blank lines are ignored (the `.tsv` copies).
+    #[serde(rename = "series")]
     Series,
     /// The 5G G-NetTrack Pro CSV: header row, `Timestamp` and `DL_bitrate`
     /// (kbit/s) columns.
+    #[serde(rename = "5g-csv")]
     G5Csv,
 }
 

@@ -1,0 +1,356 @@
+//! Text tables for `braid eval predictors`: one trace in detail, or one
+//! summary row per trace. Pure functions from results to a `String`.
+
+use super::predictors::{Evaluation, Plan};
+use braid_core::estimate::study::StudyReport;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// How far above nominal a violation rate may be before it is flagged (the
+/// issue's acceptance line: within nominal + 0.02).
+const FLAG_MARGIN: f64 = 0.02;
+
+/// `12.3%`, or `-` for NaN (no predictions).
+fn pct(v: f64) -> String {
+    if v.is_finite() {
+        format!("{:.1}%", v * 100.0)
+    } else {
+        "-".to_string()
+    }
+}
+
+/// A violation rate with a `*` if it exceeds nominal + [`FLAG_MARGIN`].
+fn violation(rate: f64, nominal: f64) -> String {
+    let flag = if rate > nominal + FLAG_MARGIN {
+        "*"
+    } else {
+        " "
+    };
+    format!("{}{flag}", pct(rate))
+}
+
+/// An aligned table: first column left-aligned, the rest right-aligned.
+fn table(header: &[String], rows: &[Vec<String>]) -> String {
+    let cols = header.len();
+    let mut width = vec![0; cols];
+    for row in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(&width).enumerate() {
+            if i == 0 {
+                let _ = write!(line, "{cell:<w$}");
+            } else {
+                let _ = write!(line, "  {cell:>w$}");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn strings(cells: &[&str]) -> Vec<String> {
+    cells.iter().map(|s| s.to_string()).collect()
+}
+
+/// The three tables of one study report: average predictors, percentile
+/// predictor, the seed's test. `horizon` names what is predicted (e.g. `1s`).
+pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Average predictors: relative error of the predicted mean rate over the next {horizon} (seed Fig. 7: about 20%)"
+    );
+    let rows: Vec<Vec<String>> = report
+        .average
+        .iter()
+        .map(|a| {
+            vec![
+                a.predictor.clone(),
+                pct(a.mean_relative_error),
+                a.predictions.to_string(),
+                a.skipped_zero_actual.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &strings(&[
+            "predictor",
+            "mean rel. error",
+            "predictions",
+            "skipped (actual 0)",
+        ]),
+        &rows,
+    ));
+
+    let _ = writeln!(
+        out,
+        "\nPercentile predictor: promise \"mean rate over the next {horizon} >= b\", b = F^-1(1-P) of the window"
+    );
+    let rows: Vec<Vec<String>> = report
+        .percentile
+        .iter()
+        .map(|p| {
+            vec![
+                format!("{:.3}", p.probability),
+                pct(p.nominal_violation),
+                violation(p.violation_rate, p.nominal_violation),
+                p.predictions.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &strings(&["P", "nominal 1-P", "violation", "predictions"]),
+        &rows,
+    ));
+    let _ = writeln!(out, "(* = violation above nominal + {FLAG_MARGIN})");
+
+    let _ = writeln!(
+        out,
+        "\nSeed's test: X = low percentile of the window; a failure unless the next n bins are all above X (seed: < 4% failure)"
+    );
+    let rows: Vec<Vec<String>> = report
+        .seed_test
+        .iter()
+        .map(|s| {
+            vec![
+                s.n.to_string(),
+                pct(s.failure_rate),
+                s.predictions.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&strings(&["n", "failure", "predictions"]), &rows));
+    out
+}
+
+/// The detailed output for `--trace FILE`.
+pub(super) fn single(eval: &Evaluation, plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "trace:  {} ({}, {} samples, {:.1}s)",
+        eval.trace, eval.format, eval.trace_samples, eval.duration_s
+    );
+    let _ = writeln!(
+        out,
+        "series: {} bins of {}; window {} bins ({}); horizon {} = {} bins\n",
+        eval.bins,
+        eval.interval,
+        eval.window,
+        plan.interval.saturating_mul(eval.window as u64),
+        eval.horizon,
+        eval.horizon_bins
+    );
+    out.push_str(&study_tables(&eval.report, &eval.horizon));
+    out
+}
+
+/// The median of the finite values, or NaN.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+/// `min–max` of the seed test's failure rates over n.
+fn seed_range(report: &StudyReport) -> String {
+    let rates: Vec<f64> = report
+        .seed_test
+        .iter()
+        .map(|s| s.failure_rate)
+        .filter(|r| r.is_finite())
+        .collect();
+    let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = rates.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if rates.is_empty() {
+        "-".to_string()
+    } else {
+        format!("{}–{}", pct(min), pct(max))
+    }
+}
+
+/// The summary for `--all DIR`: one row per trace, then a median row.
+pub(super) fn summary(
+    evals: &[Evaluation],
+    plan: &Plan,
+    copies: &[PathBuf],
+    skipped: &[(String, String)],
+) -> String {
+    let Some(first) = evals.first() else {
+        return String::new();
+    };
+    let averages: Vec<String> = first
+        .report
+        .average
+        .iter()
+        .map(|a| a.predictor.clone())
+        .collect();
+    let probabilities: Vec<(f64, f64)> = first
+        .report
+        .percentile
+        .iter()
+        .map(|p| (p.probability, p.nominal_violation))
+        .collect();
+    let ns: Vec<usize> = first.report.seed_test.iter().map(|s| s.n).collect();
+    let n_label = match (ns.iter().min(), ns.iter().max()) {
+        (Some(a), Some(b)) if a != b => format!("n={a}–{b}"),
+        (Some(a), _) => format!("n={a}"),
+        _ => "n".to_string(),
+    };
+
+    let mut header = strings(&["trace", "format", "bins"]);
+    header.extend(averages.iter().map(|a| format!("MRE {a}")));
+    header.extend(
+        probabilities
+            .iter()
+            .map(|(p, nom)| format!("viol P={p} ({})", pct(*nom))),
+    );
+    header.push(format!("seed fail {n_label}"));
+
+    let mut rows = Vec::new();
+    for e in evals {
+        let mut row = vec![e.trace.clone(), e.format.to_string(), e.bins.to_string()];
+        for name in &averages {
+            let mre = e
+                .report
+                .average
+                .iter()
+                .find(|a| &a.predictor == name)
+                .map_or(f64::NAN, |a| a.mean_relative_error);
+            row.push(pct(mre));
+        }
+        for &(p, nominal) in &probabilities {
+            let cell = e
+                .report
+                .percentile
+                .iter()
+                .find(|r| r.probability == p)
+                .map_or("-".to_string(), |r| violation(r.violation_rate, nominal));
+            row.push(cell);
+        }
+        row.push(seed_range(&e.report));
+        rows.push(row);
+    }
+    // The median row.
+    let mut row = vec![
+        format!("median of {}", evals.len()),
+        String::new(),
+        String::new(),
+    ];
+    for name in &averages {
+        row.push(pct(median(
+            evals
+                .iter()
+                .filter_map(|e| e.report.average.iter().find(|a| &a.predictor == name))
+                .map(|a| a.mean_relative_error)
+                .collect(),
+        )));
+    }
+    for &(p, nominal) in &probabilities {
+        let m = median(
+            evals
+                .iter()
+                .filter_map(|e| e.report.percentile.iter().find(|r| r.probability == p))
+                .map(|r| r.violation_rate)
+                .collect(),
+        );
+        row.push(violation(m, nominal));
+    }
+    let lo = median(
+        evals
+            .iter()
+            .filter_map(|e| {
+                e.report
+                    .seed_test
+                    .iter()
+                    .map(|s| s.failure_rate)
+                    .reduce(f64::min)
+            })
+            .collect(),
+    );
+    let hi = median(
+        evals
+            .iter()
+            .filter_map(|e| {
+                e.report
+                    .seed_test
+                    .iter()
+                    .map(|s| s.failure_rate)
+                    .reduce(f64::max)
+            })
+            .collect(),
+    );
+    row.push(format!("{}–{}", pct(lo), pct(hi)));
+    rows.push(row);
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Predictor study (seed 000 §VI-A, Fig. 7): {} traces; bins of {}, window {} bins, horizon {} ({} bins)\n",
+        evals.len(),
+        plan.interval,
+        plan.study.window,
+        plan.horizon,
+        plan.study.horizon
+    );
+    out.push_str(&table(&header, &rows));
+    let _ = writeln!(
+        out,
+        "\nMRE  = mean relative error |predicted - actual| / actual of the mean rate over the next {} (seed: about 20%)",
+        plan.horizon
+    );
+    let _ = writeln!(
+        out,
+        "viol = share of predictions where the mean rate over the next {} fell below b = F^-1(1-P) (nominal 1-P; * = above nominal + {FLAG_MARGIN})",
+        plan.horizon
+    );
+    let _ = writeln!(
+        out,
+        "seed = the seed's test: X = low percentile of the window, failure unless all of the next n bins are above X; min–max over n (seed: < 4%)"
+    );
+    if !copies.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} normalised .tsv copies were not evaluated: their originals were, binned at {}",
+            copies.len(),
+            plan.interval
+        );
+    }
+    for (file, reason) in skipped {
+        let _ = writeln!(out, "skipped {file}: {reason}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_and_flag() {
+        let t = table(
+            &strings(&["a", "bb"]),
+            &[strings(&["long name", "1"]), strings(&["x", "22"])],
+        );
+        assert_eq!(t, "a          bb\nlong name   1\nx          22\n");
+        assert_eq!(violation(0.13, 0.10), "13.0%*");
+        assert_eq!(violation(0.12, 0.10), "12.0% ");
+        assert_eq!(pct(f64::NAN), "-");
+        assert_eq!(median(vec![3.0, f64::NAN, 1.0, 2.0]), 2.0);
+        assert!(median(vec![]).is_nan());
+    }
+}
