@@ -4,7 +4,7 @@
 //! Notation as in the seed: s is the packet size, t_w the scheduling window,
 //! x the packets a stream needs served per window, b the available
 //! bandwidth, b0 = x·s/t_w the rate that serves exactly x packets, F the
-//! bandwidth distribution and M[b0] the partial expectation (see below).
+//! bandwidth distribution and M\[b0\] the partial expectation (see below).
 //!
 //! - **Lemma 1.** x packets are served in t_w with probability
 //!   P = P{b ≥ b0}. The seed writes 1 − F(b0) with F(b) = P{b ∈ (0, b)} —
@@ -19,10 +19,10 @@
 //!   (samples at ranks ⌈(1−P)N⌉ … N are all ≥ the promised rate, and there
 //!   are N − ⌈(1−P)N⌉ + 1 > P·N of them).
 //! - **Lemma 2.** Z = max(0, x − b·t_w/s) packets miss per window and
-//!   E[Z] = x·F(b0) − (t_w/s)·M[b0]. The proof integrates
-//!   ∫_{−∞}^{b0} b f(b) db, so M[b0] = E[b·1{b ≤ b0}] — the *partial*
+//!   E\[Z\] = x·F(b0) − (t_w/s)·M\[b0\]. The proof integrates
+//!   ∫_{−∞}^{b0} b f(b) db, so M\[b0\] = E\[b·1{b ≤ b0}\] — the *partial*
 //!   expectation, not the conditional mean "of b for all b ≤ b0" that the
-//!   lemma's wording suggests (that would overstate E[Z] by a factor of
+//!   lemma's wording suggests (that would overstate E\[Z\] by a factor of
 //!   roughly 1/F(b0) in the second term). Whether F counts b = b0 does not
 //!   matter here: a sample at b0 contributes x − b0·t_w/s = 0.
 //!   [`expected_shortfall`](SlidingWindow::expected_shortfall) computes the
@@ -31,7 +31,7 @@
 //!   and against a direct average of Z over the samples.
 //!
 //! Units: [`Bandwidth`] is in bit/s and the packet size in bytes, so
-//! x = rate·t_w / (8·s) and (t_w/s)·M[b0] uses M in bytes/s = bit/s ÷ 8.
+//! x = rate·t_w / (8·s) and (t_w/s)·M\[b0\] uses M in bytes/s = bit/s ÷ 8.
 //! x is kept real (not rounded to whole packets).
 
 use super::SlidingWindow;
@@ -69,10 +69,10 @@ impl SlidingWindow {
         (self.len() - self.count_lt(rate)) as f64 / self.len() as f64
     }
 
-    /// E[Z] of Lemma 2: the expected number of packets (of `packet_size`
+    /// E\[Z\] of Lemma 2: the expected number of packets (of `packet_size`
     /// bytes) per scheduling `window` that a stream needing `rate` fails to
-    /// get, i.e. E[max(0, x − b·t_w/s)] with x = rate·t_w/(8·s), which
-    /// equals x·F(b0) − (t_w/s)·M[b0] with M the partial expectation
+    /// get, i.e. E\[max(0, x − b·t_w/s)\] with x = rate·t_w/(8·s), which
+    /// equals x·F(b0) − (t_w/s)·M\[b0\] with M the partial expectation
     /// ([`SlidingWindow::partial_mean`]).
     ///
     /// An empty window is taken as a path with no capacity: the result is
@@ -107,7 +107,7 @@ impl SlidingWindow {
     /// "violation bounded" stream can be given on this path.
     ///
     /// `None` on an empty window or when `max_missed` is NaN or negative.
-    /// E[Z] grows with the rate, so this is a binary search (64 steps of
+    /// E\[Z\] grows with the rate, so this is a binary search (64 steps of
     /// O(log N)).
     pub fn max_rate_for_shortfall(
         &self,

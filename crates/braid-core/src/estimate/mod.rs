@@ -1,5 +1,5 @@
 //! Path estimation (seed 000, section IV "Statistical bandwidth prediction
-//! and guarantees", and the quantities F and M[b] that section V.B's
+//! and guarantees", and the quantities F and M\[b\] that section V.B's
 //! Lemma 1 and Lemma 2 are stated in).
 //!
 //! A path's deliveries become throughput samples, the last N samples form an
@@ -12,7 +12,7 @@
 //! - [`RateSampler`] — (time, bytes delivered, sender-had-data) events →
 //!   one [`RateSample`] per fixed interval; app-limited intervals are marked.
 //! - [`SlidingWindow`] — the last N samples with O(log N) push/evict and
-//!   quantile F⁻¹(q), CDF F(b) and partial expectation M[b] queries, over an
+//!   quantile F⁻¹(q), CDF F(b) and partial expectation M\[b\] queries, over an
 //!   order-statistic treap with subtree counts and sums.
 //! - [`guarantee`] — Lemma 1 and Lemma 2 on a window:
 //!   [`SlidingWindow::rate_at_probability`],
@@ -42,6 +42,7 @@ pub use predictor::{
     Ewma, MovingAverage, PercentilePredictor, Predictor, Sma, DEFAULT_EWMA_ALPHA, DEFAULT_MA_LEN,
 };
 pub use sampler::{RateSample, RateSampler, SamplerStats, DEFAULT_SAMPLE_QUEUE};
+pub use study::{run_study, StudyConfig, StudyError, StudyReport};
 
 pub use window::{quantile_rank, SlidingWindow, MAX_WINDOW};
 

@@ -1,5 +1,5 @@
 //! [`SlidingWindow`]: the empirical bandwidth distribution of the last N
-//! samples (seed 000, section IV; the F and M[b] of section V.B).
+//! samples (seed 000, section IV; the F and M\[b\] of section V.B).
 //!
 //! The window keeps samples in arrival order (a ring) and, beside them, an
 //! order-statistic treap with subtree counts and sums. Pushing a sample
@@ -9,7 +9,7 @@
 //! | --- | --- | --- |
 //! | [`SlidingWindow::quantile`] | F⁻¹(q), the ⌈qN⌉-th smallest sample | O(log N) |
 //! | [`SlidingWindow::cdf`] | F(b) = fraction of samples ≤ b | O(log N) |
-//! | [`SlidingWindow::partial_mean`] | M[b] = E[b·1{b ≤ b0}], the partial expectation | O(log N) |
+//! | [`SlidingWindow::partial_mean`] | M\[b\] = E\[b·1{b ≤ b0}\], the partial expectation | O(log N) |
 //! | [`SlidingWindow::mean`] | mean of all samples | O(1) |
 //!
 //! The guarantee API built on these (Lemma 1 and Lemma 2) is in
@@ -206,19 +206,19 @@ impl SlidingWindow {
         ratio(self.count_lt(b) as f64, self.len())
     }
 
-    /// M[b0], the **partial expectation** E[b · 1{b ≤ b0}] in bit/s:
+    /// M\[b0\], the **partial expectation** E\[b · 1{b ≤ b0}\] in bit/s:
     /// (sum of the samples ≤ b0) / N. 0.0 on an empty window.
     ///
-    /// Lemma 2's text calls M[b0] "the mean of b for all b ≤ b0", but its
+    /// Lemma 2's text calls M\[b0\] "the mean of b for all b ≤ b0", but its
     /// proof integrates ∫_{−∞}^{b0} b f(b) db, which is the partial
     /// expectation — the conditional mean times F(b0). Only that reading
-    /// makes E[Z] = x·F(b0) − (t_w/s)·M[b0] true, so it is what this returns.
+    /// makes E\[Z\] = x·F(b0) − (t_w/s)·M\[b0\] true, so it is what this returns.
     /// The conditional mean is [`Self::conditional_mean_le`].
     pub fn partial_mean(&self, b0: Bandwidth) -> f64 {
         ratio(self.sum_le(b0) as f64, self.len())
     }
 
-    /// The conditional mean E[b | b ≤ b0] in bit/s (the literal wording of
+    /// The conditional mean E\[b | b ≤ b0\] in bit/s (the literal wording of
     /// Lemma 2); `None` when no sample is ≤ b0.
     pub fn conditional_mean_le(&self, b0: Bandwidth) -> Option<f64> {
         let (count, sum) = self.tree.prefix(b0.bps(), true);
