@@ -33,11 +33,12 @@ pub struct PathEstimateStats {
 /// ```
 /// use braid_core::{estimate::PathEstimate, Bandwidth, Duration, Instant};
 /// let mut path = PathEstimate::new(Duration::from_millis(100), 500, Instant::ZERO).unwrap();
-/// let mut now = Instant::ZERO;
-/// for _ in 0..20 {
-///     now += Duration::from_millis(100);
-///     path.handle_delivery(now, 125_000, false); // 10 Mbit/s
+/// for k in 0..20 {
+///     // 125 kB in the middle of every 100 ms interval: 10 Mbit/s.
+///     path.handle_delivery(Instant::ZERO + Duration::from_millis(100 * k + 50), 125_000, false);
 /// }
+/// path.handle_timeout(path.poll_timeout()); // closes the 20th interval
+/// assert_eq!(path.window().len(), 20);
 /// assert_eq!(path.window().rate_at_probability(0.95), Some(Bandwidth::from_mbps(10)));
 /// ```
 #[derive(Debug, Clone)]
