@@ -2,7 +2,7 @@
 //! summary row per trace. Pure functions from results to a `String`.
 
 use super::predictors::{Evaluation, Plan};
-use braid_core::estimate::study::StudyReport;
+use braid_core::estimate::study::{SeedTestResult, StudyReport};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -14,6 +14,15 @@ const FLAG_MARGIN: f64 = 0.02;
 fn pct(v: f64) -> String {
     if v.is_finite() {
         format!("{:.1}%", v * 100.0)
+    } else {
+        "-".to_string()
+    }
+}
+
+/// `+1.2%` / `-3.4%`, or `-` for NaN.
+fn signed_pct(v: f64) -> String {
+    if v.is_finite() {
+        format!("{:+.1}%", v * 100.0)
     } else {
         "-".to_string()
     }
@@ -73,6 +82,7 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
             vec![
                 a.predictor.clone(),
                 pct(a.mean_relative_error),
+                signed_pct(a.mean_signed_relative_error),
                 a.predictions.to_string(),
                 a.skipped_zero_actual.to_string(),
             ]
@@ -82,6 +92,7 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
         &strings(&[
             "predictor",
             "mean rel. error",
+            "bias",
             "predictions",
             "skipped (actual 0)",
         ]),
@@ -100,19 +111,26 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
                 format!("{:.3}", p.probability),
                 pct(p.nominal_violation),
                 violation(p.violation_rate, p.nominal_violation),
+                format!("{:.3}", p.mean_promised_bps / 1e6),
                 p.predictions.to_string(),
             ]
         })
         .collect();
     out.push_str(&table(
-        &strings(&["P", "nominal 1-P", "violation", "predictions"]),
+        &strings(&[
+            "P",
+            "nominal 1-P",
+            "violation",
+            "mean b [Mbit/s]",
+            "predictions",
+        ]),
         &rows,
     ));
     let _ = writeln!(out, "(* = violation above nominal + {FLAG_MARGIN})");
 
     let _ = writeln!(
         out,
-        "\nSeed's test: X = low percentile of the window; a failure unless the next n bins are all above X (seed: < 4% failure)"
+        "\nSeed's test: X = the window's 10th percentile (default); a failure if one of the next n bins is below X, or, read strictly as the seed words it (\"larger than X\"), at or below X (seed: < 4% failure)"
     );
     let rows: Vec<Vec<String>> = report
         .seed_test
@@ -121,11 +139,15 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
             vec![
                 s.n.to_string(),
                 pct(s.failure_rate),
+                pct(s.strict_failure_rate),
                 s.predictions.to_string(),
             ]
         })
         .collect();
-    out.push_str(&table(&strings(&["n", "failure", "predictions"]), &rows));
+    out.push_str(&table(
+        &strings(&["n", "failure (< X)", "strict (<= X)", "predictions"]),
+        &rows,
+    ));
     out
 }
 
@@ -166,12 +188,12 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// `min–max` of the seed test's failure rates over n.
-fn seed_range(report: &StudyReport) -> String {
+/// `min–max` over n of one of the seed test's rates.
+fn seed_range(report: &StudyReport, rate: fn(&SeedTestResult) -> f64) -> String {
     let rates: Vec<f64> = report
         .seed_test
         .iter()
-        .map(|s| s.failure_rate)
+        .map(rate)
         .filter(|r| r.is_finite())
         .collect();
     let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
@@ -181,6 +203,35 @@ fn seed_range(report: &StudyReport) -> String {
     } else {
         format!("{}–{}", pct(min), pct(max))
     }
+}
+
+/// The seed test's `failure_rate` (some of the next n bins below X).
+fn failure(s: &SeedTestResult) -> f64 {
+    s.failure_rate
+}
+
+/// The seed test's `strict_failure_rate` (some at or below X).
+fn strict_failure(s: &SeedTestResult) -> f64 {
+    s.strict_failure_rate
+}
+
+/// The median over traces of the min (or max) over n of a seed-test rate.
+fn median_seed_range(evals: &[Evaluation], rate: fn(&SeedTestResult) -> f64) -> String {
+    let pick = |max: bool| {
+        median(
+            evals
+                .iter()
+                .filter_map(|e| {
+                    e.report.seed_test.iter().map(rate).reduce(if max {
+                        f64::max
+                    } else {
+                        f64::min
+                    })
+                })
+                .collect(),
+        )
+    };
+    format!("{}–{}", pct(pick(false)), pct(pick(true)))
 }
 
 /// The summary for `--all DIR`: one row per trace, then a median row.
@@ -220,6 +271,7 @@ pub(super) fn summary(
             .map(|(p, nom)| format!("viol P={p} ({})", pct(*nom))),
     );
     header.push(format!("seed fail {n_label}"));
+    header.push("strict (<= X)".to_string());
 
     let mut rows = Vec::new();
     for e in evals {
@@ -242,7 +294,8 @@ pub(super) fn summary(
                 .map_or("-".to_string(), |r| violation(r.violation_rate, nominal));
             row.push(cell);
         }
-        row.push(seed_range(&e.report));
+        row.push(seed_range(&e.report, failure));
+        row.push(seed_range(&e.report, strict_failure));
         rows.push(row);
     }
     // The median row.
@@ -270,31 +323,8 @@ pub(super) fn summary(
         );
         row.push(violation(m, nominal));
     }
-    let lo = median(
-        evals
-            .iter()
-            .filter_map(|e| {
-                e.report
-                    .seed_test
-                    .iter()
-                    .map(|s| s.failure_rate)
-                    .reduce(f64::min)
-            })
-            .collect(),
-    );
-    let hi = median(
-        evals
-            .iter()
-            .filter_map(|e| {
-                e.report
-                    .seed_test
-                    .iter()
-                    .map(|s| s.failure_rate)
-                    .reduce(f64::max)
-            })
-            .collect(),
-    );
-    row.push(format!("{}–{}", pct(lo), pct(hi)));
+    row.push(median_seed_range(evals, failure));
+    row.push(median_seed_range(evals, strict_failure));
     rows.push(row);
 
     let mut out = String::new();
@@ -320,7 +350,7 @@ pub(super) fn summary(
     );
     let _ = writeln!(
         out,
-        "seed = the seed's test: X = low percentile of the window, failure unless all of the next n bins are above X; min–max over n (seed: < 4%)"
+        "seed = the seed's test: X = 10th percentile of the window, failure if one of the next n bins is below X (strict: at or below X, the seed's literal \"larger than X\"); min–max over n (seed: < 4%)"
     );
     if !copies.is_empty() {
         let _ = writeln!(
