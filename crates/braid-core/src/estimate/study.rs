@@ -21,7 +21,11 @@
 //! - **Average predictors** (MA, EWMA, SMA): relative error
 //!   |pred − actual| / actual, averaged over positions into
 //!   `mean_relative_error` (the seed's Fig. 7 "mean prediction error";
-//!   `mean_signed_relative_error` keeps the sign, to show bias). Positions
+//!   `mean_signed_relative_error` keeps the sign, to show bias;
+//!   `median_relative_error` and `weighted_relative_error` =
+//!   Σ|pred − actual| / Σ actual are beside it because a mean of ratios is
+//!   ruled by the few positions where the actual rate is nearly zero, e.g.
+//!   a stalled cellular link). Positions
 //!   where actual = 0 are skipped and counted (`skipped_zero_actual`), as
 //!   are positions where a predictor has no prediction yet
 //!   (`skipped_no_prediction`; cannot happen for t ≥ N ≥ 1 but is
@@ -111,6 +115,14 @@ pub struct AverageResult {
     pub mean_relative_error: f64,
     /// Mean of (pred − actual) / actual (positive: over-prediction).
     pub mean_signed_relative_error: f64,
+    /// Median of |pred − actual| / actual; NaN when `predictions` is 0.
+    /// Unlike the mean it is not dominated by the few positions where the
+    /// actual rate is nearly zero.
+    pub median_relative_error: f64,
+    /// Σ|pred − actual| / Σ actual over the scored positions: the error in
+    /// proportion to the traffic (also robust to near-zero actuals); NaN
+    /// when `predictions` is 0.
+    pub weighted_relative_error: f64,
     /// Positions scored.
     pub predictions: usize,
     /// Positions skipped because the actual rate was 0.
@@ -300,6 +312,10 @@ fn validate(len: usize, c: &StudyConfig) -> Result<usize, StudyError> {
 struct AverageAcc {
     abs_sum: f64,
     signed_sum: f64,
+    /// Every relative error, for the median (O(T) floats).
+    errors: Vec<f64>,
+    abs_diff_sum: f64,
+    actual_sum: f64,
     predictions: usize,
     zero_actual: usize,
     no_prediction: usize,
@@ -315,18 +331,31 @@ impl AverageAcc {
             self.zero_actual += 1;
             return;
         }
-        let rel = (pred.bps() as f64 - actual) / actual;
+        let diff = pred.bps() as f64 - actual;
+        let rel = diff / actual;
+        self.errors.push(rel.abs());
+        self.abs_diff_sum += diff.abs();
+        self.actual_sum += actual;
         self.abs_sum += rel.abs();
         self.signed_sum += rel;
         self.predictions += 1;
     }
 
-    fn finish(self, name: &str) -> AverageResult {
+    fn finish(mut self, name: &str) -> AverageResult {
         let n = self.predictions as f64;
+        self.errors.sort_unstable_by(f64::total_cmp);
+        let m = self.errors.len() / 2;
+        let median = match self.errors.len() {
+            0 => f64::NAN,
+            len if len % 2 == 1 => self.errors[m],
+            _ => (self.errors[m - 1] + self.errors[m]) / 2.0,
+        };
         AverageResult {
             predictor: name.to_string(),
             mean_relative_error: self.abs_sum / n,
             mean_signed_relative_error: self.signed_sum / n,
+            median_relative_error: median,
+            weighted_relative_error: self.abs_diff_sum / self.actual_sum,
             predictions: self.predictions,
             skipped_zero_actual: self.zero_actual,
             skipped_no_prediction: self.no_prediction,
@@ -469,6 +498,9 @@ mod tests {
             (22.0 / 35.0 + 6.9 / 25.0) / 2.0
         ));
         assert!(close(by("SMA").mean_signed_relative_error, -2.0 / 7.0));
+        // Median of {4/7, 0} = 2/7; weighted: (20 + 0) / (35 + 25) = 1/3.
+        assert!(close(by("SMA").median_relative_error, 2.0 / 7.0));
+        assert!(close(by("SMA").weighted_relative_error, 1.0 / 3.0));
         assert_eq!(by("MA").predictions, 2);
         assert_eq!(r.percentile[0].violation_rate, 0.0);
         assert_eq!(r.percentile[1].violation_rate, 0.5);
@@ -517,6 +549,7 @@ mod tests {
             assert_eq!(a.predictions, 0);
             assert_eq!(a.skipped_zero_actual, r.positions);
             assert!(a.mean_relative_error.is_nan());
+            assert!(a.median_relative_error.is_nan());
         }
         assert!(r.percentile.iter().all(|p| p.violation_rate == 0.0));
     }
