@@ -160,4 +160,37 @@ mod tests {
         assert!(PathEstimate::new(Duration::ZERO, 10, Instant::ZERO).is_err());
         assert!(PathEstimate::new(Duration::from_millis(1), 0, Instant::ZERO).is_err());
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Only samples that are not app-limited reach the window, and
+            /// every sample is either used or counted as app-limited.
+            #[test]
+            fn window_gets_exactly_the_busy_samples(
+                events in prop::collection::vec((0u64..300, 0u64..50_000, any::<bool>()), 0..80),
+            ) {
+                let ms = |v: u64| Instant::ZERO + Duration::from_millis(v);
+                let mut p = PathEstimate::new(Duration::from_millis(100), 10_000, ms(0)).unwrap();
+                let mut check = RateSampler::new(Duration::from_millis(100), ms(0)).unwrap();
+                let mut t = 0;
+                for (dt, bytes, limited) in events {
+                    t += dt;
+                    p.handle_delivery(ms(t), bytes, limited);
+                    check.handle_delivery(ms(t), bytes, limited);
+                }
+                p.handle_timeout(ms(t + 500));
+                check.handle_timeout(ms(t + 500));
+                let busy: Vec<_> = std::iter::from_fn(|| check.poll_sample())
+                    .filter(|s| !s.app_limited)
+                    .map(|s| s.rate)
+                    .collect();
+                prop_assert_eq!(p.window().iter().collect::<Vec<_>>(), busy);
+                let st = p.stats();
+                prop_assert_eq!(st.samples_used + st.samples_app_limited, p.sampler().stats().samples);
+            }
+        }
+    }
 }

@@ -325,4 +325,37 @@ mod tests {
         e.observe(Bandwidth::MAX);
         assert_eq!(e.predict(), Some(Bandwidth::MAX));
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// MA and SMA equal the rounded mean of the last n samples.
+            #[test]
+            fn running_means_match_naive(n in 1usize..30, vals in prop::collection::vec(any::<u64>(), 1..100)) {
+                let mut ma = MovingAverage::new(n);
+                for (i, &v) in vals.iter().enumerate() {
+                    ma.observe(Bandwidth::from_bps(v));
+                    let tail = &vals[(i + 1).saturating_sub(n)..=i];
+                    let sum: u128 = tail.iter().map(|&x| u128::from(x)).sum();
+                    let len = tail.len() as u128;
+                    let expect = u64::try_from((sum + len / 2) / len).unwrap();
+                    prop_assert_eq!(ma.predict(), Some(Bandwidth::from_bps(expect)));
+                }
+            }
+
+            /// EWMA stays between the smallest and largest sample seen.
+            #[test]
+            fn ewma_is_bounded(alpha in 0.01f64..=1.0, vals in prop::collection::vec(0u64..1_000_000_000, 1..100)) {
+                let mut e = Ewma::new(alpha).unwrap();
+                for &v in &vals {
+                    e.observe(Bandwidth::from_bps(v));
+                }
+                let p = e.predict().unwrap().bps();
+                let (lo, hi) = (*vals.iter().min().unwrap(), *vals.iter().max().unwrap());
+                prop_assert!(lo <= p && p <= hi);
+            }
+        }
+    }
 }

@@ -230,6 +230,7 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
     for t in n_win..t_len {
         if t + h <= t_len {
             positions += 1;
+            // In bounds: t + h ≤ T and `prefix` has T + 1 entries.
             let next_sum = prefix[t + h] - prefix[t];
             let actual = next_sum as f64 / h as f64;
             for (p, acc) in predictors.iter().zip(avg.iter_mut()) {
@@ -255,7 +256,7 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
                 }
             }
         }
-        let s = series[t];
+        let s = series[t]; // t < T
         window.push(s);
         predictors.iter_mut().for_each(|p| p.observe(s));
     }
@@ -345,6 +346,7 @@ impl AverageAcc {
         let n = self.predictions as f64;
         self.errors.sort_unstable_by(f64::total_cmp);
         let m = self.errors.len() / 2;
+        // m < len, and m ≥ 1 in the even arm (len ≥ 2 there).
         let median = match self.errors.len() {
             0 => f64::NAN,
             len if len % 2 == 1 => self.errors[m],

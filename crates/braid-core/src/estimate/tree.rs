@@ -129,6 +129,7 @@ impl OrderTree {
             (_, None) => return a,
             (Some(x), Some(y)) => (x.prio, y.prio),
         };
+        // Indexing below is in bounds: `a` and `b` were just found live.
         if pa >= pb {
             let ar = self.nodes[a].right;
             let m = self.merge(ar, b);
@@ -157,6 +158,7 @@ impl OrderTree {
         };
         let idx = match self.free.pop() {
             Some(slot) => {
+                // Free slots are indices of removed nodes, always < len.
                 self.nodes[slot] = node;
                 slot
             }
