@@ -27,4 +27,8 @@ pub enum Command {
     /// Evaluations that reproduce the seed papers' studies.
     #[command(subcommand)]
     Eval(crate::cmd::eval::EvalCommand),
+    /// Send stdin (or a file) to a `braid recv` over parallel connections.
+    Send(crate::cmd::send::SendArgs),
+    /// Receive a `braid send` stream and write it, in order and verified.
+    Recv(crate::cmd::recv::RecvArgs),
 }

@@ -4,3 +4,4 @@
 //! place that reads the wall clock is [`clock`].
 
 pub mod clock;
+pub mod pipe;

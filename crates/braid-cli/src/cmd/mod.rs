@@ -2,6 +2,8 @@
 
 pub mod demo;
 pub mod eval;
+pub mod recv;
+pub mod send;
 pub mod sim;
 
 use crate::args::Command;
@@ -12,5 +14,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Demo(args) => demo::run(args),
         Command::Sim(cmd) => sim::run(cmd),
         Command::Eval(cmd) => eval::run(cmd),
+        Command::Send(args) => send::run(args),
+        Command::Recv(args) => recv::run(args),
     }
 }

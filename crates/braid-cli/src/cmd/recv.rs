@@ -1,0 +1,79 @@
+//! `braid recv`: accept a `braid send` stream on one or more addresses and
+//! write it to stdout or a file, strictly in order, every block verified
+//! before it is written (see docs/pipe.md).
+
+use super::send::{emit_stats, parse_size, resolve, ProgressView, StatsFormat};
+use anyhow::Context;
+use braid::pipe::{net::SockOpts, Receiver, RecvConfig};
+use braid_core::Duration;
+
+/// Flags of `braid recv`.
+#[derive(Debug, clap::Args)]
+pub struct RecvArgs {
+    /// Address(es) to listen on, comma-separated (host:port), one per path.
+    #[arg(long, required = true, value_delimiter = ',')]
+    pub listen: Vec<String>,
+    /// Output file (default: stdout).
+    #[arg(short, long)]
+    pub output: Option<std::path::PathBuf>,
+    /// Largest reorder window (memory for out-of-order blocks).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub window: u64,
+    /// Fixed socket buffer size (default: kernel autotuning to the BDP).
+    #[arg(long, value_parser = parse_size)]
+    pub sockbuf: Option<u64>,
+    /// Listen with kernel MPTCP sockets (plain TCP senders still work).
+    #[arg(long)]
+    pub mptcp: bool,
+    /// Give up when no sender connection is open for this long mid-stream.
+    #[arg(long, default_value = "30s")]
+    pub idle_limit: Duration,
+    /// Show progress (default: when stderr is a terminal).
+    #[arg(long, overrides_with = "no_progress")]
+    pub progress: bool,
+    /// Never show progress.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Print a summary at the end.
+    #[arg(long, value_enum)]
+    pub stats: Option<StatsFormat>,
+    /// Also write the JSON summary to this file.
+    #[arg(long)]
+    pub stats_file: Option<std::path::PathBuf>,
+}
+
+/// Runs `braid recv`.
+pub fn run(args: RecvArgs) -> anyhow::Result<()> {
+    let listen = resolve(&args.listen)?;
+    // Open the output first: an unwritable output fails before anything
+    // is accepted.
+    let output: Box<dyn std::io::Write + Send> = match &args.output {
+        Some(p) => {
+            Box::new(std::fs::File::create(p).with_context(|| format!("opening {}", p.display()))?)
+        }
+        None => {
+            use std::os::fd::AsFd;
+            let fd = std::io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("stdout")?;
+            Box::new(std::fs::File::from(fd))
+        }
+    };
+    let rx = Receiver::bind(RecvConfig {
+        listen,
+        window_bytes: args.window,
+        sock: SockOpts {
+            mptcp: args.mptcp,
+            sockbuf: args.sockbuf.map(|b| b as usize),
+            notsent_lowat: None,
+            user_timeout: None,
+        },
+        idle_limit: args.idle_limit,
+    })?;
+    let mut view = ProgressView::new(args.progress, args.no_progress, None);
+    let res = rx.run(output, &mut |p| view.update(p));
+    view.finish();
+    let report = res.context("braid recv")?;
+    emit_stats(&report, args.stats, args.stats_file.as_deref())
+}

@@ -1,0 +1,265 @@
+//! `braid send`: stream stdin (or a file) to a `braid recv` over parallel
+//! TCP connections and several paths (see docs/pipe.md). Also holds the
+//! helpers `braid recv` shares: size and address parsing, progress, stats.
+
+use anyhow::{bail, Context};
+use braid::pipe::{self, net::SockOpts, Layout, Mode, Progress, SendConfig};
+use braid_core::Duration;
+use std::io::IsTerminal;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// Scheduling mode on the command line.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ModeArg {
+    /// Pull-based, head-of-line re-send, throttling (default).
+    Adaptive,
+    /// The seed's weighted buffers with its PI re-weighting loop.
+    Weighted,
+    /// Equal blocks in turn (the seed's unweighted baseline).
+    RoundRobin,
+}
+
+/// Block layout of the fixed modes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LayoutArg {
+    /// Block i to connection i mod N.
+    Interleaved,
+    /// Contiguous ranges (a file of known size that fits in the window).
+    Partitioned,
+}
+
+/// Format of `--stats`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum StatsFormat {
+    /// One JSON object on stderr at the end.
+    Json,
+}
+
+/// Flags of `braid send`.
+#[derive(Debug, clap::Args)]
+pub struct SendArgs {
+    /// Receiver address(es), comma-separated: one per path (host:port).
+    #[arg(long, required = true, value_delimiter = ',')]
+    pub to: Vec<String>,
+    /// Number of TCP connections, spread over the addresses in turn
+    /// (default: 2 per address).
+    #[arg(short = 'n', long)]
+    pub connections: Option<usize>,
+    /// How blocks are spread over connections.
+    #[arg(long, value_enum, default_value = "adaptive")]
+    pub mode: ModeArg,
+    /// Block layout for round-robin and weighted.
+    #[arg(long, value_enum, default_value = "interleaved")]
+    pub layout: LayoutArg,
+    /// Block size (e.g. 256KiB, 1MiB).
+    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
+    pub block_size: u64,
+    /// Reorder window to ask the receiver for (the receiver may grant less).
+    #[arg(long, default_value = "64MiB", value_parser = parse_size)]
+    pub window: u64,
+    /// Fixed socket buffer size (default: kernel autotuning to the BDP).
+    #[arg(long, value_parser = parse_size)]
+    pub sockbuf: Option<u64>,
+    /// Use kernel MPTCP sockets (IPPROTO_MPTCP) instead of TCP.
+    #[arg(long)]
+    pub mptcp: bool,
+    /// Reconnect attempts per connection (backoff 0.2 s, doubling).
+    #[arg(long, default_value_t = 4)]
+    pub reconnect: u32,
+    /// Declare a connection dead when sent data stays unacknowledged this long.
+    #[arg(long, default_value = "10s")]
+    pub user_timeout: Duration,
+    /// Show progress (default: when stderr is a terminal).
+    #[arg(long, overrides_with = "no_progress")]
+    pub progress: bool,
+    /// Never show progress.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Print a summary at the end.
+    #[arg(long, value_enum)]
+    pub stats: Option<StatsFormat>,
+    /// Also write the JSON summary to this file.
+    #[arg(long)]
+    pub stats_file: Option<std::path::PathBuf>,
+    /// Testing only: corrupt block N on the wire (its checksum then fails).
+    #[arg(long, hide = true)]
+    pub corrupt_block: Option<u64>,
+    /// Input file (default: stdin).
+    pub file: Option<std::path::PathBuf>,
+}
+
+/// Parses `4096`, `256k`, `256KiB`, `1M`, `1MiB`, `2G` (k/M/G are 1024-based).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        u => return Err(format!("unknown size unit {u:?} in {s:?}")),
+    };
+    Ok((v * mul as f64) as u64)
+}
+
+/// Resolves `host:port` strings.
+pub fn resolve(addrs: &[String]) -> anyhow::Result<Vec<SocketAddr>> {
+    let mut out = Vec::new();
+    for a in addrs {
+        let found = a
+            .to_socket_addrs()
+            .with_context(|| format!("bad address {a:?} (expected host:port)"))?
+            .next();
+        match found {
+            Some(x) => out.push(x),
+            None => bail!("address {a:?} resolves to nothing"),
+        }
+    }
+    Ok(out)
+}
+
+/// Progress display over indicatif, or nothing.
+pub struct ProgressView {
+    bar: Option<indicatif::ProgressBar>,
+    last: Option<Progress>,
+}
+
+impl std::fmt::Debug for ProgressView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressView")
+    }
+}
+
+impl ProgressView {
+    /// A view that shows itself if `on` (or by default when stderr is a
+    /// terminal and `off` is not set).
+    pub fn new(on: bool, off: bool, total: Option<u64>) -> Self {
+        let show = !off && (on || std::io::stderr().is_terminal());
+        let bar = show.then(|| {
+            let bar = match total {
+                Some(t) => indicatif::ProgressBar::new(t),
+                None => indicatif::ProgressBar::new_spinner(),
+            };
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            let tpl = if total.is_some() {
+                "{bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta} {msg}"
+            } else {
+                "{bytes} {binary_bytes_per_sec} {msg}"
+            };
+            if let Ok(style) = indicatif::ProgressStyle::with_template(tpl) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        ProgressView { bar, last: None }
+    }
+
+    /// Shows a snapshot: overall bytes and per-connection rates.
+    pub fn update(&mut self, p: &Progress) {
+        let Some(bar) = &self.bar else { return };
+        bar.set_position(p.bytes);
+        if let Some(last) = &self.last {
+            let dt = (p.seconds - last.seconds).max(1e-3);
+            let rates: Vec<String> = p
+                .per_conn
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    let prev = last.per_conn.get(i).copied().unwrap_or(0);
+                    format!("{:.0}", b.saturating_sub(prev) as f64 * 8.0 / dt / 1e6)
+                })
+                .collect();
+            bar.set_message(format!("Mbit/s per conn [{}]", rates.join(" ")));
+        }
+        self.last = Some(p.clone());
+    }
+
+    /// Removes the bar.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Prints/writes the JSON summary as asked.
+pub fn emit_stats<T: serde::Serialize>(
+    report: &T,
+    stats: Option<StatsFormat>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let json = serde_json::to_string(report)?;
+    if stats.is_some() {
+        eprintln!("{json}");
+    }
+    if let Some(f) = file {
+        std::fs::write(f, format!("{json}\n"))
+            .with_context(|| format!("writing stats to {}", f.display()))?;
+    }
+    Ok(())
+}
+
+/// Runs `braid send`.
+pub fn run(args: SendArgs) -> anyhow::Result<()> {
+    let to = resolve(&args.to)?;
+    let (input, total): (Box<dyn std::io::Read + Send>, Option<u64>) = match &args.file {
+        Some(p) => {
+            let f = std::fs::File::open(p).with_context(|| format!("opening {}", p.display()))?;
+            let len = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+            (Box::new(f), len)
+        }
+        None => {
+            use std::os::fd::AsFd;
+            let fd = std::io::stdin()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("reading stdin")?;
+            (Box::new(std::fs::File::from(fd)), None)
+        }
+    };
+    let block = u32::try_from(args.block_size).context("block size too large")?;
+    let cfg = SendConfig {
+        connections: args.connections.unwrap_or(2 * to.len()),
+        to,
+        mode: match args.mode {
+            ModeArg::Adaptive => Mode::Adaptive,
+            ModeArg::Weighted => Mode::Weighted,
+            ModeArg::RoundRobin => Mode::RoundRobin,
+        },
+        layout: match args.layout {
+            LayoutArg::Interleaved => Layout::Interleaved,
+            LayoutArg::Partitioned => Layout::Partitioned,
+        },
+        block_size: block,
+        window_bytes: args.window,
+        total_size: total,
+        sock: SockOpts {
+            mptcp: args.mptcp,
+            sockbuf: args.sockbuf.map(|b| b as usize),
+            notsent_lowat: Some(block),
+            user_timeout: Some(args.user_timeout.into()),
+        },
+        reconnect_attempts: args.reconnect,
+        corrupt_block: args.corrupt_block,
+    };
+    let mut view = ProgressView::new(args.progress, args.no_progress, total);
+    let res = pipe::send(input, cfg, &mut |p| view.update(p));
+    view.finish();
+    let report = res.context("braid send")?;
+    emit_stats(&report, args.stats, args.stats_file.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes() {
+        assert_eq!(super::parse_size("4096").unwrap(), 4096);
+        assert_eq!(super::parse_size("256KiB").unwrap(), 256 << 10);
+        assert_eq!(super::parse_size("1.5M").unwrap(), 3 << 19);
+        assert!(super::parse_size("12 parsecs").is_err());
+    }
+}

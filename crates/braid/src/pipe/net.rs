@@ -1,0 +1,98 @@
+//! Socket set-up for the pipe: TCP or kernel MPTCP, buffers, timeouts.
+//!
+//! Buffer policy ("socket buffers from the bandwidth-delay product"): unless
+//! the user gives `--sockbuf`, the kernel's autotuning sizes each
+//! connection's buffers to its measured BDP (up to `tcp_wmem`/`tcp_rmem`
+//! max), and `TCP_NOTSENT_LOWAT` keeps the *unsent* part of the send buffer
+//! to about one block, so a connection asks the scheduler for its next block
+//! only when the network has taken the previous one. `TCP_USER_TIMEOUT`
+//! bounds how long unacknowledged data may sit before the kernel declares the
+//! connection dead (a path that went down).
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+
+/// `IPPROTO_MPTCP` (Linux).
+pub const IPPROTO_MPTCP: i32 = 262;
+
+/// Socket options shared by sender and receiver.
+#[derive(Debug, Clone, Copy)]
+pub struct SockOpts {
+    /// Use kernel MPTCP instead of TCP.
+    pub mptcp: bool,
+    /// Fixed SO_SNDBUF/SO_RCVBUF (disables autotuning); `None`: autotune.
+    pub sockbuf: Option<usize>,
+    /// TCP_NOTSENT_LOWAT in bytes (sender).
+    pub notsent_lowat: Option<u32>,
+    /// TCP_USER_TIMEOUT.
+    pub user_timeout: Option<std::time::Duration>,
+}
+
+fn socket_for(addr: &SocketAddr, o: &SockOpts) -> std::io::Result<Socket> {
+    let proto = if o.mptcp {
+        Protocol::from(IPPROTO_MPTCP)
+    } else {
+        Protocol::TCP
+    };
+    let s = Socket::new(Domain::for_address(*addr), Type::STREAM, Some(proto))?;
+    if let Some(b) = o.sockbuf {
+        s.set_send_buffer_size(b)?;
+        s.set_recv_buffer_size(b)?;
+    }
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// Connects to `addr` within `timeout` and applies the options.
+///
+/// # Errors
+/// The OS error of `socket`, `connect` or a socket option.
+pub fn connect(
+    addr: &SocketAddr,
+    o: &SockOpts,
+    timeout: std::time::Duration,
+) -> std::io::Result<TcpStream> {
+    let s = socket_for(addr, o)?;
+    if let Some(t) = o.user_timeout {
+        s.set_tcp_user_timeout(Some(t))?;
+    }
+    if let Some(l) = o.notsent_lowat {
+        set_notsent_lowat(&s, l);
+    }
+    s.connect_timeout(&SockAddr::from(*addr), timeout)?;
+    Ok(s.into())
+}
+
+/// Binds a listener on `addr`.
+///
+/// # Errors
+/// The OS error of `socket`, `bind` or `listen`.
+pub fn listen(addr: &SocketAddr, o: &SockOpts) -> std::io::Result<TcpListener> {
+    let s = socket_for(addr, o)?;
+    s.set_reuse_address(true)?;
+    s.bind(&SockAddr::from(*addr))?;
+    s.listen(128)?;
+    Ok(s.into())
+}
+
+fn set_notsent_lowat(s: &Socket, bytes: u32) {
+    use std::os::fd::AsRawFd;
+    let v: libc::c_int = bytes.min(i32::MAX as u32) as libc::c_int;
+    // SAFETY: setsockopt with a valid fd, a pointer to a live c_int and its
+    // size; the kernel copies the value and keeps no pointer.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(
+            "TCP_NOTSENT_LOWAT not set: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}

@@ -1,0 +1,139 @@
+//! The receiver's bounded reorder window.
+//!
+//! [`Reorder`] holds verified blocks that arrived ahead of the next one to
+//! write. Blocks are handed to the writer strictly in order
+//! ([`Reorder::pop_ready`]); the writer reports what it wrote
+//! ([`Reorder::mark_written`]).
+//!
+//! Invariant: every block held or being written has
+//! `written <= seq < written + window`, so memory is bounded by
+//! `window × max_block`. A block outside the window is a protocol violation
+//! (the sender was told the window and must respect it).
+
+use std::collections::BTreeMap;
+
+/// What to do with an arriving block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Already have it (or wrote it): read and drop the payload.
+    Duplicate,
+    /// Within the window and new: read it.
+    Take,
+    /// Beyond the window: the sender broke the protocol.
+    Violation,
+}
+
+/// The reorder window; see the module docs.
+#[derive(Debug)]
+pub struct Reorder {
+    window: u64,
+    written: u64,
+    popped: u64,
+    held: BTreeMap<u64, Vec<u8>>,
+    held_bytes: u64,
+    peak_blocks: u64,
+    peak_bytes: u64,
+    duplicates: u64,
+}
+
+impl Reorder {
+    /// An empty window of `window` blocks.
+    pub fn new(window: u64) -> Self {
+        Reorder {
+            window,
+            written: 0,
+            popped: 0,
+            held: BTreeMap::new(),
+            held_bytes: 0,
+            peak_blocks: 0,
+            peak_bytes: 0,
+            duplicates: 0,
+        }
+    }
+
+    /// Classifies block `seq` before its payload is read.
+    pub fn verdict(&self, seq: u64) -> Verdict {
+        if seq < self.popped || self.held.contains_key(&seq) {
+            Verdict::Duplicate
+        } else if seq >= self.written.saturating_add(self.window) {
+            Verdict::Violation
+        } else {
+            Verdict::Take
+        }
+    }
+
+    /// Stores a verified block; returns false (and drops it) if it is a
+    /// duplicate or outside the window.
+    pub fn insert(&mut self, seq: u64, data: Vec<u8>) -> bool {
+        if self.verdict(seq) != Verdict::Take {
+            self.duplicates += 1;
+            return false;
+        }
+        self.held_bytes += data.len() as u64;
+        self.held.insert(seq, data);
+        let in_use = self.held.len() as u64 + (self.popped - self.written);
+        self.peak_blocks = self.peak_blocks.max(in_use);
+        self.peak_bytes = self.peak_bytes.max(self.held_bytes);
+        true
+    }
+
+    /// Counts a duplicate that was dropped before being read.
+    pub fn count_duplicate(&mut self) {
+        self.duplicates += 1;
+    }
+
+    /// Takes the blocks that are next in order (possibly none).
+    pub fn pop_ready(&mut self) -> Vec<(u64, Vec<u8>)> {
+        let mut out = Vec::new();
+        while let Some(data) = self.held.remove(&self.popped) {
+            self.held_bytes -= data.len() as u64;
+            out.push((self.popped, data));
+            self.popped += 1;
+        }
+        out
+    }
+
+    /// The writer wrote `n` more blocks.
+    pub fn mark_written(&mut self, n: u64) {
+        self.written = (self.written + n).min(self.popped);
+    }
+
+    /// Blocks written in order.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Window in blocks.
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+
+    /// (peak blocks, peak bytes, duplicates).
+    pub fn peaks(&self) -> (u64, u64, u64) {
+        (self.peak_blocks, self.peak_bytes, self.duplicates)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_within_window() {
+        let mut r = Reorder::new(3);
+        assert_eq!(r.verdict(3), Verdict::Violation);
+        assert!(r.insert(2, vec![2]));
+        assert!(r.insert(1, vec![1]));
+        assert!(r.pop_ready().is_empty());
+        assert!(r.insert(0, vec![0]));
+        let got: Vec<u64> = r.pop_ready().into_iter().map(|(s, _)| s).collect();
+        assert_eq!(got, vec![0, 1, 2]);
+        // Not yet written: the window has not moved.
+        assert_eq!(r.verdict(3), Verdict::Violation);
+        r.mark_written(3);
+        assert_eq!(r.verdict(3), Verdict::Take);
+        assert_eq!(r.verdict(1), Verdict::Duplicate);
+        assert!(!r.insert(1, vec![1]));
+        assert_eq!(r.peaks(), (3, 3, 1));
+    }
+}

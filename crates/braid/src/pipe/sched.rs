@@ -1,0 +1,608 @@
+//! Which block goes on which connection: the sender's sans-IO scheduler.
+//!
+//! [`Scheduler`] knows the blocks read from the input (numbers and lengths,
+//! not bytes), what is in flight on each connection, what the receiver
+//! acknowledged and wrote, and an estimate of each connection's rate. The
+//! driver ([`super::sender`]) tells it what happened (`handle_*`) and asks it
+//! what a connection whose socket can take more should send next
+//! ([`Scheduler::poll_send`]).
+//!
+//! Modes (see `docs/pipe.md` for the precise rules):
+//! - [`Mode::RoundRobin`]: block `seq` belongs to connection `seq % N`
+//!   ([`Layout::Partitioned`]: to connection `⌊seq·N/T⌋` of `T` blocks).
+//! - [`Mode::Weighted`]: the same ownership, block lengths from the seed's
+//!   controller ([`super::weighted::Weighted`]).
+//! - [`Mode::Adaptive`]: any connection takes the lowest unsent block unless
+//!   it is throttled; an idle connection re-sends the head-of-line block when
+//!   it would deliver it sooner than the connection holding it.
+//!
+//! Invariants: the driver reads block `seq` only while
+//! `seq < written + window` ([`Scheduler::may_read`]), so the sender holds and
+//! the receiver buffers at most `window` blocks; a block is sent on at most
+//! [`MAX_COPIES`] connections at once; blocks in flight on a connection that
+//! died go back to the unsent set unless already acknowledged.
+
+use super::weighted::Weighted;
+use braid_core::{Duration, Instant};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// At most this many copies of one block are in flight at once.
+pub const MAX_COPIES: usize = 2;
+/// A throttled connection still takes a new block if it would deliver it
+/// within this fraction of the time the whole aggregate needs to fill the
+/// receiver's window.
+pub const THROTTLE_FRACTION: f64 = 0.5;
+/// A copy of the head-of-line block is sent only if it would arrive this many
+/// times sooner than the first copy.
+pub const DUP_MARGIN: f64 = 1.5;
+/// A connection with data in flight and no acknowledgement for this long (or
+/// four expected block times, whichever is longer) is stalled.
+pub const STALL_MIN: Duration = Duration::from_millis(500);
+/// Rate samples cover at least this much busy time.
+pub const RATE_SAMPLE_MIN: Duration = Duration::from_millis(50);
+/// Weight of a new rate sample in the moving average.
+pub const RATE_GAIN: f64 = 0.25;
+
+/// How blocks are spread over connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Pull-based with head-of-line re-sending and throttling (default).
+    Adaptive,
+    /// The seed's weighted buffers with its PI re-weighting loop.
+    Weighted,
+    /// Equal blocks in turn (the seed's unweighted baseline).
+    RoundRobin,
+}
+
+/// Block ownership in the fixed modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Layout {
+    /// Block `seq` to connection `seq % N`.
+    Interleaved,
+    /// Contiguous ranges of a known number of blocks.
+    Partitioned,
+}
+
+/// What a connection should send next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Block number.
+    pub seq: u64,
+    /// Its length.
+    pub len: u32,
+    /// True if another connection already carries this block.
+    pub copy: bool,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Flight {
+    seq: u64,
+    len: u32,
+    sent: Instant,
+}
+
+/// Per-connection counters the driver reports.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ConnCounters {
+    /// Payload bytes handed to the socket.
+    pub sent_bytes: u64,
+    /// Payload bytes of blocks first acknowledged over this connection.
+    pub acked_bytes: u64,
+    /// Blocks sent as head-of-line copies.
+    pub copies: u64,
+    /// Blocks taken over from a connection that died.
+    pub resent: u64,
+    /// Current rate estimate in bytes per second (0 if none yet).
+    pub rate: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Conn {
+    alive: bool,
+    inflight: VecDeque<Flight>,
+    inflight_bytes: u64,
+    last_progress: Instant,
+    prev_ack: Instant,
+    rate: Option<f64>,
+    acc_bytes: u64,
+    acc_time: Duration,
+    counters: ConnCounters,
+}
+
+/// The sender's scheduler; see the module docs.
+#[derive(Debug)]
+pub struct Scheduler {
+    mode: Mode,
+    layout: Layout,
+    block: u32,
+    window: u64,
+    total_hint: Option<u64>,
+    conns: Vec<Conn>,
+    read_upto: u64,
+    unacked: BTreeMap<u64, u32>,
+    unsent: BTreeSet<u64>,
+    requeued: BTreeSet<u64>,
+    written: u64,
+    eof: Option<u64>,
+    weighted: Option<Weighted>,
+}
+
+impl Scheduler {
+    /// A scheduler for `n` connections (all down until
+    /// [`Self::handle_conn_up`]), blocks of at most `block` bytes and a
+    /// receiver window of `window` blocks. `total_blocks` is the number of
+    /// blocks if the input size is known (needed by the partitioned layout).
+    pub fn new(
+        mode: Mode,
+        layout: Layout,
+        n: usize,
+        block: u32,
+        window: u64,
+        total_blocks: Option<u64>,
+        now: Instant,
+    ) -> Self {
+        let n = n.max(1);
+        Scheduler {
+            mode,
+            layout,
+            block,
+            window: window.max(1),
+            total_hint: total_blocks,
+            conns: vec![Conn::default(); n],
+            read_upto: 0,
+            unacked: BTreeMap::new(),
+            unsent: BTreeSet::new(),
+            requeued: BTreeSet::new(),
+            written: 0,
+            eof: None,
+            weighted: (mode == Mode::Weighted).then(|| Weighted::new(n, block, now)),
+        }
+    }
+
+    /// Sets the receiver's window (blocks), as granted in its hello-ack.
+    pub fn set_window(&mut self, window: u64) {
+        self.window = window.max(1);
+    }
+
+    /// True while the driver may read the next block from the input.
+    pub fn may_read(&self) -> bool {
+        self.eof.is_none() && self.read_upto < self.written.saturating_add(self.window)
+    }
+
+    /// Number of the next block to read.
+    pub fn next_seq(&self) -> u64 {
+        self.read_upto
+    }
+
+    /// Length of the next block to read.
+    pub fn next_len(&self) -> u32 {
+        match &self.weighted {
+            Some(w) => w.block_len((self.read_upto % self.conns.len() as u64) as usize),
+            None => self.block,
+        }
+    }
+
+    /// The driver read block [`Self::next_seq`] with `len` bytes.
+    pub fn handle_block_read(&mut self, len: u32) {
+        let seq = self.read_upto;
+        self.unacked.insert(seq, len);
+        self.unsent.insert(seq);
+        self.read_upto += 1;
+    }
+
+    /// The input ended; [`Self::next_seq`] is the number of blocks.
+    pub fn handle_eof(&mut self) {
+        self.eof = Some(self.read_upto);
+    }
+
+    /// The number of blocks if the input has ended.
+    pub fn total_blocks(&self) -> Option<u64> {
+        self.eof
+    }
+
+    /// Every block has been sent at least once.
+    pub fn all_sent(&self) -> bool {
+        self.eof.is_some() && self.unsent.is_empty()
+    }
+
+    /// Every block has been acknowledged.
+    pub fn is_complete(&self) -> bool {
+        self.eof.is_some() && self.unacked.is_empty()
+    }
+
+    /// Blocks the receiver has written in order.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// True if block `seq` still waits for an acknowledgement.
+    pub fn is_unacked(&self, seq: u64) -> bool {
+        self.unacked.contains_key(&seq)
+    }
+
+    /// Connections currently up.
+    pub fn alive(&self) -> usize {
+        self.conns.iter().filter(|c| c.alive).count()
+    }
+
+    /// Counters of connection `c`.
+    pub fn counters(&self, c: usize) -> ConnCounters {
+        self.conns.get(c).map(|k| k.counters).unwrap_or_default()
+    }
+
+    /// Re-weightings done by the weighted controller.
+    pub fn reweights(&self) -> u64 {
+        self.weighted.as_ref().map_or(0, Weighted::reweights)
+    }
+
+    /// Connection `c` is up (connected, hello accepted).
+    pub fn handle_conn_up(&mut self, c: usize, now: Instant) {
+        if let Some(k) = self.conns.get_mut(c) {
+            k.alive = true;
+            k.last_progress = now;
+            k.prev_ack = now;
+        }
+    }
+
+    /// Connection `c` died: its unacknowledged blocks go back to be sent.
+    pub fn handle_conn_down(&mut self, c: usize) {
+        let Some(k) = self.conns.get_mut(c) else {
+            return;
+        };
+        k.alive = false;
+        k.inflight_bytes = 0;
+        for f in k.inflight.drain(..) {
+            if self.unacked.contains_key(&f.seq) {
+                self.unsent.insert(f.seq);
+                self.requeued.insert(f.seq);
+            }
+        }
+    }
+
+    /// The receiver acknowledged block `seq` (or `u64::MAX`: none) over
+    /// connection `c` and has written `written` blocks.
+    pub fn handle_ack(&mut self, c: usize, seq: u64, written: u64, now: Instant) {
+        self.written = self.written.max(written.min(self.read_upto));
+        if seq == u64::MAX {
+            return;
+        }
+        let first = self.unacked.remove(&seq);
+        if first.is_some() {
+            self.unsent.remove(&seq);
+            self.requeued.remove(&seq);
+        }
+        let Some(k) = self.conns.get_mut(c) else {
+            return;
+        };
+        if let Some(pos) = k.inflight.iter().position(|f| f.seq == seq) {
+            if let Some(f) = k.inflight.remove(pos) {
+                k.inflight_bytes -= u64::from(f.len);
+                let start = if f.sent > k.prev_ack {
+                    f.sent
+                } else {
+                    k.prev_ack
+                };
+                let service = now.saturating_duration_since(start);
+                k.prev_ack = now;
+                k.last_progress = now;
+                k.acc_bytes += u64::from(f.len);
+                k.acc_time += service;
+                if k.acc_time >= RATE_SAMPLE_MIN || (k.inflight.is_empty() && !k.acc_time.is_zero())
+                {
+                    let sample = k.acc_bytes as f64 / k.acc_time.as_secs_f64();
+                    k.rate = Some(match k.rate {
+                        Some(r) => r + RATE_GAIN * (sample - r),
+                        None => sample,
+                    });
+                    k.counters.rate = k.rate.unwrap_or(0.0);
+                    k.acc_bytes = 0;
+                    k.acc_time = Duration::ZERO;
+                }
+                if first.is_some() {
+                    if let Some(w) = &mut self.weighted {
+                        w.handle_sojourn(c, service, now);
+                    }
+                }
+            }
+        }
+        if let Some(len) = first {
+            k.counters.acked_bytes += u64::from(len);
+            // The other copy (if any) no longer matters for scheduling.
+            for (i, o) in self.conns.iter_mut().enumerate() {
+                if i == c {
+                    continue;
+                }
+                if let Some(pos) = o.inflight.iter().position(|f| f.seq == seq) {
+                    if let Some(f) = o.inflight.remove(pos) {
+                        o.inflight_bytes -= u64::from(f.len);
+                    }
+                }
+            }
+        }
+    }
+
+    /// What connection `c`, whose socket can take more, sends next; `None`:
+    /// nothing for now (ask again after the next event or a short timer).
+    pub fn poll_send(&mut self, c: usize, now: Instant) -> Option<Transmit> {
+        if !self.conns.get(c)?.alive {
+            return None;
+        }
+        let pick = match self.mode {
+            Mode::Adaptive => self.pick_adaptive(c, now),
+            Mode::Weighted | Mode::RoundRobin => self.pick_fixed(c),
+        }?;
+        let len = *self.unacked.get(&pick.0)?;
+        let k = &mut self.conns[c];
+        if k.inflight.is_empty() {
+            k.last_progress = now;
+            k.prev_ack = now;
+        }
+        k.inflight.push_back(Flight {
+            seq: pick.0,
+            len,
+            sent: now,
+        });
+        k.inflight_bytes += u64::from(len);
+        k.counters.sent_bytes += u64::from(len);
+        if pick.1 {
+            k.counters.copies += 1;
+        } else {
+            if self.requeued.remove(&pick.0) {
+                k.counters.resent += 1;
+            }
+            self.unsent.remove(&pick.0);
+        }
+        Some(Transmit {
+            seq: pick.0,
+            len,
+            copy: pick.1,
+        })
+    }
+
+    fn owner(&self, seq: u64) -> usize {
+        let n = self.conns.len() as u64;
+        let o = match (self.layout, self.total_hint) {
+            (Layout::Partitioned, Some(t)) if t > 0 => (seq.saturating_mul(n) / t).min(n - 1),
+            _ => seq % n,
+        };
+        o as usize
+    }
+
+    fn pick_fixed(&self, c: usize) -> Option<(u64, bool)> {
+        self.unsent
+            .iter()
+            .find(|&&s| {
+                let o = self.owner(s);
+                o == c || !self.conns[o].alive
+            })
+            .map(|&s| (s, false))
+    }
+
+    fn stalled(&self, d: usize, now: Instant) -> bool {
+        let k = &self.conns[d];
+        let Some(f) = k.inflight.front() else {
+            return false;
+        };
+        let expected = match k.rate {
+            Some(r) if r > 0.0 => Duration::from_secs_f64(f64::from(f.len) / r),
+            _ => Duration::ZERO,
+        };
+        let limit = STALL_MIN.max(expected.saturating_mul(4));
+        now.saturating_duration_since(k.last_progress) > limit
+    }
+
+    /// Expected time until a new block of `len` bytes taken by `c` arrives;
+    /// `None` while `c` has no rate estimate.
+    fn eta(&self, c: usize, len: u32, now: Instant) -> Option<f64> {
+        if self.stalled(c, now) {
+            return Some(f64::INFINITY);
+        }
+        let k = &self.conns[c];
+        let r = k.rate.filter(|r| *r > 0.0)?;
+        Some((k.inflight_bytes + u64::from(len)) as f64 / r)
+    }
+
+    fn throttled(&self, c: usize, len: u32, now: Instant) -> bool {
+        let Some(mine) = self.eta(c, len, now) else {
+            return false;
+        };
+        let mut best = f64::INFINITY;
+        let mut sum_rate = 0.0;
+        for d in 0..self.conns.len() {
+            if !self.conns[d].alive {
+                continue;
+            }
+            if let Some(e) = self.eta(d, len, now) {
+                best = best.min(e);
+                if e.is_finite() {
+                    sum_rate += self.conns[d].rate.unwrap_or(0.0);
+                }
+            }
+        }
+        let window_bytes = self.window as f64 * f64::from(self.block);
+        let horizon = if sum_rate > 0.0 {
+            THROTTLE_FRACTION * window_bytes / sum_rate
+        } else {
+            0.0
+        };
+        mine > horizon.max(best)
+    }
+
+    fn pick_adaptive(&self, c: usize, now: Instant) -> Option<(u64, bool)> {
+        if let Some(&s) = self.unsent.first() {
+            let len = self.unacked.get(&s).copied().unwrap_or(self.block);
+            if !self.throttled(c, len, now) {
+                return Some((s, false));
+            }
+        }
+        // Nothing new for this connection: help the head of line.
+        let (&h, &len) = self.unacked.first_key_value()?;
+        if self.unsent.contains(&h) {
+            return None;
+        }
+        let mut holder = None;
+        let mut copies = 0;
+        for (d, k) in self.conns.iter().enumerate() {
+            if k.inflight.iter().any(|f| f.seq == h) {
+                if d == c {
+                    return None;
+                }
+                copies += 1;
+                holder.get_or_insert(d);
+            }
+        }
+        let d = holder?;
+        if copies >= MAX_COPIES {
+            return None;
+        }
+        let remaining = self.remaining(d, h, now)?;
+        let mine = self.eta(c, len, now)?;
+        (mine * DUP_MARGIN < remaining).then_some((h, true))
+    }
+
+    /// Expected time until block `h`, in flight on `d`, arrives.
+    fn remaining(&self, d: usize, h: u64, now: Instant) -> Option<f64> {
+        if self.stalled(d, now) {
+            return Some(f64::INFINITY);
+        }
+        let k = &self.conns[d];
+        let r = k.rate.filter(|r| *r > 0.0)?;
+        let mut ahead = 0u64;
+        for f in &k.inflight {
+            ahead += u64::from(f.len);
+            if f.seq == h {
+                break;
+            }
+        }
+        let since = now.saturating_duration_since(k.last_progress).as_secs_f64();
+        Some((ahead as f64 / r - since).max(0.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(x: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(x)
+    }
+
+    fn sched(mode: Mode, n: usize, window: u64) -> Scheduler {
+        let mut s = Scheduler::new(mode, Layout::Interleaved, n, 1000, window, None, ms(0));
+        for c in 0..n {
+            s.handle_conn_up(c, ms(0));
+        }
+        s
+    }
+
+    #[test]
+    fn round_robin_owns_blocks_in_turn() {
+        let mut s = sched(Mode::RoundRobin, 3, 10);
+        while s.may_read() {
+            let len = s.next_len();
+            s.handle_block_read(len);
+        }
+        assert_eq!(s.next_seq(), 10);
+        assert_eq!(s.poll_send(1, ms(1)).unwrap().seq, 1);
+        assert_eq!(s.poll_send(1, ms(1)).unwrap().seq, 4);
+        assert_eq!(s.poll_send(0, ms(1)).unwrap().seq, 0);
+        // Connection 2 dies: its blocks go to whoever asks.
+        s.handle_conn_down(2);
+        assert_eq!(s.poll_send(0, ms(1)).unwrap().seq, 2);
+    }
+
+    #[test]
+    fn window_bounds_reading() {
+        let mut s = sched(Mode::Adaptive, 2, 4);
+        for _ in 0..4 {
+            s.handle_block_read(1000);
+        }
+        assert!(!s.may_read());
+        let t = s.poll_send(0, ms(0)).unwrap();
+        s.handle_ack(0, t.seq, 1, ms(5));
+        assert!(s.may_read());
+    }
+
+    #[test]
+    fn dead_connection_blocks_are_resent() {
+        let mut s = sched(Mode::Adaptive, 2, 8);
+        s.handle_block_read(1000);
+        s.handle_block_read(1000);
+        let a = s.poll_send(0, ms(0)).unwrap();
+        let b = s.poll_send(1, ms(0)).unwrap();
+        assert_eq!((a.seq, b.seq), (0, 1));
+        s.handle_ack(1, 1, 0, ms(10));
+        s.handle_conn_down(0);
+        let r = s.poll_send(1, ms(11)).unwrap();
+        assert_eq!(r.seq, 0);
+        assert!(!r.copy);
+        s.handle_eof();
+        s.handle_ack(1, 0, 2, ms(20));
+        assert!(s.is_complete());
+        assert_eq!(s.counters(1).resent, 1);
+    }
+
+    #[test]
+    fn head_of_line_copied_to_faster_connection() {
+        let mut s = sched(Mode::Adaptive, 2, 400);
+        // Teach rates: conn 0 slow (10 kB/s), conn 1 fast (1 MB/s).
+        for _ in 0..4 {
+            s.handle_block_read(1000);
+        }
+        let a = s.poll_send(0, ms(0)).unwrap();
+        let b = s.poll_send(1, ms(0)).unwrap();
+        s.handle_ack(1, b.seq, 0, ms(1));
+        s.handle_ack(0, a.seq, 2, ms(100));
+        assert!(s.counters(0).rate < 20_000.0 && s.counters(1).rate > 500_000.0);
+        // Slow connection takes the next block (it is the only one asking).
+        let slow = s.poll_send(0, ms(100)).unwrap();
+        assert_eq!(slow.seq, 2);
+        let fast = s.poll_send(1, ms(100)).unwrap();
+        assert_eq!(fast.seq, 3);
+        s.handle_ack(1, 3, 2, ms(101));
+        // Nothing new to send; the fast one copies block 2.
+        let copy = s.poll_send(1, ms(102)).unwrap();
+        assert_eq!((copy.seq, copy.copy), (2, true));
+        // No third copy.
+        assert!(s.poll_send(1, ms(103)).is_none());
+        s.handle_ack(1, 2, 4, ms(104));
+        assert!(!s.is_unacked(2));
+    }
+
+    #[test]
+    fn slow_connection_is_throttled() {
+        let mut s = sched(Mode::Adaptive, 2, 4);
+        for _ in 0..4 {
+            s.handle_block_read(1000);
+        }
+        let a = s.poll_send(0, ms(0)).unwrap();
+        let b = s.poll_send(1, ms(0)).unwrap();
+        s.handle_ack(1, b.seq, 0, ms(1));
+        s.handle_ack(0, a.seq, 2, ms(1000));
+        // Window 4 kB, aggregate ~1 MB/s: horizon 2 ms; slow ETA 100 ms.
+        assert!(s.poll_send(0, ms(1000)).is_none());
+        assert_eq!(s.poll_send(1, ms(1000)).unwrap().seq, 2);
+    }
+
+    #[test]
+    fn partitioned_layout_owns_ranges() {
+        let mut s = Scheduler::new(
+            Mode::RoundRobin,
+            Layout::Partitioned,
+            2,
+            1000,
+            8,
+            Some(8),
+            ms(0),
+        );
+        s.handle_conn_up(0, ms(0));
+        s.handle_conn_up(1, ms(0));
+        for _ in 0..8 {
+            s.handle_block_read(1000);
+        }
+        assert_eq!(s.poll_send(1, ms(0)).unwrap().seq, 4);
+        assert_eq!(s.poll_send(0, ms(0)).unwrap().seq, 0);
+    }
+}

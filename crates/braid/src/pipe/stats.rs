@@ -1,0 +1,102 @@
+//! Reports and progress snapshots of a pipe transfer (`--stats json`).
+//!
+//! All types serialize with serde; rates are bits per second.
+
+use super::sched::{ConnCounters, Mode};
+
+/// One connection in a sender report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SendConn {
+    /// Connection index.
+    pub index: usize,
+    /// The address it went to.
+    pub addr: String,
+    /// Counters from the scheduler.
+    #[serde(flatten)]
+    pub counters: ConnCounters,
+    /// Average rate of acknowledged bytes over the transfer, bit/s.
+    pub acked_bps: f64,
+    /// Times it (re)connected.
+    pub connects: u64,
+}
+
+/// The sender's summary.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SendReport {
+    /// Always "send".
+    pub side: &'static str,
+    /// Scheduling mode.
+    pub mode: Mode,
+    /// Bytes sent and acknowledged.
+    pub bytes: u64,
+    /// Blocks.
+    pub blocks: u64,
+    /// Wall time in seconds.
+    pub seconds: f64,
+    /// Overall rate, bit/s.
+    pub bps: f64,
+    /// Payload bytes put on the wire (including copies and re-sends)
+    /// divided by `bytes`.
+    pub wire_overhead: f64,
+    /// The receiver's window in blocks.
+    pub window_blocks: u64,
+    /// Re-weightings (weighted mode).
+    pub reweights: u64,
+    /// BLAKE3 of the stream (hex).
+    pub blake3: String,
+    /// Per connection.
+    pub connections: Vec<SendConn>,
+}
+
+/// One connection in a receiver report.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RecvConn {
+    /// Accept order.
+    pub index: usize,
+    /// The peer address.
+    pub peer: String,
+    /// Payload bytes received (including duplicates).
+    pub bytes: u64,
+    /// Average rate over the transfer, bit/s.
+    pub bps: f64,
+}
+
+/// The receiver's summary.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RecvReport {
+    /// Always "recv".
+    pub side: &'static str,
+    /// Bytes written (all verified).
+    pub bytes: u64,
+    /// Blocks written.
+    pub blocks: u64,
+    /// Wall time in seconds from the first connection.
+    pub seconds: f64,
+    /// Overall rate, bit/s.
+    pub bps: f64,
+    /// Reorder window granted, blocks.
+    pub window_blocks: u64,
+    /// Most blocks held at once.
+    pub reorder_peak_blocks: u64,
+    /// Most bytes held at once.
+    pub reorder_peak_bytes: u64,
+    /// Duplicate blocks received (head-of-line copies, re-sends).
+    pub duplicates: u64,
+    /// BLAKE3 of the stream (hex).
+    pub blake3: String,
+    /// Per connection.
+    pub connections: Vec<RecvConn>,
+}
+
+/// A progress snapshot handed to an observer a few times per second.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    /// Bytes done (acknowledged at the sender, written at the receiver).
+    pub bytes: u64,
+    /// Total bytes if known.
+    pub total: Option<u64>,
+    /// Seconds since the start.
+    pub seconds: f64,
+    /// Per-connection byte counters (sent or received).
+    pub per_conn: Vec<u64>,
+}
