@@ -1,1 +1,223 @@
-//! Being built: see the issue that owns this module.
+//! Multipath stream scheduling: stream specs, path views, the PGOS mapping
+//! and dispatch, and the seed's baselines (seed 000 §V; experiments §VI).
+//!
+//! An application opens streams with a [`StreamSpec`] (a rate with a
+//! probability, a window constraint, a violation bound, or best effort). The
+//! driver feeds each path's bandwidth distribution and RTT as a [`PathView`]
+//! and queues messages; a [`Scheduler`] answers, per packet, which stream's
+//! head message goes on which path.
+//!
+//! Main types:
+//! * [`StreamSpec`], [`SpecError`] — what a stream needs, validated.
+//! * [`PathDistribution`], [`EmpiricalDistribution`], [`PathView`] — what a
+//!   path can promise.
+//! * [`mapping::map_streams`] — PGOS resource mapping (Fig. 6), with the
+//!   probability-combination rule, upcall figures and re-map hysteresis.
+//! * [`Pgos`] — PGOS dispatch: VP/VS virtual deadlines, Table I precedence,
+//!   spare capacity to unscheduled traffic, blocked-path back-off.
+//! * Baselines behind the same [`Scheduler`] trait: [`Wfq`], [`Msfq`],
+//!   [`RoundRobin`] (GridFTP blocked / partitioned), [`MinRtt`], and the
+//!   simulation-only [`OptSched`].
+//!
+//! Invariants: the mapping never promises a path more than its guarantee at
+//! the strictest probability of the streams on it; every queue is bounded
+//! ([`queues::MAX_STREAMS`], a per-stream backlog bound); no clock reads —
+//! every call takes `now`.
+//!
+//! # Driving a scheduler
+//! * `handle_path_update` whenever a path's estimate changes;
+//! * `handle_stream_open` / `handle_stream_close`, `handle_enqueue` per message;
+//! * `poll_transmit_on(path, now)` when `path` can take one packet (pull), or
+//!   `poll_transmit(now)` to let the scheduler pick the path (push); if the
+//!   driver then cannot send, it hands the packet back with `handle_blocked`;
+//! * `poll_event` for mapping changes and upcalls, `poll_timeout` for the next
+//!   time the scheduler wants to be asked again (a blocked path's back-off).
+
+pub mod mapping;
+mod optsched;
+pub mod path;
+mod pgos;
+pub(crate) mod queues;
+mod simple;
+pub mod spec;
+
+pub use mapping::{BestAchievable, Combine, MapperConfig, Mapping, Part};
+pub use optsched::{OptSched, OptSchedConfig};
+pub use path::{EmpiricalDistribution, PathDistribution, PathView};
+pub use pgos::{Pgos, PgosConfig, PgosStats, UpcallAnswer};
+pub use queues::{DEFAULT_MAX_BACKLOG, MAX_STREAMS};
+pub use simple::{MinRtt, Msfq, RoundRobin, Wfq};
+pub use spec::{SpecError, StreamSpec};
+
+use crate::time::Instant;
+use core::fmt;
+
+/// A stream, named by the application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId(pub u32);
+
+/// A path (overlay route or connection), named by the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PathId(pub u32);
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stream {}", self.0)
+    }
+}
+
+impl fmt::Display for PathId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "path {}", self.0)
+    }
+}
+
+/// Why a packet was chosen (Table I's precedence classes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Class {
+    /// 1: scheduled on this path.
+    Scheduled,
+    /// 2: scheduled on another path that is behind, sent here instead.
+    OtherPath,
+    /// 3: not scheduled (best effort, or beyond the stream's mapped rate).
+    Unscheduled,
+}
+
+/// One dispatch decision: send the head message of `stream` on `path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Path to send on.
+    pub path: PathId,
+    /// Stream whose head message to send.
+    pub stream: StreamId,
+    /// Size of that message in bytes.
+    pub bytes: u32,
+    /// Precedence class of the decision.
+    pub class: Class,
+}
+
+/// What the scheduler tells the application.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum SchedulerEvent {
+    /// A stream's mapping changed (also on first mapping).
+    Mapped {
+        /// The stream.
+        stream: StreamId,
+        /// Its parts now.
+        parts: Vec<Part>,
+    },
+    /// The spec cannot be met; the stream runs best effort until
+    /// [`Pgos::handle_upcall_answer`].
+    Upcall {
+        /// The stream.
+        stream: StreamId,
+        /// What it asked for.
+        spec: StreamSpec,
+        /// What could be had instead.
+        best: BestAchievable,
+    },
+    /// The mapping was recomputed.
+    Remapped {
+        /// Why.
+        reason: RemapReason,
+        /// When.
+        at: Instant,
+    },
+}
+
+/// Why a re-map ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RemapReason {
+    /// A stream opened, closed or changed its spec.
+    StreamsChanged,
+    /// A path's distribution moved beyond the tolerance band.
+    PathDegraded(PathId),
+    /// A path was added or removed.
+    PathsChanged,
+    /// Periodic retry for streams left unmapped.
+    Retry,
+}
+
+/// Errors from the scheduler API.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchedError {
+    /// The spec is invalid.
+    #[error("invalid stream spec: {0}")]
+    Spec(#[from] SpecError),
+    /// No such stream is open.
+    #[error("{0} is not open")]
+    UnknownStream(StreamId),
+    /// The stream is already open.
+    #[error("{0} is already open")]
+    DuplicateStream(StreamId),
+    /// The stream's queue is full.
+    #[error("{stream} has {bound} messages queued (the bound)")]
+    BacklogFull {
+        /// The stream.
+        stream: StreamId,
+        /// The bound.
+        bound: usize,
+    },
+    /// Too many streams.
+    #[error("at most {0} streams")]
+    TooManyStreams(usize),
+    /// No such path.
+    #[error("{0} is not known")]
+    UnknownPath(PathId),
+}
+
+/// A multipath packet scheduler (see the module docs for the driving contract).
+pub trait Scheduler: fmt::Debug {
+    /// Short name for reports ("pgos", "msfq", …).
+    fn name(&self) -> &'static str;
+    /// A path's estimate changed (adds the path if new).
+    fn handle_path_update(&mut self, path: PathId, view: PathView, now: Instant);
+    /// Open a stream.
+    ///
+    /// # Errors
+    /// Invalid spec, duplicate id, too many streams.
+    fn handle_stream_open(
+        &mut self,
+        stream: StreamId,
+        spec: StreamSpec,
+        now: Instant,
+    ) -> Result<(), SchedError>;
+    /// Close a stream; its queued messages are dropped.
+    ///
+    /// # Errors
+    /// Unknown stream.
+    fn handle_stream_close(&mut self, stream: StreamId, now: Instant) -> Result<(), SchedError>;
+    /// Queue one message of `bytes` on `stream`.
+    ///
+    /// # Errors
+    /// Unknown stream, backlog full.
+    fn handle_enqueue(
+        &mut self,
+        stream: StreamId,
+        bytes: u32,
+        now: Instant,
+    ) -> Result<(), SchedError>;
+    /// `path` can take one packet now: which message? `None` if nothing
+    /// should go on it.
+    fn poll_transmit_on(&mut self, path: PathId, now: Instant) -> Option<Transmit>;
+    /// Pick the path and the message (push mode). `None` if nothing to send or
+    /// every path with work is backing off.
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit>;
+    /// The driver could not send `t` (its path is blocked): the message goes
+    /// back to the head of its stream and the path backs off.
+    fn handle_blocked(&mut self, t: Transmit, now: Instant);
+    /// Next event for the application.
+    fn poll_event(&mut self) -> Option<SchedulerEvent> {
+        None
+    }
+    /// When the scheduler next wants to be polled without new input.
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    /// Messages queued on `stream` (0 if unknown).
+    fn backlog(&self, stream: StreamId) -> usize;
+}

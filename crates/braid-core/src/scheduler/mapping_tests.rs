@@ -1,0 +1,264 @@
+//! Tests of the PGOS resource mapping (kept apart to keep mapping.rs short).
+
+use super::*;
+use crate::scheduler::path::EmpiricalDistribution;
+use proptest::prelude::*;
+
+fn mb(x: f64) -> Bandwidth {
+    Bandwidth::from_mbps_f64(x)
+}
+
+fn view(samples: &[f64]) -> PathView {
+    PathView::new(
+        EmpiricalDistribution::from_mbps(samples),
+        Duration::from_millis(20),
+    )
+}
+
+fn rate(id: u32, mbps: f64, p: f64) -> MapRequest {
+    MapRequest {
+        id: StreamId(id),
+        spec: StreamSpec::min_rate(mb(mbps), p).unwrap(),
+        sticky: None,
+    }
+}
+
+/// `n` samples: `low_at(t)` gives `low`, else `high`.
+fn series(n: usize, low: f64, high: f64, low_at: impl Fn(usize) -> bool) -> Vec<f64> {
+    (0..n).map(|t| if low_at(t) { low } else { high }).collect()
+}
+
+#[test]
+fn feasible_single_path_by_margin() {
+    // A: steady 30 Mbit/s (p95 = 30). B: higher mean, p95 = 20.
+    let a = view(&series(100, 29.0, 31.0, |t| t % 2 == 0));
+    let b = view(&series(100, 20.0, 60.0, |t| t < 10));
+    let paths = [(PathId(1), &a), (PathId(2), &b)];
+    let m = map_streams(&[rate(7, 10.0, 0.95)], &paths, &MapperConfig::default());
+    // Both fit; A carries it with probability 1 (slack 0.05), B with 0.9.
+    assert_eq!(
+        m.parts(StreamId(7)),
+        Some(
+            &[Part {
+                path: PathId(1),
+                rate: mb(10.0),
+                probability: Some(0.95)
+            }][..]
+        )
+    );
+    assert!(m.infeasible.is_empty());
+    // Sticky: if it was on B and B still fits, it stays (no reordering).
+    let mut r = rate(7, 10.0, 0.95);
+    r.sticky = Some(PathId(2));
+    let m = map_streams(&[r], &paths, &MapperConfig::default());
+    assert_eq!(m.parts(StreamId(7)).unwrap()[0].path, PathId(2));
+}
+
+#[test]
+fn strictest_stream_first_then_tighter_deadline() {
+    let a = view(&[10.0; 20]);
+    let paths = [(PathId(1), &a)];
+    // Both want 8 of 10 Mbit/s; the 0.99 stream wins although listed second.
+    let m = map_streams(
+        &[rate(1, 8.0, 0.9), rate(2, 8.0, 0.99)],
+        &paths,
+        &MapperConfig::default(),
+    );
+    assert!(m.parts(StreamId(2)).is_some());
+    assert_eq!(m.infeasible.len(), 1);
+    assert_eq!(m.infeasible[0].0, StreamId(1));
+    // Equal probability: the tighter per-message deadline (t_w/x) first.
+    let loose = MapRequest {
+        id: StreamId(1),
+        spec: StreamSpec::window(10, 10, Duration::from_millis(100), 10_000, 0.95).unwrap(),
+        sticky: None,
+    };
+    // 8 Mbit/s too, but one message every 5 ms instead of every 10 ms.
+    let tight = MapRequest {
+        id: StreamId(2),
+        spec: StreamSpec::window(80, 80, Duration::from_millis(400), 5_000, 0.95).unwrap(),
+        sticky: None,
+    };
+    let m = map_streams(&[loose, tight], &paths, &MapperConfig::default());
+    assert!(m.parts(StreamId(2)).is_some(), "{m:?}");
+}
+
+#[test]
+fn split_when_no_single_path_suffices() {
+    // Each path: 10 Mbit/s except a 5 % dip to 0, at different times.
+    let a = view(&series(1000, 0.0, 10.0, |t| t < 50));
+    let b = view(&series(1000, 0.0, 10.0, |t| (50..100).contains(&t)));
+    let paths = [(PathId(1), &a), (PathId(2), &b)];
+    let m = map_streams(&[rate(1, 15.0, 0.9)], &paths, &MapperConfig::default());
+    let parts = m.parts(StreamId(1)).expect("split is feasible");
+    assert_eq!(parts.len(), 2);
+    let total: u64 = parts.iter().map(|p| p.rate.bps()).sum();
+    assert_eq!(total, mb(15.0).bps());
+    // The union bound: Σ ε_j ≤ 1 − P.
+    let eps: f64 = parts.iter().map(|p| 1.0 - p.probability.unwrap()).sum();
+    assert!(eps <= 0.1 + 1e-9, "Σε = {eps}");
+}
+
+/// Fraction of time slots in which every part of a split is carried, on a
+/// joint trace (path samples aligned in time).
+fn joint_success(parts: &[Part], traces: &[(PathId, Vec<f64>)]) -> f64 {
+    let n = traces[0].1.len();
+    let ok = (0..n)
+        .filter(|&t| {
+            parts.iter().all(|p| {
+                let tr = &traces.iter().find(|x| x.0 == p.path).unwrap().1;
+                mb(tr[t]) >= p.rate
+            })
+        })
+        .count();
+    ok as f64 / n as f64
+}
+
+#[test]
+fn union_bound_holds_whatever_the_dependence() {
+    // Worst case for the union bound: the paths' dips never overlap
+    // (disjoint failures), so P(some part fails) = Σ ε_j exactly.
+    let ta = series(1000, 0.0, 10.0, |t| t < 50);
+    let tb = series(1000, 0.0, 10.0, |t| (50..100).contains(&t));
+    // And the friendly case: dips at the same time.
+    let tc = series(1000, 0.0, 10.0, |t| t < 50);
+    for (label, tb) in [("disjoint", &tb), ("coincident", &tc)] {
+        let a = view(&ta);
+        let b = view(tb);
+        let paths = [(PathId(1), &a), (PathId(2), &b)];
+        let traces = [(PathId(1), ta.clone()), (PathId(2), tb.clone())];
+        let m = map_streams(&[rate(1, 15.0, 0.9)], &paths, &MapperConfig::default());
+        let parts = m.parts(StreamId(1)).unwrap();
+        let s = joint_success(parts, &traces);
+        assert!(s >= 0.9 - 1e-12, "{label}: joint success {s}");
+    }
+    // At P = 0.901 the budget 0.099 cannot cover two 5 % dips: the union
+    // bound refuses (rightly: on the disjoint trace the split holds 90.0 %).
+    let a = view(&ta);
+    let b = view(&tb);
+    let paths = [(PathId(1), &a), (PathId(2), &b)];
+    let traces = [(PathId(1), ta.clone()), (PathId(2), tb.clone())];
+    let m = map_streams(&[rate(1, 15.0, 0.901)], &paths, &MapperConfig::default());
+    assert!(m.parts(StreamId(1)).is_none());
+    // Independence (0.95² = 0.9025 ≥ 0.901) accepts it, and the joint trace
+    // shows it is wrong when the paths are dependent.
+    let indep = MapperConfig {
+        combine: Combine::Independent,
+        ..MapperConfig::default()
+    };
+    let m = map_streams(&[rate(1, 15.0, 0.901)], &paths, &indep);
+    let parts = m.parts(StreamId(1)).expect("independence accepts");
+    assert!(joint_success(parts, &traces) < 0.901);
+    // The seed's Theorem 1 would sum the parts' probabilities (0.95 + 0.95),
+    // which is not a probability at all.
+}
+
+#[test]
+fn infeasible_upcall_reports_best_achievable() {
+    // One path, samples 1..=100 Mbit/s; the stream wants 50 at 0.99.
+    let samples: Vec<f64> = (1..=100).map(f64::from).collect();
+    let a = view(&samples);
+    let paths = [(PathId(1), &a)];
+    let m = map_streams(&[rate(3, 50.0, 0.99)], &paths, &MapperConfig::default());
+    assert!(m.assigned.is_empty());
+    let (id, best) = m.infeasible[0];
+    assert_eq!(id, StreamId(3));
+    // Rate at 0.99: 99 of 100 samples are ≥ 2 Mbit/s.
+    assert_eq!(best.rate, mb(2.0));
+    // Probability at 50 Mbit/s: 51 of 100 samples are ≥ 50.
+    let p = best.probability.unwrap();
+    assert!((p - 0.51).abs() < 1e-6, "p = {p}");
+    // With a second identical path the split figures are better, and the
+    // rate at 0.99 uses the union bound: ε = 0.005 each, 0.5 of 100
+    // samples → each part needs all 100 samples ≥ r, so 1 Mbit/s each…
+    // unless one path takes the whole budget: 2 Mbit/s. Best is 2 + 1 = 3.
+    let b = view(&samples);
+    let paths = [(PathId(1), &a), (PathId(2), &b)];
+    let m = map_streams(&[rate(3, 50.0, 0.99)], &paths, &MapperConfig::default());
+    let (_, best) = m.infeasible[0];
+    assert_eq!(best.rate, mb(3.0));
+}
+
+#[test]
+fn violation_bound_uses_lemma_2() {
+    // Path: 2,4,6,8,10 Mbit/s. Stream: 6 Mbit/s as 500 messages of 1500 B
+    // per second; E[Z] = (1 s / 1500 B)·E[(6 − B)+]/8 = 100 (estimate's doc
+    // example). Bound 100 fits, 99 does not.
+    let a = view(&[2.0, 4.0, 6.0, 8.0, 10.0]);
+    let paths = [(PathId(1), &a)];
+    let req = |bound: f64| MapRequest {
+        id: StreamId(1),
+        spec: StreamSpec::violation_bound(500, Duration::from_secs(1), 1500, bound).unwrap(),
+        sticky: None,
+    };
+    let m = map_streams(&[req(100.0)], &paths, &MapperConfig::default());
+    assert!(m.parts(StreamId(1)).is_some());
+    let m = map_streams(&[req(99.0)], &paths, &MapperConfig::default());
+    let (_, best) = m.infeasible[0];
+    assert!((best.expected_misses.unwrap() - 100.0).abs() < 1e-6);
+    assert!(best.rate < mb(6.0) && best.rate > mb(5.0));
+}
+
+#[test]
+fn health_band_and_degradation() {
+    let a = view(&series(100, 9.0, 10.0, |t| t < 5));
+    let paths = [(PathId(1), &a)];
+    let reqs = [rate(1, 9.0, 0.95)];
+    let cfg = MapperConfig::default();
+    let m = map_streams(&reqs, &paths, &cfg);
+    assert_eq!(check_health(&m, &reqs, &paths, &cfg), MappingHealth::Holds);
+    // Guarantee drops 3 %: inside the 5 % band.
+    let a2 = view(&series(100, 8.75, 10.0, |t| t < 10));
+    let p2 = [(PathId(1), &a2)];
+    assert_eq!(check_health(&m, &reqs, &p2, &cfg), MappingHealth::Holds);
+    // Drops 20 %: degraded.
+    let a3 = view(&series(100, 7.2, 10.0, |t| t < 10));
+    let p3 = [(PathId(1), &a3)];
+    assert_eq!(
+        check_health(&m, &reqs, &p3, &cfg),
+        MappingHealth::Degraded { path: PathId(1) }
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// The mapping never promises more than a path's guarantee at the
+    /// probability of any stream on it, and split streams respect the
+    /// union bound.
+    #[test]
+    fn never_over_promises(
+        paths in prop::collection::vec(prop::collection::vec(0.0f64..50.0, 20..60), 1..4),
+        streams in prop::collection::vec((0.5f64..30.0, 0.5f64..0.99), 1..6),
+    ) {
+        let views: Vec<PathView> = paths.iter().map(|s| view(s)).collect();
+        let pv: Vec<(PathId, &PathView)> =
+            views.iter().enumerate().map(|(j, v)| (PathId(j as u32), v)).collect();
+        let reqs: Vec<MapRequest> = streams
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, p))| rate(i as u32, r, p))
+            .collect();
+        let m = map_streams(&reqs, &pv, &MapperConfig::default());
+        for (j, v) in views.iter().enumerate() {
+            let load = m.load(PathId(j as u32));
+            for (id, parts) in &m.assigned {
+                if !parts.iter().any(|p| p.path == PathId(j as u32)) {
+                    continue;
+                }
+                let p = reqs.iter().find(|r| r.id == *id).unwrap().spec.probability().unwrap();
+                prop_assert!(load <= v.guarantee(p), "path {j} load {load} > g({p})");
+                for part in parts.iter().filter(|q| q.path == PathId(j as u32)) {
+                    let pp = part.probability.unwrap();
+                    prop_assert!(v.distribution.probability_at_least(load) >= pp - 1e-12);
+                }
+            }
+        }
+        for (id, parts) in &m.assigned {
+            let p = reqs.iter().find(|r| r.id == *id).unwrap().spec.probability().unwrap();
+            let eps: f64 = parts.iter().map(|q| 1.0 - q.probability.unwrap()).sum();
+            prop_assert!(eps <= 1.0 - p + 1e-9);
+            let total: u64 = parts.iter().map(|q| q.rate.bps()).sum();
+            prop_assert_eq!(total, reqs.iter().find(|r| r.id == *id).unwrap().spec.required_rate().unwrap().bps());
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Path views: what the scheduler knows about one path.
+//!
+//! [`PathDistribution`] is the scheduler's narrow view of a path's available
+//! bandwidth distribution F (seed 000 §IV and §V-A): the guarantee at
+//! probability P (`F⁻¹(1 − P)`), the probability of at least a rate, and the
+//! expected shortfall `E[(r − B)⁺]` that Lemma 2 needs. The estimate module's
+//! sliding window implements it; [`EmpiricalDistribution`] is a sorted-sample
+//! implementation used by tests, benches and the simulator.
+//!
+//! A [`PathView`] is a distribution plus the path's RTT. What a path can still
+//! promise at P is its guarantee at P minus what is already mapped onto it;
+//! the mapper ([`super::mapping`]) tightens this further (see there).
+//!
+//! Conventions (empirical, n samples b_0 ≤ … ≤ b_{n−1}):
+//! `probability_at_least(r) = #{b_k ≥ r}/n`, and `rate_at_probability(p)` is
+//! the largest sample r with `probability_at_least(r) ≥ p`, so
+//! `probability_at_least(rate_at_probability(p)) ≥ p` always holds.
+
+use crate::time::Duration;
+use crate::units::Bandwidth;
+use core::fmt;
+use std::sync::Arc;
+
+/// A path's available-bandwidth distribution, as the scheduler reads it.
+pub trait PathDistribution: fmt::Debug + Send + Sync {
+    /// The largest rate r with P(B ≥ r) ≥ `p`, for `p` in \[0, 1\] (p = 1 is
+    /// the smallest sample). `None` without samples or for `p` outside \[0, 1\].
+    fn rate_at_probability(&self, p: f64) -> Option<Bandwidth>;
+    /// P(B ≥ `rate`); 0 without samples.
+    fn probability_at_least(&self, rate: Bandwidth) -> f64;
+    /// E\[(rate − B)⁺\] in bit/s: the mean shortfall below `rate` (Lemma 2:
+    /// `rate·F(rate) − M[rate]` with M the partial expectation).
+    fn expected_shortfall_bps(&self, rate: Bandwidth) -> f64;
+    /// The mean rate; `None` without samples.
+    fn mean(&self) -> Option<Bandwidth>;
+    /// Number of samples behind the distribution.
+    fn samples(&self) -> usize;
+}
+
+/// An empirical distribution over a sorted copy of bandwidth samples.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EmpiricalDistribution {
+    /// Samples in bit/s, sorted ascending.
+    sorted: Vec<u64>,
+    /// Prefix sums of `sorted` (`prefix[k]` = sum of the first k), as u128.
+    prefix: Vec<u128>,
+}
+
+impl EmpiricalDistribution {
+    /// Build from samples in any order.
+    pub fn from_samples<I: IntoIterator<Item = Bandwidth>>(samples: I) -> Self {
+        let mut sorted: Vec<u64> = samples.into_iter().map(Bandwidth::bps).collect();
+        sorted.sort_unstable();
+        let mut prefix = Vec::with_capacity(sorted.len() + 1);
+        let mut acc: u128 = 0;
+        prefix.push(0);
+        for &b in &sorted {
+            acc += u128::from(b);
+            prefix.push(acc);
+        }
+        EmpiricalDistribution { sorted, prefix }
+    }
+
+    /// Build from samples in Mbit/s (test and report convenience).
+    pub fn from_mbps(samples: &[f64]) -> Self {
+        Self::from_samples(samples.iter().map(|&m| Bandwidth::from_mbps_f64(m)))
+    }
+
+    /// A shifted copy: every sample moved by `delta` bit/s (clamped at 0).
+    pub fn shifted(&self, delta_bps: i64) -> Self {
+        Self::from_samples(
+            self.sorted
+                .iter()
+                .map(|&b| Bandwidth::from_bps(b.saturating_add_signed(delta_bps))),
+        )
+    }
+
+    /// Index of the first sample ≥ `r`.
+    fn first_at_least(&self, r: u64) -> usize {
+        self.sorted.partition_point(|&b| b < r)
+    }
+}
+
+impl PathDistribution for EmpiricalDistribution {
+    fn rate_at_probability(&self, p: f64) -> Option<Bandwidth> {
+        let n = self.sorted.len();
+        if n == 0 || !(0.0..=1.0).contains(&p) {
+            return None;
+        }
+        // Need at least c = ceil(n·p) samples ≥ r; the largest such r is
+        // sorted[n − c]. The epsilon keeps 0.95·100 from rounding up to 96.
+        let c = ((n as f64 * p) - 1e-9).ceil().max(1.0) as usize;
+        let c = c.min(n);
+        Some(Bandwidth::from_bps(self.sorted[n - c]))
+    }
+
+    fn probability_at_least(&self, rate: Bandwidth) -> f64 {
+        let n = self.sorted.len();
+        if n == 0 {
+            return 0.0;
+        }
+        (n - self.first_at_least(rate.bps())) as f64 / n as f64
+    }
+
+    fn expected_shortfall_bps(&self, rate: Bandwidth) -> f64 {
+        let n = self.sorted.len();
+        if n == 0 {
+            return rate.bps() as f64;
+        }
+        // Samples strictly below rate: k of them, sum prefix[k].
+        let k = self.first_at_least(rate.bps());
+        let below = rate.bps() as f64 * k as f64 - self.prefix[k] as f64;
+        below / n as f64
+    }
+
+    fn mean(&self) -> Option<Bandwidth> {
+        let n = self.sorted.len();
+        // `prefix` always has n + 1 entries.
+        let total = *self.prefix.last()?;
+        if n == 0 {
+            return None;
+        }
+        Some(Bandwidth::from_bps(
+            u64::try_from(total / n as u128).unwrap_or(u64::MAX),
+        ))
+    }
+
+    fn samples(&self) -> usize {
+        self.sorted.len()
+    }
+}
+
+/// The estimate module's window, read through the same conventions
+/// (its `rate_at_probability` is F⁻¹(1 − p) with the lower order statistic).
+impl PathDistribution for crate::estimate::SlidingWindow {
+    fn rate_at_probability(&self, p: f64) -> Option<Bandwidth> {
+        crate::estimate::SlidingWindow::rate_at_probability(self, p)
+    }
+
+    fn probability_at_least(&self, rate: Bandwidth) -> f64 {
+        crate::estimate::SlidingWindow::probability_at_least(self, rate)
+    }
+
+    fn expected_shortfall_bps(&self, rate: Bandwidth) -> f64 {
+        let n = self.len();
+        if n == 0 {
+            return rate.bps() as f64;
+        }
+        // Samples equal to `rate` add nothing; every counted sample is ≤ rate.
+        let count = self.count_le(rate) as u128;
+        let deficit = (u128::from(rate.bps()) * count).saturating_sub(self.sum_le(rate));
+        deficit as f64 / n as f64
+    }
+
+    fn mean(&self) -> Option<Bandwidth> {
+        crate::estimate::SlidingWindow::mean(self).map(Bandwidth::from_bps_f64)
+    }
+
+    fn samples(&self) -> usize {
+        self.len()
+    }
+}
+
+/// One path as the scheduler sees it: a distribution and an RTT.
+#[derive(Debug, Clone)]
+pub struct PathView {
+    /// Available-bandwidth distribution.
+    pub distribution: Arc<dyn PathDistribution>,
+    /// Smoothed round-trip time.
+    pub rtt: Duration,
+}
+
+impl PathView {
+    /// A view from any distribution.
+    pub fn new<D: PathDistribution + 'static>(distribution: D, rtt: Duration) -> Self {
+        PathView {
+            distribution: Arc::new(distribution),
+            rtt,
+        }
+    }
+
+    /// The guarantee at `p`: F⁻¹(1 − p), zero without samples.
+    pub fn guarantee(&self, p: f64) -> Bandwidth {
+        self.distribution
+            .rate_at_probability(p)
+            .unwrap_or(Bandwidth::ZERO)
+    }
+
+    /// What the path can still promise at `p` once `mapped` is on it:
+    /// `guarantee(p) − mapped`, or zero.
+    pub fn remaining_at(&self, p: f64, mapped: Bandwidth) -> Bandwidth {
+        self.guarantee(p).saturating_sub(mapped)
+    }
+
+    /// Mean rate, zero without samples.
+    pub fn mean(&self) -> Bandwidth {
+        self.distribution.mean().unwrap_or(Bandwidth::ZERO)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_to_hundred() -> EmpiricalDistribution {
+        EmpiricalDistribution::from_samples((1..=100).map(Bandwidth::from_mbps))
+    }
+
+    #[test]
+    fn quantile_conventions() {
+        let d = one_to_hundred();
+        // 95 % of samples are ≥ 6 Mbit/s (6..=100).
+        assert_eq!(d.rate_at_probability(0.95), Some(Bandwidth::from_mbps(6)));
+        assert_eq!(d.probability_at_least(Bandwidth::from_mbps(6)), 0.95);
+        assert_eq!(d.rate_at_probability(1.0), Some(Bandwidth::from_mbps(1)));
+        assert_eq!(d.rate_at_probability(0.0), Some(Bandwidth::from_mbps(100)));
+        assert_eq!(d.rate_at_probability(1.5), None);
+        assert_eq!(d.mean(), Some(Bandwidth::from_bps(50_500_000)));
+        for p in [0.01, 0.33, 0.5, 0.9, 0.951, 0.99] {
+            let r = d.rate_at_probability(p).unwrap();
+            assert!(d.probability_at_least(r) >= p, "p = {p}");
+        }
+        let empty = EmpiricalDistribution::default();
+        assert_eq!(empty.rate_at_probability(0.5), None);
+        assert_eq!(empty.mean(), None);
+    }
+
+    #[test]
+    fn shortfall_is_lemma_2() {
+        let d = one_to_hundred();
+        // E[(10 − B)+] over B = 1..100 Mbit/s: (9+8+…+1)/100 = 0.45 Mbit/s.
+        let s = d.expected_shortfall_bps(Bandwidth::from_mbps(10));
+        assert!((s - 450_000.0).abs() < 1e-6);
+        // Lemma 2 form: b0·F(b0−) − M[b0] (partial expectation below b0).
+        let b0 = 10e6;
+        let f = 9.0 / 100.0;
+        let m = (1..10).map(|k| k as f64 * 1e6).sum::<f64>() / 100.0;
+        assert!((s - (b0 * f - m)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn remaining_promise() {
+        let v = PathView::new(one_to_hundred(), Duration::from_millis(20));
+        assert_eq!(v.guarantee(0.95), Bandwidth::from_mbps(6));
+        assert_eq!(
+            v.remaining_at(0.95, Bandwidth::from_mbps(4)),
+            Bandwidth::from_mbps(2)
+        );
+        assert_eq!(
+            v.remaining_at(0.95, Bandwidth::from_mbps(9)),
+            Bandwidth::ZERO
+        );
+    }
+}

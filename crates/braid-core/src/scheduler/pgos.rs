@@ -1,0 +1,716 @@
+//! PGOS dispatch (seed 000 §V-B.2b, Fig. 6, Table I): per-packet path and
+//! stream choice on top of the resource mapping.
+//!
+//! [`Pgos`] owns the streams' queues, the path views and the current
+//! [`Mapping`]. Each mapped part (stream i on path j at rate r_ij) has a
+//! virtual clock: its k-th packet's deadline is `tag + s·8/r_ij`, the
+//! VirtualClock form of the seed's `D[k] = t_w/x·(k−1)` that also works for
+//! packets of varying size. Per path a min-heap of parts ordered by deadline,
+//! ties to the higher window constraint x/y, is the seed's VS vector; per path
+//! a virtual deadline advanced by `s·8/R_j` (R_j = mapped rate on j) is VP.
+//!
+//! Precedence when path j can send (Table I):
+//! 1. **Scheduled on j**: the earliest part deadline on j, if it lies within
+//!    one scheduling window `t_w` of now (a part may run at most one window
+//!    ahead of its rate; beyond that its packets count as unscheduled).
+//! 2. **Scheduled on another path that is behind**: the earliest deadline at
+//!    the head of another path's VS that is already past (≤ now). Only late
+//!    packets are taken — taking on-time ones would reorder a single-path
+//!    stream for nothing. (Interpretation of the seed's 2.1/2.2.)
+//! 3. **Unscheduled**: best-effort streams and guaranteed streams without a
+//!    mapping (waiting for an upcall answer), by self-clocked fair-queueing
+//!    finish tag with their weights; then, so that no path idles, mapped
+//!    streams' excess backlog by earliest deadline.
+//!
+//! A part's tag never lags `now` by more than one window, so a starved part
+//! catches up by at most one window's worth. Blocked paths are skipped in
+//! push mode with exponential back-off ([`PgosConfig::backoff_initial`] up to
+//! [`PgosConfig::backoff_max`]).
+//!
+//! Cost per decision: O(L + log n) for L paths and n streams (heap pops and
+//! pushes, plus a peek at each other path's heap head); stale heap entries are
+//! dropped lazily and amortise to O(log n).
+
+use super::mapping::{self, MapRequest, MapperConfig, Mapping, MappingHealth};
+use super::path::PathView;
+use super::queues::{StreamQueues, DEFAULT_MAX_BACKLOG};
+use super::spec::StreamSpec;
+use super::{
+    Class, PathId, RemapReason, SchedError, Scheduler, SchedulerEvent, StreamId, Transmit,
+};
+use crate::time::{Duration, Instant};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// PGOS settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PgosConfig {
+    /// Mapping rules and re-map hysteresis.
+    pub mapper: MapperConfig,
+    /// Scheduling window t_w: how far a part may run ahead of its rate.
+    pub window: Duration,
+    /// Bound on queued messages per stream.
+    pub max_backlog: usize,
+    /// First back-off after a path blocks.
+    pub backoff_initial: Duration,
+    /// Largest back-off.
+    pub backoff_max: Duration,
+    /// Bound on undelivered events (oldest dropped, counted in stats).
+    pub max_events: usize,
+}
+
+impl Default for PgosConfig {
+    fn default() -> Self {
+        PgosConfig {
+            mapper: MapperConfig::default(),
+            window: Duration::from_millis(100),
+            max_backlog: DEFAULT_MAX_BACKLOG,
+            backoff_initial: Duration::from_millis(1),
+            backoff_max: Duration::from_secs(1),
+            max_events: 1024,
+        }
+    }
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PgosStats {
+    /// Decisions by class: scheduled, other path, unscheduled.
+    pub decisions: [u64; 3],
+    /// Re-maps run.
+    pub remaps: u64,
+    /// Upcalls emitted.
+    pub upcalls: u64,
+    /// Stale heap entries dropped.
+    pub stale: u64,
+    /// Events dropped because the queue was full.
+    pub events_dropped: u64,
+}
+
+/// Where a guaranteed stream stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    /// Not (yet) mapped, no upcall outstanding.
+    New,
+    Mapped,
+    /// Infeasible; upcall sent; runs best effort.
+    AwaitingAnswer,
+    /// The application accepted best effort.
+    Accepted,
+}
+
+/// The application's answer to an upcall.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum UpcallAnswer {
+    /// Try again with this (weaker) spec.
+    Lower(StreamSpec),
+    /// Keep running best effort; retried quietly on later re-maps.
+    Accept,
+    /// Close the stream.
+    Close,
+}
+
+#[derive(Debug, Clone)]
+struct PartState {
+    path: usize,
+    rate_bps: u64,
+    /// Virtual finish time of the last packet, ns.
+    tag: u64,
+    /// Generation of this part's live heap entry (0 = none).
+    heap_gen: u64,
+}
+
+#[derive(Debug, Clone)]
+struct StreamState {
+    status: Status,
+    parts: Vec<PartState>,
+    /// Window constraint scaled to u32 (higher first on ties).
+    wc: u32,
+    weight: u64,
+    tag3: u128,
+    heap3_gen: u64,
+}
+
+/// VS entry: (deadline ns, inverted window constraint, slot, part, gen).
+type VsEntry = Reverse<(u64, u32, u32, u32, u64)>;
+/// Unscheduled entry: (SCFQ finish tag, slot, gen).
+type BeEntry = Reverse<(u128, u32, u64)>;
+
+#[derive(Debug, Clone)]
+struct PathState {
+    id: PathId,
+    view: PathView,
+    vs: BinaryHeap<VsEntry>,
+    /// VP virtual deadline, ns.
+    vp_tag: u64,
+    /// Mapped rate on the path (bit/s), or its mean if nothing is mapped.
+    vp_rate: u64,
+    blocked_until: Instant,
+    backoff: Duration,
+}
+
+/// The PGOS scheduler (see the module docs). Implements [`Scheduler`].
+#[derive(Debug, Clone)]
+pub struct Pgos {
+    cfg: PgosConfig,
+    queues: StreamQueues,
+    streams: Vec<Option<StreamState>>,
+    paths: Vec<PathState>,
+    be: BinaryHeap<BeEntry>,
+    /// SCFQ virtual time.
+    vtime: u128,
+    next_gen: u64,
+    mapping: Mapping,
+    last_remap: Option<Instant>,
+    last_retry: Option<Instant>,
+    events: VecDeque<SchedulerEvent>,
+    stats: PgosStats,
+}
+
+const SCFQ_SCALE: u128 = 1 << 40;
+
+fn ns_for(bytes: u32, rate_bps: u64) -> u64 {
+    if rate_bps == 0 {
+        return u64::MAX / 4;
+    }
+    let ns = (u128::from(bytes) * 8_000_000_000) / u128::from(rate_bps);
+    u64::try_from(ns).unwrap_or(u64::MAX / 4)
+}
+
+impl Pgos {
+    /// A scheduler with no paths and no streams.
+    pub fn new(cfg: PgosConfig) -> Self {
+        Pgos {
+            queues: StreamQueues::new(cfg.max_backlog),
+            cfg,
+            streams: Vec::new(),
+            paths: Vec::new(),
+            be: BinaryHeap::new(),
+            vtime: 0,
+            next_gen: 1,
+            mapping: Mapping::default(),
+            last_remap: None,
+            last_retry: None,
+            events: VecDeque::new(),
+            stats: PgosStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PgosStats {
+        self.stats
+    }
+
+    /// The current mapping.
+    pub fn mapping(&self) -> &Mapping {
+        &self.mapping
+    }
+
+    /// Answer an upcall for `stream`.
+    ///
+    /// # Errors
+    /// Unknown stream, or an invalid lowered spec.
+    pub fn handle_upcall_answer(
+        &mut self,
+        stream: StreamId,
+        answer: UpcallAnswer,
+        now: Instant,
+    ) -> Result<(), SchedError> {
+        let slot = self.queues.slot_of(stream)?;
+        match answer {
+            UpcallAnswer::Close => self.handle_stream_close(stream, now),
+            UpcallAnswer::Accept => {
+                if let Some(Some(s)) = self.streams.get_mut(slot) {
+                    s.status = Status::Accepted;
+                }
+                Ok(())
+            }
+            UpcallAnswer::Lower(spec) => {
+                spec.validate()?;
+                let bytes: Vec<u32> = self
+                    .queues
+                    .get(slot)
+                    .map(|s| s.queue.iter().copied().collect())
+                    .unwrap_or_default();
+                self.queues.close(stream)?;
+                self.streams[slot] = None;
+                let new = self.queues.open(stream, spec)?;
+                self.streams.resize(self.queues.capacity(), None);
+                self.streams[new] = Some(Self::fresh_state(&spec));
+                for b in bytes {
+                    self.queues.push(stream, b)?;
+                }
+                self.remap(now, RemapReason::StreamsChanged);
+                Ok(())
+            }
+        }
+    }
+
+    fn fresh_state(spec: &StreamSpec) -> StreamState {
+        StreamState {
+            status: Status::New,
+            parts: Vec::new(),
+            wc: (spec.window_constraint() * f64::from(u32::MAX >> 1)) as u32,
+            weight: spec.fair_weight().max(1),
+            tag3: 0,
+            heap3_gen: 0,
+        }
+    }
+
+    fn push_event(&mut self, e: SchedulerEvent) {
+        if self.events.len() >= self.cfg.max_events.max(1) {
+            self.events.pop_front();
+            self.stats.events_dropped += 1;
+        }
+        self.events.push_back(e);
+    }
+
+    fn requests(&self) -> Vec<MapRequest> {
+        self.queues
+            .iter()
+            .filter(|(_, s)| s.spec.is_guaranteed())
+            .map(|(i, s)| {
+                let sticky = self.streams[i]
+                    .as_ref()
+                    .and_then(|st| match st.parts.as_slice() {
+                        [one] => Some(self.paths[one.path].id),
+                        _ => None,
+                    });
+                MapRequest {
+                    id: s.id,
+                    spec: s.spec,
+                    sticky,
+                }
+            })
+            .collect()
+    }
+
+    fn path_views(&self) -> Vec<(PathId, &PathView)> {
+        self.paths.iter().map(|p| (p.id, &p.view)).collect()
+    }
+
+    /// Recompute the mapping and rebuild the dispatch heaps.
+    fn remap(&mut self, now: Instant, reason: RemapReason) {
+        let requests = self.requests();
+        let mapping = mapping::map_streams(&requests, &self.path_views(), &self.cfg.mapper);
+        self.stats.remaps += 1;
+        self.last_remap = Some(now);
+        self.last_retry = Some(now);
+        for p in &mut self.paths {
+            p.vs.clear();
+            p.vp_rate = mapping.load(p.id).bps();
+            if p.vp_rate == 0 {
+                p.vp_rate = p.view.mean().bps().max(1_000_000);
+            }
+        }
+        self.be.clear();
+        let slots: Vec<(usize, StreamId, StreamSpec)> =
+            self.queues.iter().map(|(i, s)| (i, s.id, s.spec)).collect();
+        let mut events = Vec::new();
+        for (slot, id, spec) in slots {
+            let Some(st) = self.streams[slot].as_mut() else {
+                continue;
+            };
+            st.heap3_gen = 0;
+            if !spec.is_guaranteed() {
+                continue;
+            }
+            if let Some(parts) = mapping.parts(id) {
+                let old: Vec<(PathId, u64)> = st
+                    .parts
+                    .iter()
+                    .map(|p| (self.paths[p.path].id, p.rate_bps))
+                    .collect();
+                let new: Vec<(PathId, u64)> =
+                    parts.iter().map(|p| (p.path, p.rate.bps())).collect();
+                let new_parts: Vec<PartState> = parts
+                    .iter()
+                    .filter_map(|part| {
+                        let j = self.paths.iter().position(|p| p.id == part.path)?;
+                        let tag = st
+                            .parts
+                            .iter()
+                            .find(|o| o.path == j)
+                            .map_or(now.as_nanos(), |o| o.tag);
+                        Some(PartState {
+                            path: j,
+                            rate_bps: part.rate.bps(),
+                            tag,
+                            heap_gen: 0,
+                        })
+                    })
+                    .collect();
+                st.parts = new_parts;
+                if old != new || st.status != Status::Mapped {
+                    events.push(SchedulerEvent::Mapped {
+                        stream: id,
+                        parts: parts.to_vec(),
+                    });
+                }
+                st.status = Status::Mapped;
+            } else {
+                st.parts.clear();
+                if let Some((_, best)) = mapping.infeasible.iter().find(|(s, _)| *s == id) {
+                    if matches!(st.status, Status::New | Status::Mapped) {
+                        st.status = Status::AwaitingAnswer;
+                        self.stats.upcalls += 1;
+                        events.push(SchedulerEvent::Upcall {
+                            stream: id,
+                            spec,
+                            best: *best,
+                        });
+                    }
+                }
+            }
+        }
+        self.mapping = mapping;
+        self.push_event(SchedulerEvent::Remapped { reason, at: now });
+        for e in events {
+            self.push_event(e);
+        }
+        let backlogged: Vec<usize> = self
+            .queues
+            .iter()
+            .filter(|(_, s)| !s.queue.is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        for slot in backlogged {
+            self.activate(slot, now);
+        }
+    }
+
+    /// Put a backlogged stream's parts (or its best-effort entry) into the heaps.
+    fn activate(&mut self, slot: usize, now: Instant) {
+        let Some(head) = self.queues.head(slot) else {
+            return;
+        };
+        let Some(st) = self.streams.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        let floor = now.as_nanos().saturating_sub(self.cfg.window.as_nanos());
+        if st.status == Status::Mapped {
+            for (k, part) in st.parts.iter_mut().enumerate() {
+                if part.heap_gen != 0 {
+                    continue;
+                }
+                part.tag = part.tag.max(floor);
+                let gen = self.next_gen;
+                self.next_gen += 1;
+                part.heap_gen = gen;
+                let key = part.tag.saturating_add(ns_for(head, part.rate_bps));
+                self.paths[part.path].vs.push(Reverse((
+                    key,
+                    u32::MAX - st.wc,
+                    slot as u32,
+                    k as u32,
+                    gen,
+                )));
+            }
+        } else if st.heap3_gen == 0 {
+            let gen = self.next_gen;
+            self.next_gen += 1;
+            st.heap3_gen = gen;
+            let start = st.tag3.max(self.vtime);
+            let key = start + u128::from(head) * SCFQ_SCALE / u128::from(st.weight);
+            self.be.push(Reverse((key, slot as u32, gen)));
+        }
+    }
+
+    /// Drop stale entries at the top of path `j`'s VS; return the live head.
+    fn clean_vs(&mut self, j: usize) -> Option<(u64, usize, usize)> {
+        while let Some(&Reverse((key, _, slot, part, gen))) = self.paths[j].vs.peek() {
+            let (slot, part) = (slot as usize, part as usize);
+            let live = self
+                .streams
+                .get(slot)
+                .and_then(Option::as_ref)
+                .and_then(|s| s.parts.get(part))
+                .is_some_and(|p| p.heap_gen == gen);
+            if live && self.queues.head(slot).is_some() {
+                return Some((key, slot, part));
+            }
+            self.paths[j].vs.pop();
+            self.stats.stale += 1;
+            if live {
+                // Live entry but the queue drained: the part leaves the heap.
+                if let Some(Some(s)) = self.streams.get_mut(slot) {
+                    s.parts[part].heap_gen = 0;
+                }
+            }
+        }
+        None
+    }
+
+    /// Serve the head of (slot, part) as a scheduled packet; re-insert the part.
+    fn serve_part(
+        &mut self,
+        j_from: usize,
+        slot: usize,
+        part: usize,
+        now: Instant,
+    ) -> (StreamId, u32) {
+        self.paths[j_from].vs.pop();
+        // `clean_vs` returned this (slot, part) as live, so both exist.
+        let (id, bytes) = self.queues.pop(slot).unwrap_or((StreamId(0), 0));
+        let floor = now.as_nanos().saturating_sub(self.cfg.window.as_nanos());
+        if let Some(Some(st)) = self.streams.get_mut(slot) {
+            let p = &mut st.parts[part];
+            p.tag = p.tag.max(floor).saturating_add(ns_for(bytes, p.rate_bps));
+            p.heap_gen = 0;
+        }
+        self.activate(slot, now);
+        (id, bytes)
+    }
+
+    /// The decision for path `j` (Table I).
+    fn decide(&mut self, j: usize, now: Instant) -> Option<Transmit> {
+        let horizon = now.as_nanos().saturating_add(self.cfg.window.as_nanos());
+        let path = self.paths[j].id;
+        // 1. Scheduled on this path.
+        if let Some((key, slot, part)) = self.clean_vs(j) {
+            if key <= horizon {
+                let (stream, bytes) = self.serve_part(j, slot, part, now);
+                self.stats.decisions[0] += 1;
+                return Some(Transmit {
+                    path,
+                    stream,
+                    bytes,
+                    class: Class::Scheduled,
+                });
+            }
+        }
+        // 2. Scheduled on another path, already late there.
+        let mut best: Option<(u64, usize, usize, usize)> = None;
+        for k in 0..self.paths.len() {
+            if k == j {
+                continue;
+            }
+            if let Some((key, slot, part)) = self.clean_vs(k) {
+                if key <= now.as_nanos() && best.is_none_or(|b| key < b.0) {
+                    best = Some((key, k, slot, part));
+                }
+            }
+        }
+        if let Some((_, k, slot, part)) = best {
+            let (stream, bytes) = self.serve_part(k, slot, part, now);
+            self.stats.decisions[1] += 1;
+            return Some(Transmit {
+                path,
+                stream,
+                bytes,
+                class: Class::OtherPath,
+            });
+        }
+        // 3a. Unscheduled: best-effort and unmapped streams by SCFQ tag.
+        while let Some(Reverse((key, slot, gen))) = self.be.pop() {
+            let slot = slot as usize;
+            let live = self
+                .streams
+                .get(slot)
+                .and_then(Option::as_ref)
+                .is_some_and(|s| s.heap3_gen == gen && s.status != Status::Mapped);
+            if !live {
+                self.stats.stale += 1;
+                continue;
+            }
+            let Some((stream, bytes)) = self.queues.pop(slot) else {
+                if let Some(Some(s)) = self.streams.get_mut(slot) {
+                    s.heap3_gen = 0;
+                }
+                continue;
+            };
+            self.vtime = self.vtime.max(key);
+            if let Some(Some(s)) = self.streams.get_mut(slot) {
+                s.tag3 = key;
+                s.heap3_gen = 0;
+            }
+            self.activate(slot, now);
+            self.stats.decisions[2] += 1;
+            return Some(Transmit {
+                path,
+                stream,
+                bytes,
+                class: Class::Unscheduled,
+            });
+        }
+        // 3b. Mapped streams' excess, earliest deadline anywhere (no idling).
+        let mut best: Option<(u64, usize)> = None;
+        for k in 0..self.paths.len() {
+            if let Some((key, slot, _)) = self.clean_vs(k) {
+                if best.is_none_or(|b| key < b.0) {
+                    best = Some((key, slot));
+                }
+            }
+        }
+        let (_, slot) = best?;
+        let (stream, bytes) = self.queues.pop(slot)?;
+        self.stats.decisions[2] += 1;
+        Some(Transmit {
+            path,
+            stream,
+            bytes,
+            class: Class::Unscheduled,
+        })
+    }
+
+    fn path_index(&self, path: PathId) -> Option<usize> {
+        self.paths.iter().position(|p| p.id == path)
+    }
+
+    fn has_unmapped_guaranteed(&self) -> bool {
+        self.streams.iter().flatten().any(|s| {
+            matches!(
+                s.status,
+                Status::AwaitingAnswer | Status::Accepted | Status::New
+            )
+        }) && self.queues.iter().any(|(_, s)| s.spec.is_guaranteed())
+    }
+}
+
+impl Scheduler for Pgos {
+    fn name(&self) -> &'static str {
+        "pgos"
+    }
+
+    fn handle_path_update(&mut self, path: PathId, view: PathView, now: Instant) {
+        if let Some(j) = self.path_index(path) {
+            let p = &mut self.paths[j];
+            p.view = view;
+            p.backoff = self.cfg.backoff_initial;
+            let since = |t: Option<Instant>| t.map_or(Duration::MAX, |t| now - t);
+            if since(self.last_remap) < self.cfg.mapper.min_remap_interval {
+                return;
+            }
+            let health = mapping::check_health(
+                &self.mapping,
+                &self.requests(),
+                &self.path_views(),
+                &self.cfg.mapper,
+            );
+            if let MappingHealth::Degraded { path } = health {
+                self.remap(now, RemapReason::PathDegraded(path));
+            } else if self.has_unmapped_guaranteed()
+                && since(self.last_retry) >= self.cfg.mapper.retry_interval
+            {
+                self.remap(now, RemapReason::Retry);
+            }
+        } else {
+            self.paths.push(PathState {
+                id: path,
+                view,
+                vs: BinaryHeap::new(),
+                vp_tag: now.as_nanos(),
+                vp_rate: 1_000_000,
+                blocked_until: Instant::ZERO,
+                backoff: self.cfg.backoff_initial,
+            });
+            self.remap(now, RemapReason::PathsChanged);
+        }
+    }
+
+    fn handle_stream_open(
+        &mut self,
+        stream: StreamId,
+        spec: StreamSpec,
+        now: Instant,
+    ) -> Result<(), SchedError> {
+        let slot = self.queues.open(stream, spec)?;
+        self.streams.resize(self.queues.capacity(), None);
+        self.streams[slot] = Some(Self::fresh_state(&spec));
+        if spec.is_guaranteed() {
+            self.remap(now, RemapReason::StreamsChanged);
+        }
+        Ok(())
+    }
+
+    fn handle_stream_close(&mut self, stream: StreamId, now: Instant) -> Result<(), SchedError> {
+        let slot = self.queues.close(stream)?;
+        let was_guaranteed = self.streams[slot]
+            .as_ref()
+            .is_some_and(|s| s.status == Status::Mapped);
+        self.streams[slot] = None;
+        if was_guaranteed || self.has_unmapped_guaranteed() {
+            self.remap(now, RemapReason::StreamsChanged);
+        }
+        Ok(())
+    }
+
+    fn handle_enqueue(
+        &mut self,
+        stream: StreamId,
+        bytes: u32,
+        now: Instant,
+    ) -> Result<(), SchedError> {
+        let (slot, was_empty) = self.queues.push(stream, bytes)?;
+        if was_empty {
+            self.activate(slot, now);
+        }
+        Ok(())
+    }
+
+    fn poll_transmit_on(&mut self, path: PathId, now: Instant) -> Option<Transmit> {
+        let j = self.path_index(path)?;
+        self.paths[j].backoff = self.cfg.backoff_initial;
+        self.paths[j].blocked_until = Instant::ZERO;
+        let t = self.decide(j, now)?;
+        let p = &mut self.paths[j];
+        p.vp_tag = p.vp_tag.max(now.as_nanos()) + ns_for(t.bytes, p.vp_rate);
+        Some(t)
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        // VP: visit unblocked paths in virtual-deadline order.
+        let mut order: Vec<(u64, usize)> = self
+            .paths
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.blocked_until <= now)
+            .map(|(j, p)| (p.vp_tag, j))
+            .collect();
+        order.sort_unstable();
+        for (_, j) in order {
+            if let Some(t) = self.decide(j, now) {
+                let p = &mut self.paths[j];
+                p.vp_tag = p.vp_tag.max(now.as_nanos()) + ns_for(t.bytes, p.vp_rate);
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    fn handle_blocked(&mut self, t: Transmit, now: Instant) {
+        if let Ok(slot) = self.queues.slot_of(t.stream) {
+            let was_empty = self.queues.head(slot).is_none();
+            self.queues.push_front(slot, t.bytes);
+            if was_empty {
+                self.activate(slot, now);
+            }
+        }
+        if let Some(j) = self.path_index(t.path) {
+            let p = &mut self.paths[j];
+            p.blocked_until = now + p.backoff;
+            p.backoff = (p.backoff * 2).min(self.cfg.backoff_max);
+        }
+    }
+
+    fn poll_event(&mut self) -> Option<SchedulerEvent> {
+        self.events.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.paths
+            .iter()
+            .map(|p| p.blocked_until)
+            .filter(|&t| t > Instant::ZERO)
+            .min()
+    }
+
+    fn backlog(&self, stream: StreamId) -> usize {
+        self.queues.backlog(stream)
+    }
+}
+
+#[cfg(test)]
+#[path = "pgos_tests.rs"]
+mod tests;

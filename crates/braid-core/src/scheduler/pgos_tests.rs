@@ -1,0 +1,246 @@
+//! Tests of PGOS dispatch, upcalls and re-map hysteresis.
+
+use super::*;
+use crate::scheduler::path::EmpiricalDistribution;
+use crate::units::Bandwidth;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn mb(x: f64) -> Bandwidth {
+    Bandwidth::from_mbps_f64(x)
+}
+
+fn steady(mbps: f64) -> PathView {
+    PathView::new(
+        EmpiricalDistribution::from_mbps(&[mbps]),
+        Duration::from_millis(10),
+    )
+}
+
+fn ms(x: u64) -> Instant {
+    Instant::from_nanos(x * 1_000_000)
+}
+
+fn events(s: &mut Pgos) -> Vec<SchedulerEvent> {
+    std::iter::from_fn(|| s.poll_event()).collect()
+}
+
+#[test]
+fn precedence_follows_table_1() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let t = Instant::ZERO;
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    s.handle_path_update(PathId(2), steady(10.0), t);
+    let s1 = StreamSpec::min_rate(mb(8.0), 0.9).unwrap();
+    let s2 = StreamSpec::min_rate(mb(8.0), 0.8).unwrap();
+    s.handle_stream_open(StreamId(1), s1, t).unwrap();
+    s.handle_stream_open(StreamId(2), s2, t).unwrap();
+    s.handle_stream_open(StreamId(3), StreamSpec::best_effort(1).unwrap(), t)
+        .unwrap();
+    assert_eq!(s.mapping().parts(StreamId(1)).unwrap()[0].path, PathId(1));
+    assert_eq!(s.mapping().parts(StreamId(2)).unwrap()[0].path, PathId(2));
+    for id in 1..=3 {
+        s.handle_enqueue(StreamId(id), 1000, t).unwrap();
+    }
+    // 1. Scheduled on this path.
+    let a = s.poll_transmit_on(PathId(1), t).unwrap();
+    assert_eq!((a.stream, a.class), (StreamId(1), Class::Scheduled));
+    // S2's packet (deadline 1 ms, on path 2) is not late at t = 0, so
+    // path 1 sends unscheduled traffic rather than reorder S2.
+    let b = s.poll_transmit_on(PathId(1), t).unwrap();
+    assert_eq!((b.stream, b.class), (StreamId(3), Class::Unscheduled));
+    // 2. At 2 ms S2 is late on path 2: path 1 takes it.
+    let c = s.poll_transmit_on(PathId(1), ms(2)).unwrap();
+    assert_eq!((c.stream, c.class), (StreamId(2), Class::OtherPath));
+    assert!(s.poll_transmit_on(PathId(1), ms(2)).is_none());
+    assert_eq!(s.stats().decisions, [1, 1, 1]);
+}
+
+#[test]
+fn equal_deadlines_go_to_the_higher_window_constraint() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let t = Instant::ZERO;
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    // Both 800 kbit/s with 1000-byte messages: equal virtual deadlines.
+    let lo = StreamSpec::window(5, 10, Duration::from_millis(50), 1000, 0.9).unwrap();
+    let hi = StreamSpec::window(9, 10, Duration::from_millis(90), 1000, 0.9).unwrap();
+    s.handle_stream_open(StreamId(1), lo, t).unwrap();
+    s.handle_stream_open(StreamId(2), hi, t).unwrap();
+    s.handle_enqueue(StreamId(1), 1000, t).unwrap();
+    s.handle_enqueue(StreamId(2), 1000, t).unwrap();
+    let order: Vec<StreamId> = (0..2)
+        .filter_map(|_| s.poll_transmit_on(PathId(1), t))
+        .map(|x| x.stream)
+        .collect();
+    assert_eq!(order, vec![StreamId(2), StreamId(1)]);
+}
+
+#[test]
+fn scheduled_share_follows_mapped_rate_and_spare_goes_to_best_effort() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let t = Instant::ZERO;
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    s.handle_stream_open(StreamId(1), StreamSpec::min_rate(mb(2.0), 0.95).unwrap(), t)
+        .unwrap();
+    s.handle_stream_open(StreamId(2), StreamSpec::best_effort(1).unwrap(), t)
+        .unwrap();
+    for _ in 0..5000 {
+        s.handle_enqueue(StreamId(1), 1250, t).unwrap();
+        s.handle_enqueue(StreamId(2), 1250, t).unwrap();
+    }
+    // Path runs at 10 Mbit/s: one 1250-byte packet per ms, for 1 s.
+    let mut got = [0u32; 2];
+    for k in 0..1000 {
+        let x = s.poll_transmit_on(PathId(1), ms(k)).unwrap();
+        got[(x.stream.0 - 1) as usize] += 1;
+    }
+    // 2 Mbit/s = 200 packets/s, plus one window (100 ms = 20 packets) of
+    // look-ahead; the rest goes to best effort.
+    assert!((200..=221).contains(&got[0]), "{got:?}");
+    assert_eq!(got[0] + got[1], 1000);
+}
+
+#[test]
+fn infeasible_stream_upcalls_and_runs_best_effort_until_answered() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let t = Instant::ZERO;
+    let samples: Vec<f64> = (1..=100).map(f64::from).collect();
+    s.handle_path_update(
+        PathId(1),
+        PathView::new(EmpiricalDistribution::from_mbps(&samples), Duration::ZERO),
+        t,
+    );
+    events(&mut s);
+    let spec = StreamSpec::min_rate(mb(50.0), 0.99).unwrap();
+    s.handle_stream_open(StreamId(9), spec, t).unwrap();
+    let ev = events(&mut s);
+    let up = ev
+        .iter()
+        .find_map(|e| match e {
+            SchedulerEvent::Upcall { stream, best, .. } => Some((*stream, *best)),
+            _ => None,
+        })
+        .expect("upcall");
+    assert_eq!(up.0, StreamId(9));
+    assert_eq!(up.1.rate, mb(2.0));
+    assert!((up.1.probability.unwrap() - 0.51).abs() < 1e-6);
+    // Runs best effort meanwhile.
+    s.handle_enqueue(StreamId(9), 1000, t).unwrap();
+    let x = s.poll_transmit_on(PathId(1), t).unwrap();
+    assert_eq!((x.stream, x.class), (StreamId(9), Class::Unscheduled));
+    // The application lowers its spec to what is achievable.
+    let lower = StreamSpec::min_rate(mb(2.0), 0.99).unwrap();
+    s.handle_upcall_answer(StreamId(9), UpcallAnswer::Lower(lower), t)
+        .unwrap();
+    let ev = events(&mut s);
+    assert!(ev
+        .iter()
+        .any(|e| matches!(e, SchedulerEvent::Mapped { stream, .. } if *stream == StreamId(9))));
+    s.handle_enqueue(StreamId(9), 1000, t).unwrap();
+    let x = s.poll_transmit_on(PathId(1), t).unwrap();
+    assert_eq!(x.class, Class::Scheduled);
+    // Close via the answer.
+    s.handle_upcall_answer(StreamId(9), UpcallAnswer::Close, t)
+        .unwrap();
+    assert_eq!(
+        s.handle_enqueue(StreamId(9), 1, t),
+        Err(SchedError::UnknownStream(StreamId(9)))
+    );
+}
+
+/// Feed a stationary noisy path for `secs` seconds (a 500-sample window
+/// updated every 100 ms); return the re-maps after the first mapping.
+fn remaps_on_stationary_path(cfg: PgosConfig, seed: u64, secs: u64) -> u64 {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let draw = |rng: &mut ChaCha8Rng| 8.0 + 4.0 * rng.random::<f64>();
+    let mut window: Vec<f64> = (0..500).map(|_| draw(&mut rng)).collect();
+    let mut s = Pgos::new(cfg);
+    let view = |w: &[f64]| PathView::new(EmpiricalDistribution::from_mbps(w), Duration::ZERO);
+    s.handle_path_update(PathId(1), view(&window), Instant::ZERO);
+    // A tight mapping: exactly the path's current guarantee at 0.95.
+    let g = view(&window).guarantee(0.95);
+    s.handle_stream_open(
+        StreamId(1),
+        StreamSpec::min_rate(g, 0.95).unwrap(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    let base = s.stats().remaps;
+    for k in 1..=secs * 10 {
+        window.remove(0);
+        window.push(draw(&mut rng));
+        s.handle_path_update(PathId(1), view(&window), ms(k * 100));
+    }
+    s.stats().remaps - base
+}
+
+#[test]
+fn noisy_stationary_path_does_not_flap() {
+    for seed in 0..4 {
+        assert_eq!(
+            remaps_on_stationary_path(PgosConfig::default(), seed, 120),
+            0,
+            "seed {seed}"
+        );
+    }
+    // Without the band and the dwell time the same noise does flap, so the
+    // test above is not vacuous.
+    let mut cfg = PgosConfig::default();
+    cfg.mapper.remap_tolerance = 0.0;
+    cfg.mapper.min_remap_interval = Duration::ZERO;
+    cfg.mapper.retry_interval = Duration::ZERO;
+    assert!(remaps_on_stationary_path(cfg, 0, 120) > 10);
+}
+
+#[test]
+fn degraded_path_triggers_one_remap_to_the_other_path() {
+    let mut s = Pgos::new(PgosConfig::default());
+    s.handle_path_update(PathId(1), steady(20.0), Instant::ZERO);
+    s.handle_path_update(PathId(2), steady(15.0), Instant::ZERO);
+    s.handle_stream_open(
+        StreamId(1),
+        StreamSpec::min_rate(mb(10.0), 0.95).unwrap(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    assert_eq!(s.mapping().parts(StreamId(1)).unwrap()[0].path, PathId(1));
+    let before = s.stats().remaps;
+    // Path 1 collapses to 5 Mbit/s; within the dwell time nothing happens.
+    s.handle_path_update(PathId(1), steady(5.0), ms(500));
+    assert_eq!(s.stats().remaps, before);
+    s.handle_path_update(PathId(1), steady(5.0), ms(2000));
+    assert_eq!(s.stats().remaps, before + 1);
+    assert_eq!(s.mapping().parts(StreamId(1)).unwrap()[0].path, PathId(2));
+}
+
+#[test]
+fn blocked_path_is_skipped_with_exponential_backoff() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let t = Instant::ZERO;
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    s.handle_path_update(PathId(2), steady(10.0), t);
+    s.handle_stream_open(StreamId(1), StreamSpec::best_effort(1).unwrap(), t)
+        .unwrap();
+    for _ in 0..10 {
+        s.handle_enqueue(StreamId(1), 100, t).unwrap();
+    }
+    let x = s.poll_transmit(t).unwrap();
+    let blocked = x.path;
+    s.handle_blocked(x, t);
+    assert_eq!(s.backlog(StreamId(1)), 10, "message handed back");
+    assert_eq!(s.poll_timeout(), Some(t + Duration::from_millis(1)));
+    // Until the back-off ends every push decision avoids the blocked path.
+    for _ in 0..3 {
+        let y = s.poll_transmit(t).unwrap();
+        assert_ne!(y.path, blocked);
+    }
+    // Blocked again after the first back-off: the next one is twice as long.
+    let at = t + Duration::from_millis(1);
+    let mut y = s.poll_transmit(at).unwrap();
+    while y.path != blocked {
+        y = s.poll_transmit(at).unwrap();
+    }
+    s.handle_blocked(y, at);
+    let until = s.poll_timeout().unwrap();
+    assert_eq!(until, at + Duration::from_millis(2));
+}

@@ -1,0 +1,609 @@
+//! Baseline schedulers behind the [`Scheduler`] trait (seed 000 §VI):
+//!
+//! * [`Wfq`] — weighted fair queueing (self-clocked, SCFQ) on one path, the
+//!   seed's single-path baseline. Weights: a guaranteed stream's required
+//!   rate, a best-effort stream's weight ([`StreamSpec::fair_weight`]).
+//! * [`Msfq`] — multi-server fair queueing (Blanquer and Ozden, SIGCOMM 2001):
+//!   one fair queue whose packets are taken by whichever path is free, in
+//!   finish-tag order.
+//! * [`RoundRobin`] — GridFTP layouts: *blocked* (message k goes to path
+//!   k mod L) and *partitioned* (contiguous runs of `chunk` messages per
+//!   path); each path sends only what was dealt to it, in arrival order.
+//! * [`MinRtt`] — MPTCP's default: one FIFO across streams; in push mode the
+//!   lowest-RTT unblocked path sends next.
+//!
+//! Invariants: queues bounded as in every scheduler; no clock reads.
+
+use super::path::PathView;
+use super::queues::{StreamQueues, DEFAULT_MAX_BACKLOG};
+use super::spec::StreamSpec;
+use super::{Class, PathId, SchedError, Scheduler, StreamId, Transmit};
+use crate::time::{Duration, Instant};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+const BACKOFF_INITIAL: Duration = Duration::from_millis(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+const SCALE: u128 = 1 << 40;
+
+/// Paths with push-mode back-off, shared by the baselines.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Paths {
+    pub(super) list: Vec<(PathId, PathView, Instant, Duration)>,
+}
+
+impl Paths {
+    pub(super) fn update(&mut self, path: PathId, view: PathView) -> bool {
+        if let Some(p) = self.list.iter_mut().find(|p| p.0 == path) {
+            p.1 = view;
+            p.3 = BACKOFF_INITIAL;
+            false
+        } else {
+            self.list.push((path, view, Instant::ZERO, BACKOFF_INITIAL));
+            true
+        }
+    }
+    pub(super) fn index(&self, path: PathId) -> Option<usize> {
+        self.list.iter().position(|p| p.0 == path)
+    }
+    pub(super) fn block(&mut self, path: PathId, now: Instant) {
+        if let Some(p) = self.list.iter_mut().find(|p| p.0 == path) {
+            p.2 = now + p.3;
+            p.3 = (p.3 * 2).min(BACKOFF_MAX);
+        }
+    }
+    pub(super) fn ready(&self, now: Instant) -> impl Iterator<Item = usize> + '_ {
+        self.list
+            .iter()
+            .enumerate()
+            .filter(move |(_, p)| p.2 <= now)
+            .map(|(j, _)| j)
+    }
+    pub(super) fn clear_block(&mut self, j: usize) {
+        self.list[j].2 = Instant::ZERO;
+        self.list[j].3 = BACKOFF_INITIAL;
+    }
+    pub(super) fn timeout(&self) -> Option<Instant> {
+        self.list
+            .iter()
+            .map(|p| p.2)
+            .filter(|&t| t > Instant::ZERO)
+            .min()
+    }
+}
+
+/// Self-clocked fair queueing core shared by [`Wfq`] and [`Msfq`].
+#[derive(Debug, Clone)]
+pub(super) struct FairQueue {
+    pub(super) queues: StreamQueues,
+    pub(super) paths: Paths,
+    heap: BinaryHeap<Reverse<(u128, u32, u32)>>,
+    /// Per slot: (last finish tag, in heap).
+    tags: Vec<(u128, bool)>,
+    vtime: u128,
+    /// Only best-effort streams enter the fair queue (OptSched).
+    pub(super) best_effort_only: bool,
+}
+
+impl FairQueue {
+    pub(super) fn new() -> Self {
+        FairQueue {
+            queues: StreamQueues::new(DEFAULT_MAX_BACKLOG),
+            paths: Paths::default(),
+            heap: BinaryHeap::new(),
+            tags: Vec::new(),
+            vtime: 0,
+            best_effort_only: false,
+        }
+    }
+
+    pub(super) fn activate(&mut self, slot: usize) {
+        let (Some(head), Some(s)) = (self.queues.head(slot), self.queues.get(slot)) else {
+            return;
+        };
+        if self.best_effort_only && s.spec.is_guaranteed() {
+            return;
+        }
+        let w = u128::from(s.spec.fair_weight().max(1));
+        let t = &mut self.tags[slot];
+        if t.1 {
+            return;
+        }
+        t.1 = true;
+        let key = t.0.max(self.vtime) + u128::from(head) * SCALE / w;
+        self.heap
+            .push(Reverse((key, slot as u32, self.queues.gen(slot))));
+    }
+
+    pub(super) fn next(&mut self, path: PathId) -> Option<Transmit> {
+        while let Some(Reverse((key, slot, gen))) = self.heap.pop() {
+            let slot = slot as usize;
+            if !self.queues.is_live(slot, gen) {
+                continue;
+            }
+            self.tags[slot].1 = false;
+            let Some((stream, bytes)) = self.queues.pop(slot) else {
+                continue;
+            };
+            self.vtime = self.vtime.max(key);
+            self.tags[slot].0 = key;
+            self.activate(slot);
+            return Some(Transmit {
+                path,
+                stream,
+                bytes,
+                class: Class::Unscheduled,
+            });
+        }
+        None
+    }
+
+    pub(super) fn open(&mut self, stream: StreamId, spec: StreamSpec) -> Result<(), SchedError> {
+        let slot = self.queues.open(stream, spec)?;
+        self.tags.resize(self.queues.capacity(), (0, false));
+        self.tags[slot] = (self.vtime, false);
+        Ok(())
+    }
+
+    pub(super) fn enqueue(&mut self, stream: StreamId, bytes: u32) -> Result<(), SchedError> {
+        let (slot, _) = self.queues.push(stream, bytes)?;
+        self.activate(slot);
+        Ok(())
+    }
+
+    pub(super) fn unsend(&mut self, t: Transmit, now: Instant) {
+        if let Ok(slot) = self.queues.slot_of(t.stream) {
+            self.queues.push_front(slot, t.bytes);
+            self.activate(slot);
+        }
+        self.paths.block(t.path, now);
+    }
+}
+
+macro_rules! fair_scheduler {
+    ($ty:ident, $name:literal, |$s:ident, $path:ident| $allowed:expr) => {
+        impl Scheduler for $ty {
+            fn name(&self) -> &'static str {
+                $name
+            }
+            fn handle_path_update(&mut self, path: PathId, view: PathView, _now: Instant) {
+                self.fq.paths.update(path, view);
+            }
+            fn handle_stream_open(
+                &mut self,
+                stream: StreamId,
+                spec: StreamSpec,
+                _now: Instant,
+            ) -> Result<(), SchedError> {
+                self.fq.open(stream, spec)
+            }
+            fn handle_stream_close(
+                &mut self,
+                stream: StreamId,
+                _now: Instant,
+            ) -> Result<(), SchedError> {
+                self.fq.queues.close(stream).map(|_| ())
+            }
+            fn handle_enqueue(
+                &mut self,
+                stream: StreamId,
+                bytes: u32,
+                _now: Instant,
+            ) -> Result<(), SchedError> {
+                self.fq.enqueue(stream, bytes)
+            }
+            fn poll_transmit_on(&mut self, $path: PathId, _now: Instant) -> Option<Transmit> {
+                let $s = &*self;
+                if !$allowed {
+                    return None;
+                }
+                let j = self.fq.paths.index($path)?;
+                self.fq.paths.clear_block(j);
+                self.fq.next($path)
+            }
+            fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+                let ready: Vec<PathId> = self
+                    .fq
+                    .paths
+                    .ready(now)
+                    .map(|j| self.fq.paths.list[j].0)
+                    .collect();
+                for $path in ready {
+                    let $s = &*self;
+                    if $allowed {
+                        return self.fq.next($path);
+                    }
+                }
+                None
+            }
+            fn handle_blocked(&mut self, t: Transmit, now: Instant) {
+                self.fq.unsend(t, now);
+            }
+            fn poll_timeout(&self) -> Option<Instant> {
+                self.fq.paths.timeout()
+            }
+            fn backlog(&self, stream: StreamId) -> usize {
+                self.fq.queues.backlog(stream)
+            }
+        }
+    };
+}
+
+/// Weighted fair queueing on one path (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Wfq {
+    fq: FairQueue,
+    path: Option<PathId>,
+}
+
+impl Wfq {
+    /// WFQ on `path`; `None` uses the first path the driver reports.
+    pub fn new(path: Option<PathId>) -> Self {
+        Wfq {
+            fq: FairQueue::new(),
+            path,
+        }
+    }
+
+    fn on(&self, path: PathId) -> bool {
+        self.path
+            .or_else(|| self.fq.paths.list.first().map(|p| p.0))
+            == Some(path)
+    }
+}
+
+fair_scheduler!(Wfq, "wfq", |s, path| s.on(path));
+
+/// Multi-server fair queueing over every path (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Msfq {
+    fq: FairQueue,
+}
+
+impl Msfq {
+    /// An MSFQ scheduler with no paths.
+    pub fn new() -> Self {
+        Msfq {
+            fq: FairQueue::new(),
+        }
+    }
+}
+
+impl Default for Msfq {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fair_scheduler!(Msfq, "msfq", |s, path| {
+    let _ = (s, path);
+    true
+});
+
+/// GridFTP layouts: blocked (`chunk` = 1) and partitioned (`chunk` > 1).
+#[derive(Debug, Clone)]
+pub struct RoundRobin {
+    queues: StreamQueues,
+    paths: Paths,
+    chunk: u64,
+    dealt: u64,
+    /// Per path: (slot, gen) of dealt messages in arrival order.
+    fifo: Vec<VecDeque<(u32, u32)>>,
+    /// Messages queued before any path was known.
+    undealt: VecDeque<(u32, u32)>,
+}
+
+impl RoundRobin {
+    /// Blocked layout: message k on path k mod L.
+    pub fn blocked() -> Self {
+        Self::partitioned(1)
+    }
+
+    /// Partitioned layout: runs of `chunk` consecutive messages per path.
+    pub fn partitioned(chunk: u32) -> Self {
+        RoundRobin {
+            queues: StreamQueues::new(DEFAULT_MAX_BACKLOG),
+            paths: Paths::default(),
+            chunk: u64::from(chunk.max(1)),
+            dealt: 0,
+            fifo: Vec::new(),
+            undealt: VecDeque::new(),
+        }
+    }
+
+    fn deal(&mut self, entry: (u32, u32)) {
+        let n = self.paths.list.len() as u64;
+        if n == 0 {
+            self.undealt.push_back(entry);
+            return;
+        }
+        let j = ((self.dealt / self.chunk) % n) as usize;
+        self.dealt += 1;
+        self.fifo[j].push_back(entry);
+    }
+
+    fn take(&mut self, j: usize) -> Option<Transmit> {
+        let path = self.paths.list[j].0;
+        while let Some((slot, gen)) = self.fifo[j].pop_front() {
+            if !self.queues.is_live(slot as usize, gen) {
+                continue;
+            }
+            if let Some((stream, bytes)) = self.queues.pop(slot as usize) {
+                return Some(Transmit {
+                    path,
+                    stream,
+                    bytes,
+                    class: Class::Unscheduled,
+                });
+            }
+        }
+        None
+    }
+}
+
+impl Scheduler for RoundRobin {
+    fn name(&self) -> &'static str {
+        if self.chunk == 1 {
+            "blocked"
+        } else {
+            "partitioned"
+        }
+    }
+    fn handle_path_update(&mut self, path: PathId, view: PathView, _now: Instant) {
+        if self.paths.update(path, view) {
+            self.fifo.push(VecDeque::new());
+            let pending: Vec<_> = self.undealt.drain(..).collect();
+            for e in pending {
+                self.deal(e);
+            }
+        }
+    }
+    fn handle_stream_open(
+        &mut self,
+        stream: StreamId,
+        spec: StreamSpec,
+        _now: Instant,
+    ) -> Result<(), SchedError> {
+        self.queues.open(stream, spec).map(|_| ())
+    }
+    fn handle_stream_close(&mut self, stream: StreamId, _now: Instant) -> Result<(), SchedError> {
+        self.queues.close(stream).map(|_| ())
+    }
+    fn handle_enqueue(
+        &mut self,
+        stream: StreamId,
+        bytes: u32,
+        _now: Instant,
+    ) -> Result<(), SchedError> {
+        let (slot, _) = self.queues.push(stream, bytes)?;
+        let gen = self.queues.gen(slot);
+        self.deal((slot as u32, gen));
+        Ok(())
+    }
+    fn poll_transmit_on(&mut self, path: PathId, _now: Instant) -> Option<Transmit> {
+        let j = self.paths.index(path)?;
+        self.paths.clear_block(j);
+        self.take(j)
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let ready: Vec<usize> = self.paths.ready(now).collect();
+        ready.into_iter().find_map(|j| self.take(j))
+    }
+    fn handle_blocked(&mut self, t: Transmit, now: Instant) {
+        if let (Ok(slot), Some(j)) = (self.queues.slot_of(t.stream), self.paths.index(t.path)) {
+            self.queues.push_front(slot, t.bytes);
+            let gen = self.queues.gen(slot);
+            self.fifo[j].push_front((slot as u32, gen));
+        }
+        self.paths.block(t.path, now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.paths.timeout()
+    }
+    fn backlog(&self, stream: StreamId) -> usize {
+        self.queues.backlog(stream)
+    }
+}
+
+/// MPTCP's default scheduler: one FIFO, lowest-RTT free path first.
+#[derive(Debug, Clone)]
+pub struct MinRtt {
+    queues: StreamQueues,
+    paths: Paths,
+    fifo: VecDeque<(u32, u32)>,
+}
+
+impl MinRtt {
+    /// A min-RTT scheduler with no paths.
+    pub fn new() -> Self {
+        MinRtt {
+            queues: StreamQueues::new(DEFAULT_MAX_BACKLOG),
+            paths: Paths::default(),
+            fifo: VecDeque::new(),
+        }
+    }
+
+    fn take(&mut self, path: PathId) -> Option<Transmit> {
+        while let Some((slot, gen)) = self.fifo.pop_front() {
+            if !self.queues.is_live(slot as usize, gen) {
+                continue;
+            }
+            if let Some((stream, bytes)) = self.queues.pop(slot as usize) {
+                return Some(Transmit {
+                    path,
+                    stream,
+                    bytes,
+                    class: Class::Unscheduled,
+                });
+            }
+        }
+        None
+    }
+}
+
+impl Default for MinRtt {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scheduler for MinRtt {
+    fn name(&self) -> &'static str {
+        "minrtt"
+    }
+    fn handle_path_update(&mut self, path: PathId, view: PathView, _now: Instant) {
+        self.paths.update(path, view);
+    }
+    fn handle_stream_open(
+        &mut self,
+        stream: StreamId,
+        spec: StreamSpec,
+        _now: Instant,
+    ) -> Result<(), SchedError> {
+        self.queues.open(stream, spec).map(|_| ())
+    }
+    fn handle_stream_close(&mut self, stream: StreamId, _now: Instant) -> Result<(), SchedError> {
+        self.queues.close(stream).map(|_| ())
+    }
+    fn handle_enqueue(
+        &mut self,
+        stream: StreamId,
+        bytes: u32,
+        _now: Instant,
+    ) -> Result<(), SchedError> {
+        let (slot, _) = self.queues.push(stream, bytes)?;
+        let gen = self.queues.gen(slot);
+        self.fifo.push_back((slot as u32, gen));
+        Ok(())
+    }
+    fn poll_transmit_on(&mut self, path: PathId, _now: Instant) -> Option<Transmit> {
+        let j = self.paths.index(path)?;
+        self.paths.clear_block(j);
+        self.take(path)
+    }
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let best = self
+            .paths
+            .ready(now)
+            .min_by_key(|&j| (self.paths.list[j].1.rtt, j))?;
+        let path = self.paths.list[best].0;
+        self.take(path)
+    }
+    fn handle_blocked(&mut self, t: Transmit, now: Instant) {
+        if let Ok(slot) = self.queues.slot_of(t.stream) {
+            self.queues.push_front(slot, t.bytes);
+            let gen = self.queues.gen(slot);
+            self.fifo.push_front((slot as u32, gen));
+        }
+        self.paths.block(t.path, now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.paths.timeout()
+    }
+    fn backlog(&self, stream: StreamId) -> usize {
+        self.queues.backlog(stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::path::EmpiricalDistribution;
+    use crate::units::Bandwidth;
+
+    fn view(mbps: f64, rtt_ms: u64) -> PathView {
+        PathView::new(
+            EmpiricalDistribution::from_mbps(&[mbps]),
+            Duration::from_millis(rtt_ms),
+        )
+    }
+
+    fn drain_on<S: Scheduler>(s: &mut S, path: PathId, n: usize) -> Vec<StreamId> {
+        (0..n)
+            .filter_map(|_| s.poll_transmit_on(path, Instant::ZERO))
+            .map(|t| t.stream)
+            .collect()
+    }
+
+    #[test]
+    fn wfq_shares_by_weight_on_one_path() {
+        let mut s = Wfq::new(None);
+        let t = Instant::ZERO;
+        s.handle_path_update(PathId(1), view(10.0, 10), t);
+        s.handle_path_update(PathId(2), view(10.0, 10), t);
+        let a = StreamSpec::min_rate(Bandwidth::from_mbps(3), 0.9).unwrap();
+        let b = StreamSpec::best_effort(1_000_000).unwrap();
+        s.handle_stream_open(StreamId(1), a, t).unwrap();
+        s.handle_stream_open(StreamId(2), b, t).unwrap();
+        for _ in 0..400 {
+            s.handle_enqueue(StreamId(1), 1000, t).unwrap();
+            s.handle_enqueue(StreamId(2), 1000, t).unwrap();
+        }
+        assert!(s.poll_transmit_on(PathId(2), t).is_none(), "one path only");
+        let sent = drain_on(&mut s, PathId(1), 400);
+        let a_share = sent.iter().filter(|&&x| x == StreamId(1)).count();
+        assert_eq!(a_share, 300, "3:1 weights");
+    }
+
+    #[test]
+    fn msfq_serves_on_any_path() {
+        let mut s = Msfq::new();
+        let t = Instant::ZERO;
+        s.handle_path_update(PathId(1), view(10.0, 10), t);
+        s.handle_path_update(PathId(2), view(10.0, 10), t);
+        s.handle_stream_open(StreamId(1), StreamSpec::best_effort(1).unwrap(), t)
+            .unwrap();
+        s.handle_enqueue(StreamId(1), 100, t).unwrap();
+        s.handle_enqueue(StreamId(1), 100, t).unwrap();
+        assert_eq!(
+            s.poll_transmit_on(PathId(2), t).map(|x| x.path),
+            Some(PathId(2))
+        );
+        assert_eq!(
+            s.poll_transmit_on(PathId(1), t).map(|x| x.path),
+            Some(PathId(1))
+        );
+        assert!(s.poll_transmit_on(PathId(1), t).is_none());
+    }
+
+    #[test]
+    fn blocked_layout_deals_round_robin() {
+        let mut s = RoundRobin::blocked();
+        let t = Instant::ZERO;
+        s.handle_path_update(PathId(1), view(10.0, 10), t);
+        s.handle_path_update(PathId(2), view(10.0, 10), t);
+        s.handle_stream_open(StreamId(1), StreamSpec::best_effort(1).unwrap(), t)
+            .unwrap();
+        for _ in 0..4 {
+            s.handle_enqueue(StreamId(1), 100, t).unwrap();
+        }
+        assert_eq!(drain_on(&mut s, PathId(1), 10).len(), 2);
+        assert_eq!(drain_on(&mut s, PathId(2), 10).len(), 2);
+        let mut p = RoundRobin::partitioned(3);
+        p.handle_path_update(PathId(1), view(10.0, 10), t);
+        p.handle_path_update(PathId(2), view(10.0, 10), t);
+        p.handle_stream_open(StreamId(1), StreamSpec::best_effort(1).unwrap(), t)
+            .unwrap();
+        for _ in 0..4 {
+            p.handle_enqueue(StreamId(1), 100, t).unwrap();
+        }
+        assert_eq!(drain_on(&mut p, PathId(1), 10).len(), 3);
+    }
+
+    #[test]
+    fn minrtt_prefers_low_rtt_and_backs_off() {
+        let mut s = MinRtt::new();
+        let t = Instant::ZERO;
+        s.handle_path_update(PathId(1), view(10.0, 50), t);
+        s.handle_path_update(PathId(2), view(10.0, 5), t);
+        s.handle_stream_open(StreamId(1), StreamSpec::best_effort(1).unwrap(), t)
+            .unwrap();
+        s.handle_enqueue(StreamId(1), 100, t).unwrap();
+        let x = s.poll_transmit(t).unwrap();
+        assert_eq!(x.path, PathId(2));
+        s.handle_blocked(x, t);
+        assert_eq!(s.backlog(StreamId(1)), 1);
+        assert_eq!(s.poll_transmit(t).map(|x| x.path), Some(PathId(1)));
+        assert_eq!(s.poll_timeout(), Some(t + BACKOFF_INITIAL));
+    }
+}
