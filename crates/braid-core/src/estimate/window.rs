@@ -231,6 +231,15 @@ impl SlidingWindow {
     }
 }
 
+impl Extend<Bandwidth> for SlidingWindow {
+    /// Pushes every sample in order (evicting as [`SlidingWindow::push`] does).
+    fn extend<I: IntoIterator<Item = Bandwidth>>(&mut self, iter: I) {
+        for b in iter {
+            self.push(b);
+        }
+    }
+}
+
 /// `num / den`, or 0.0 when `den` is 0.
 fn ratio(num: f64, den: usize) -> f64 {
     if den == 0 {
@@ -282,6 +291,8 @@ mod tests {
         assert_eq!(w.max(), Some(bw(30)));
         assert_eq!(w.latest(), Some(bw(5)));
         assert_eq!(w.sum(), 55);
+        w.extend([bw(1), bw(2)]);
+        assert_eq!(w.iter().collect::<Vec<_>>(), vec![bw(5), bw(1), bw(2)]);
         w.clear();
         assert!(w.is_empty());
         assert_eq!(w.max(), None);
