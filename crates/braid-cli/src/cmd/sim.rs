@@ -1,16 +1,77 @@
-//! `braid sim …`. Being built; see issue 2 §4.
+//! `braid sim …`: run simulator scenarios (issue 2 §4). A thin layer over
+//! `braid_sim`: load the scenario, pick the seed (`--seed`, then
+//! `BRAID_SIM_SEED`, then the file), run, print, write CSV/SVG.
+
+use anyhow::Context;
+use braid_sim::seed::{resolve_seed, SEED_ENV};
+use braid_sim::{Scenario, Simulation};
+use std::path::PathBuf;
+
+/// Output format of `braid sim run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Human-readable tables.
+    Table,
+    /// JSON (summary; series go to --csv).
+    Json,
+}
 
 /// Simulator subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum SimCommand {
-    /// Run a scenario file.
+    /// Run a scenario file and print per-flow throughput, delay and loss.
     Run {
-        /// The scenario (TOML).
-        file: std::path::PathBuf,
+        /// The scenario (TOML); see scenarios/ for examples.
+        file: PathBuf,
+        /// Write per-bin time series (flows.csv, links.csv) into this directory.
+        #[arg(long, value_name = "DIR")]
+        csv: Option<PathBuf>,
+        /// Write a throughput/capacity plot to this SVG file.
+        #[arg(long, value_name = "FILE")]
+        svg: Option<PathBuf>,
+        /// Seed (overrides BRAID_SIM_SEED and the scenario's seed).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
     },
 }
 
 /// Runs a simulator subcommand.
-pub fn run(_cmd: SimCommand) -> anyhow::Result<()> {
-    anyhow::bail!("braid sim is not built yet")
+pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
+    match cmd {
+        SimCommand::Run {
+            file,
+            csv,
+            svg,
+            seed,
+            format,
+        } => {
+            let scenario = Scenario::from_path(&file)?;
+            let env = std::env::var(SEED_ENV).ok();
+            let seed =
+                resolve_seed(seed, env.as_deref(), scenario.seed).map_err(anyhow::Error::msg)?;
+            let scenario = scenario.with_seed(seed);
+            let report = Simulation::new(&scenario)?.run();
+            match format {
+                Format::Table => print!("{}", report.to_table()),
+                Format::Json => println!("{}", report.to_json()),
+            }
+            if let Some(dir) = csv {
+                let files = report
+                    .write_csv(&dir)
+                    .with_context(|| format!("writing CSV into {}", dir.display()))?;
+                for f in files {
+                    eprintln!("wrote {}", f.display());
+                }
+            }
+            if let Some(path) = svg {
+                std::fs::write(&path, report.to_svg())
+                    .with_context(|| format!("writing {}", path.display()))?;
+                eprintln!("wrote {}", path.display());
+            }
+            Ok(())
+        }
+    }
 }

@@ -1,0 +1,133 @@
+//! Turning a [`Scenario`] into a ready-to-run [`Simulation`].
+//!
+//! One link per `[[link]]`; per flow a data route named after the flow, a
+//! source node `<flow>.src`, a sink node `<flow>.sink`, and for greedy flows
+//! an ack route `<flow>.ack`. Synthetic capacities are drawn here, from the
+//! run's seed and the link's name (`capacity:<link>`), so a new seed gives a
+//! new synthetic path.
+
+use crate::capacity::Capacity;
+use crate::link::{default_queue_bytes, LinkConfig};
+use crate::node::LinkId;
+use crate::scenario::{
+    CapacitySpec, FlowKind, QueueSpec, Scenario, ScenarioError, ScenarioErrorKind,
+};
+use crate::seed::rng_for;
+use crate::sim::{FlowInfo, Simulation};
+use crate::sink::Sink;
+use crate::sources::{GreedyConfig, GreedySource, PacedSource};
+use braid_core::Instant;
+
+impl Simulation {
+    /// Builds the network and traffic of `scenario`, seeded with its seed.
+    ///
+    /// # Errors
+    /// A synthetic capacity that cannot be drawn (too many steps for the run).
+    pub fn new(scenario: &Scenario) -> Result<Simulation, ScenarioError> {
+        let mut sim = Simulation::empty(
+            scenario.name.clone(),
+            scenario.seed,
+            scenario.duration,
+            scenario.bin,
+        );
+        let mut link_ids: Vec<LinkId> = Vec::with_capacity(scenario.links.len());
+        for l in &scenario.links {
+            let capacity = match &l.capacity {
+                CapacitySpec::Constant(r) => Capacity::Constant(*r),
+                CapacitySpec::Trace { schedule, .. } => Capacity::Schedule(schedule.clone()),
+                CapacitySpec::Synthetic(spec) => {
+                    let mut rng = rng_for(scenario.seed, &format!("capacity:{}", l.name));
+                    let schedule =
+                        spec.generate(scenario.duration, &mut rng)
+                            .map_err(|e| ScenarioError {
+                                file: scenario.file.clone(),
+                                line: None,
+                                kind: ScenarioErrorKind::Value,
+                                message: format!("link `{}`: {e}", l.name),
+                            })?;
+                    Capacity::Schedule(schedule)
+                }
+            };
+            let queue_bytes = match l.queue {
+                QueueSpec::Default => default_queue_bytes(&capacity),
+                QueueSpec::Bytes(b) => b,
+                QueueSpec::Time(d) => capacity.mean().bytes_in(d),
+            };
+            let cfg = LinkConfig {
+                name: l.name.clone(),
+                capacity,
+                delay: l.delay,
+                queue_bytes,
+                loss: l.loss,
+                duplicate: l.duplicate,
+                reorder: l.reorder,
+                reorder_delay: l.reorder_delay,
+            };
+            link_ids.push(sim.add_link(cfg));
+        }
+        let ids = |route: &[usize]| route.iter().map(|&i| link_ids[i]).collect::<Vec<_>>();
+        for f in &scenario.flows {
+            let start = Instant::ZERO + f.start;
+            let stop = Instant::ZERO + f.stop;
+            let data = sim.add_route(f.name.clone(), ids(&f.route));
+            match &f.kind {
+                FlowKind::Greedy {
+                    ack_route,
+                    queue_target,
+                    window,
+                    ack_size,
+                } => {
+                    let ack = sim.add_route(format!("{}.ack", f.name), ids(ack_route));
+                    let src = sim.add_node(
+                        format!("{}.src", f.name),
+                        Box::new(GreedySource::new(
+                            data,
+                            GreedyConfig {
+                                packet: f.packet,
+                                start,
+                                stop,
+                                queue_target: *queue_target,
+                                window: *window,
+                            },
+                        )),
+                    );
+                    let sink = sim.add_node(
+                        format!("{}.sink", f.name),
+                        Box::new(Sink::new(Some(ack), *ack_size)),
+                    );
+                    sim.bind_route(data, sink);
+                    sim.bind_route(ack, src);
+                }
+                FlowKind::Cbr { rate } => {
+                    let src =
+                        PacedSource::new(data, f.packet, Capacity::Constant(*rate), start, stop);
+                    sim.add_node(format!("{}.src", f.name), Box::new(src));
+                    let sink =
+                        sim.add_node(format!("{}.sink", f.name), Box::new(Sink::new(None, 0)));
+                    sim.bind_route(data, sink);
+                }
+                FlowKind::Trace { schedule, .. } => {
+                    let src = PacedSource::new(
+                        data,
+                        f.packet,
+                        Capacity::Schedule(schedule.clone()),
+                        start,
+                        stop,
+                    );
+                    sim.add_node(format!("{}.src", f.name), Box::new(src));
+                    let sink =
+                        sim.add_node(format!("{}.sink", f.name), Box::new(Sink::new(None, 0)));
+                    sim.bind_route(data, sink);
+                }
+            }
+            sim.add_flow(FlowInfo {
+                name: f.name.clone(),
+                kind: f.kind.label().to_string(),
+                routes: vec![data],
+                start,
+                stop,
+            });
+        }
+        Ok(sim)
+    }
+}
