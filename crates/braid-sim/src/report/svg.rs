@@ -52,7 +52,7 @@ fn esc(s: &str) -> String {
 
 /// A tick step of 1, 2 or 5 × 10^k giving at most about `n` ticks over `span`.
 fn nice_step(span: f64, n: f64) -> f64 {
-    if !(span > 0.0) {
+    if span.is_nan() || span <= 0.0 {
         return 1.0;
     }
     let raw = span / n;

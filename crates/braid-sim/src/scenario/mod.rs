@@ -57,10 +57,14 @@
 //! # ack_size = 40                # greedy: ack bytes on the wire
 //! ```
 
+mod bytes;
 mod error;
 mod raw;
+mod route;
 
+pub use bytes::parse_bytes;
 pub use error::{ScenarioError, ScenarioErrorKind};
+use route::shortest_route;
 
 use crate::capacity::RateSchedule;
 use crate::capacity::SyntheticSpec;
@@ -69,7 +73,6 @@ use crate::trace_file::{load_schedule, parse_format, TraceFileError};
 use braid_core::{Bandwidth, Duration};
 use error::Locator;
 use raw::{RawFlow, RawLink, RawScenario};
-use std::collections::VecDeque;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
@@ -748,59 +751,4 @@ impl Builder<'_> {
 fn unreachable_capacity() -> CapacitySpec {
     // Guarded above: exactly one of rate, trace, synthetic is present.
     unreachable!("exactly one capacity form was checked")
-}
-
-/// The route with the fewest links from `from` to `to` (breadth-first; links
-/// explored in declaration order, so ties go to the earlier link).
-pub(crate) fn shortest_route(links: &[LinkSpec], from: &str, to: &str) -> Option<Vec<usize>> {
-    if from == to {
-        return Some(Vec::new());
-    }
-    // For each node reached: the link that first reached it.
-    let mut came_by: Vec<(&str, usize)> = Vec::new();
-    let mut seen: Vec<&str> = vec![from];
-    let mut frontier: VecDeque<&str> = VecDeque::from([from]);
-    while let Some(at) = frontier.pop_front() {
-        for (i, l) in links.iter().enumerate() {
-            if l.from != at || seen.contains(&l.to.as_str()) {
-                continue;
-            }
-            seen.push(&l.to);
-            came_by.push((&l.to, i));
-            if l.to == to {
-                let mut route = vec![i];
-                let mut node = links[i].from.as_str();
-                while node != from {
-                    let &(_, j) = came_by.iter().find(|(n, _)| *n == node)?;
-                    route.push(j);
-                    node = links[j].from.as_str();
-                }
-                route.reverse();
-                return Some(route);
-            }
-            frontier.push_back(&l.to);
-        }
-    }
-    None
-}
-
-/// Parses `1500`, `1500B`, `64KB`/`64kB` (1000), `1MB`, `64KiB` (1024), `1MiB`.
-pub fn parse_bytes(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().ok()?;
-    let k = match unit.trim() {
-        "" | "B" | "b" | "bytes" => 1.0,
-        "KB" | "kB" | "kb" | "K" | "k" => 1e3,
-        "MB" | "mb" | "M" => 1e6,
-        "GB" => 1e9,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let b = v * k;
-    (b.is_finite() && b >= 0.0 && b < 1e15).then(|| b.round() as u64)
 }
