@@ -1,1 +1,190 @@
-//! Being built: see the issue that owns this module.
+//! braid's adaptive reliable UDP transport (IQ-RUDP; seed 002 §2-3, seed
+//! 001 §3.2), sans-IO.
+//!
+//! An [`Endpoint`] owns the connections of one UDP socket: it answers new
+//! clients statelessly with a cookie ([`cookie`]) and creates a
+//! [`Connection`] only when a client echoes a valid one. A `Connection` is a
+//! coordinator over small parts, one concern each:
+//!
+//! | part | concern |
+//! | --- | --- |
+//! | [`recovery`] | packet numbers, SACK processing, RTT ([`rtt`]), loss detection, probe timeout |
+//! | [`ack`] | which packets arrived, duplicates, when to acknowledge |
+//! | [`congestion`] | the [`CongestionController`] trait: NewReno (default), CUBIC, fixed rate |
+//! | [`pacing`] | spreading a window over the round trip |
+//! | [`send`], [`recv`] | message streams: classes, fragmentation, deadlines, discarding, reassembly, flow control |
+//! | [`stats`] | the [`Stats`] snapshot and per-interval loss and delivery-rate samples |
+//! | [`thresholds`] | application-registered conditions and their events |
+//! | [`coordination`] | seed 002 §3's re-adjustments after an application adaptation |
+//!
+//! # Driving
+//!
+//! Nothing here reads a clock or touches a socket. The driver (braid-sim or
+//! the tokio runtime in crate `braid`) loops:
+//!
+//! 1. hand every received datagram to [`Endpoint::handle_datagram`];
+//! 2. send everything [`Endpoint::poll_transmit`] returns;
+//! 3. sleep until [`Endpoint::poll_timeout`] (or the next datagram) and call
+//!    [`Endpoint::handle_timeout`] then;
+//! 4. drain [`Connection::poll_event`] and [`Connection::recv`].
+//!
+//! Randomness (connection ids, the cookie secret) comes in as a 32-byte
+//! secret at [`Endpoint::new`]; ids are derived from it with a keyed hash.
+
+pub mod ack;
+pub mod congestion;
+mod connection;
+pub mod cookie;
+pub mod coordination;
+mod endpoint;
+pub mod pacing;
+pub mod recovery;
+pub mod recv;
+pub mod rtt;
+pub mod send;
+pub mod stats;
+pub mod thresholds;
+
+#[cfg(test)]
+mod tests;
+
+pub use congestion::CongestionController;
+pub use connection::{CloseReason, Connection, Event, Side};
+pub use endpoint::{ConnectionHandle, Endpoint, EndpointStats};
+pub use recv::ReceivedMessage;
+pub use send::{SendError, SendOptions};
+pub use stats::{ClassCounters, Stats};
+pub use thresholds::{Condition, ThresholdEvent, ThresholdId};
+
+pub use crate::wire::{
+    AdaptAction, AdaptCond, AdaptFrame as AdaptReport, AdaptWhen, ErrorCode, Ratio, Reliability,
+    StreamId,
+};
+
+use crate::time::Duration;
+use crate::units::Bandwidth;
+use crate::wire::{MAX_DATAGRAM_SIZE, MAX_IDLE_TIMEOUT_MS, MAX_MESSAGE_SIZE, MIN_DATAGRAM_SIZE};
+use std::net::SocketAddr;
+
+/// A datagram to send: its bytes are in the buffer given to `poll_transmit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where to send it.
+    pub destination: SocketAddr,
+    /// How many bytes of the buffer it is.
+    pub size: usize,
+}
+
+/// Which congestion controller a connection runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CongestionKind {
+    /// Slow start and AIMD (the default; TCP-friendly like the seed's LDA).
+    NewReno,
+    /// CUBIC (RFC 9438).
+    Cubic,
+    /// A fixed rate, for reserved capacity.
+    Fixed(Bandwidth),
+}
+
+/// Connection and endpoint settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Largest UDP payload to send (1200..=1472).
+    pub max_datagram_size: usize,
+    /// Largest message this endpoint accepts (and advertises).
+    pub max_message_size: u64,
+    /// Reliable bytes the peer may have outstanding (flow-control window);
+    /// at least `max_message_size`.
+    pub recv_window: u64,
+    /// Bound on buffered non-reliable bytes on receive.
+    pub max_unreliable_buffer: u64,
+    /// Bound on queued (unsent or unacknowledged) bytes on send.
+    pub send_queue_bytes: u64,
+    /// Fraction of non-reliable messages this endpoint accepts to lose as a
+    /// receiver (seed 002 §2.1); the peer's sender discards within it.
+    pub loss_tolerance: Ratio,
+    /// Close after this long without receiving anything (0 = never).
+    pub idle_timeout: Duration,
+    /// Send a PING after this long without sending anything ack-eliciting.
+    pub keep_alive: Option<Duration>,
+    /// Longest this endpoint delays an ACK.
+    pub max_ack_delay: Duration,
+    /// RTT assumed before the first sample.
+    pub initial_rtt: Duration,
+    /// Length of the interval for loss ratio and delivery rate (and for
+    /// threshold evaluation).
+    pub stats_interval: Duration,
+    /// The congestion controller.
+    pub congestion: CongestionKind,
+    /// Whether to pace packets.
+    pub pacing: bool,
+    /// Whether application adaptation reports re-adjust the transport
+    /// (IQ-RUDP); `false` is the seed's uncoordinated RUDP baseline.
+    pub coordination: bool,
+    /// Most connections an endpoint holds.
+    pub max_connections: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_datagram_size: 1400,
+            max_message_size: 1 << 20,
+            recv_window: 8 << 20,
+            max_unreliable_buffer: 4 << 20,
+            send_queue_bytes: 16 << 20,
+            loss_tolerance: Ratio::ZERO,
+            idle_timeout: Duration::from_secs(30),
+            keep_alive: Some(Duration::from_secs(10)),
+            max_ack_delay: Duration::from_millis(25),
+            initial_rtt: Duration::from_millis(100),
+            stats_interval: Duration::from_millis(100),
+            congestion: CongestionKind::NewReno,
+            pacing: true,
+            coordination: true,
+            max_connections: 1024,
+        }
+    }
+}
+
+/// A setting out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Which setting and why.
+    #[error("invalid transport setting {0}")]
+    Invalid(&'static str),
+}
+
+impl Config {
+    /// Checks every setting against the protocol's bounds.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the first bad setting.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |s| Err(ConfigError::Invalid(s));
+        if !(MIN_DATAGRAM_SIZE..=MAX_DATAGRAM_SIZE).contains(&self.max_datagram_size) {
+            return bad("max_datagram_size: must be 1200..=1472");
+        }
+        if self.max_message_size > MAX_MESSAGE_SIZE {
+            return bad("max_message_size: at most 64 MiB");
+        }
+        if self.recv_window < self.max_message_size {
+            return bad("recv_window: must be at least max_message_size");
+        }
+        if self.idle_timeout.as_millis() > MAX_IDLE_TIMEOUT_MS {
+            return bad("idle_timeout: at most 10 minutes");
+        }
+        if self.max_ack_delay.as_millis() > crate::wire::MAX_ACK_DELAY_MS {
+            return bad("max_ack_delay: at most 1 s");
+        }
+        if self.initial_rtt.is_zero() || self.stats_interval.is_zero() {
+            return bad("initial_rtt and stats_interval must be positive");
+        }
+        if self.max_connections == 0 {
+            return bad("max_connections: at least 1");
+        }
+        Ok(())
+    }
+}

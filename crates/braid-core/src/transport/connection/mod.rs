@@ -1,0 +1,810 @@
+//! One RUDP connection: a coordinator over recovery, congestion control,
+//! pacing, message streams, statistics, thresholds and coordination.
+//!
+//! Main types: [`Connection`], [`Event`], [`CloseReason`], [`Side`].
+//!
+//! Invariants:
+//! - Only datagrams from the connection's peer address whose destination id
+//!   is this connection's are processed; anything malformed is counted and
+//!   dropped before it changes state.
+//! - Each packet number is processed at most once (duplicates and replays
+//!   are counted and dropped).
+//! - ACK-only and CLOSE packets are not in flight and never retransmitted;
+//!   everything else that must arrive is recorded and re-queued on loss.
+//! - Once `Closed`, the connection sends nothing and ignores input.
+
+use super::ack::AckTracker;
+use super::congestion::{Cubic, FixedRate, NewReno, WindowController};
+use super::coordination::{CoordContext, Coordinator, Readjust};
+use super::pacing::Pacer;
+use super::recovery::{Recovery, SentFrame, SentPacket};
+use super::recv::{ReceivedMessage, RecvError, RecvStreams};
+use super::send::{SendError, SendOptions, SendStreams};
+use super::stats::{IntervalMeter, Stats};
+use super::thresholds::{Condition, ThresholdError, ThresholdEvent, ThresholdId, Thresholds};
+use super::{Config, CongestionController, CongestionKind};
+use crate::time::{Duration, Instant};
+use crate::units::Bandwidth;
+use crate::wire::{
+    AdaptAction, AdaptFrame, ConnectionId, ErrorCode, Frame, Header, Packet, PacketType, Ratio,
+    StreamId, TransportParams, MAX_STREAMS, MIN_DATAGRAM_SIZE,
+};
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+mod output;
+
+/// Most events queued for the application; older ones are dropped.
+pub const MAX_EVENTS: usize = 1024;
+/// Most ADAPT reports waiting to be sent to the peer.
+pub const MAX_ADAPT_OUT: usize = 64;
+/// The sender treats the network as congested (for discarding) when the
+/// queue holds more than this many congestion windows.
+pub const DISCARD_QUEUE_WINDOWS: u64 = 2;
+/// Close and drain periods last this many probe timeouts.
+pub const CLOSE_PTOS: u64 = 3;
+
+/// Which end of the connection this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Sent the INITIAL.
+    Client,
+    /// Accepted it.
+    Server,
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// This side closed or reset it with `code`.
+    Local(ErrorCode),
+    /// The peer closed it.
+    Peer {
+        /// The peer's code.
+        code: ErrorCode,
+        /// The peer's reason phrase (lossy UTF-8).
+        reason: String,
+    },
+    /// Nothing was received for the idle timeout (or the handshake never
+    /// completed within it).
+    IdleTimeout,
+    /// The peer broke the protocol; this side closed with `code`.
+    ProtocolViolation(ErrorCode),
+}
+
+/// Something the application should know.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The handshake completed.
+    Connected,
+    /// A registered threshold condition was crossed or cleared.
+    Threshold(ThresholdEvent),
+    /// The peer reported an adaptation (or changed its loss tolerance).
+    PeerAdapt(AdaptFrame),
+    /// The connection is over.
+    Closed(CloseReason),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Client: INITIAL sent, waiting for RETRY or HANDSHAKE.
+    Initial,
+    /// Server: HANDSHAKE sent, waiting for the client's first DATA packet.
+    HandshakeSent,
+    Established,
+    /// We sent CLOSE; answer anything with CLOSE until the deadline.
+    Closing,
+    /// The peer sent CLOSE; stay quiet until the deadline.
+    Draining,
+    Closed,
+}
+
+/// One connection. Drive it through its [`Endpoint`](super::Endpoint), or
+/// directly: [`Connection::handle_datagram`] for input,
+/// [`Connection::handle_timeout`] when [`Connection::poll_timeout`] passes,
+/// [`Connection::poll_transmit`] until `None` after either, and
+/// [`Connection::poll_event`] / [`Connection::recv`] for the application.
+#[derive(Debug)]
+pub struct Connection {
+    side: Side,
+    state: State,
+    remote: SocketAddr,
+    local_cid: ConnectionId,
+    remote_cid: ConnectionId,
+    config: Config,
+    peer: Option<TransportParams>,
+    cookie: Option<Vec<u8>>,
+    initial_pending: bool,
+    next_initial: Instant,
+    initial_count: u32,
+    handshake_pending: bool,
+    recovery: Recovery,
+    cc: Box<dyn CongestionController>,
+    pacer: Pacer,
+    ack: AckTracker,
+    send: SendStreams,
+    recv: RecvStreams,
+    meter: IntervalMeter,
+    thresholds: Thresholds,
+    coord: Coordinator,
+    events: VecDeque<Event>,
+    adapt_out: VecDeque<AdaptFrame>,
+    max_data_pending: bool,
+    probe_pending: bool,
+    ping_pending: bool,
+    close_frame: Option<(ErrorCode, Vec<u8>)>,
+    close_send: bool,
+    close_deadline: Option<Instant>,
+    finish_requested: bool,
+    discard_unmarked: bool,
+    peer_tolerance: Ratio,
+    last_message_size: u64,
+    last_received: Instant,
+    last_eliciting_sent: Instant,
+    pacing_wait: Option<Instant>,
+    idle_timeout: Duration,
+    stats: Stats,
+}
+
+impl Connection {
+    fn new(
+        side: Side,
+        now: Instant,
+        remote: SocketAddr,
+        local_cid: ConnectionId,
+        remote_cid: ConnectionId,
+        config: Config,
+    ) -> Self {
+        let mss = config.max_datagram_size as u64;
+        let cc: Box<dyn CongestionController> = match config.congestion {
+            CongestionKind::Cubic => Box::new(WindowController::new(Cubic::new(), mss)),
+            CongestionKind::Fixed(rate) => Box::new(FixedRate::new(rate, mss)),
+            _ => Box::new(NewReno::new_reno(mss)),
+        };
+        let mut meter = IntervalMeter::new(config.stats_interval);
+        meter.start(now);
+        Connection {
+            side,
+            state: State::Initial,
+            remote,
+            local_cid,
+            remote_cid,
+            peer: None,
+            cookie: None,
+            initial_pending: false,
+            next_initial: now,
+            initial_count: 0,
+            handshake_pending: false,
+            recovery: Recovery::new(config.initial_rtt, Duration::ZERO),
+            cc,
+            pacer: Pacer::new(mss),
+            ack: AckTracker::default(),
+            send: SendStreams::new(config.send_queue_bytes, 0),
+            recv: RecvStreams::new(
+                config.max_message_size,
+                config.recv_window,
+                config.max_unreliable_buffer,
+            ),
+            meter,
+            thresholds: Thresholds::default(),
+            coord: Coordinator::new(config.coordination),
+            events: VecDeque::new(),
+            adapt_out: VecDeque::new(),
+            max_data_pending: false,
+            probe_pending: false,
+            ping_pending: false,
+            close_frame: None,
+            close_send: false,
+            close_deadline: None,
+            finish_requested: false,
+            discard_unmarked: false,
+            peer_tolerance: Ratio::ZERO,
+            last_message_size: 0,
+            last_received: now,
+            last_eliciting_sent: now,
+            pacing_wait: None,
+            idle_timeout: config.idle_timeout,
+            stats: Stats::default(),
+            config,
+        }
+    }
+
+    /// A client connection that will send its INITIAL to `remote`.
+    /// `initial_dst` is the random id the client shows the server first.
+    pub(crate) fn new_client(
+        now: Instant,
+        remote: SocketAddr,
+        local_cid: ConnectionId,
+        initial_dst: ConnectionId,
+        config: Config,
+    ) -> Self {
+        let mut c = Connection::new(Side::Client, now, remote, local_cid, initial_dst, config);
+        c.initial_pending = true;
+        c
+    }
+
+    /// A server connection for a client whose cookie checked out.
+    pub(crate) fn new_server(
+        now: Instant,
+        remote: SocketAddr,
+        local_cid: ConnectionId,
+        client_cid: ConnectionId,
+        client_params: TransportParams,
+        config: Config,
+    ) -> Self {
+        let mut c = Connection::new(Side::Server, now, remote, local_cid, client_cid, config);
+        c.apply_peer_params(client_params);
+        c.state = State::HandshakeSent;
+        c.handshake_pending = true;
+        c
+    }
+
+    fn params(&self) -> TransportParams {
+        TransportParams {
+            max_message_size: self.config.max_message_size,
+            initial_max_data: self.config.recv_window,
+            loss_tolerance: self.config.loss_tolerance,
+            idle_timeout_ms: self.config.idle_timeout.as_millis(),
+            max_ack_delay_ms: self.config.max_ack_delay.as_millis(),
+            max_datagram_size: self.config.max_datagram_size as u64,
+        }
+    }
+
+    fn apply_peer_params(&mut self, p: TransportParams) {
+        self.peer = Some(p);
+        self.send.on_max_data(p.initial_max_data);
+        self.peer_tolerance = p.loss_tolerance;
+        self.recovery
+            .set_max_ack_delay(Duration::from_millis(p.max_ack_delay_ms));
+        let theirs = Duration::from_millis(p.idle_timeout_ms);
+        if !theirs.is_zero() && (self.idle_timeout.is_zero() || theirs < self.idle_timeout) {
+            self.idle_timeout = theirs;
+        }
+    }
+
+    fn mss(&self) -> usize {
+        let theirs = self
+            .peer
+            .map_or(MIN_DATAGRAM_SIZE, |p| p.max_datagram_size as usize);
+        self.config.max_datagram_size.min(theirs)
+    }
+
+    // ---- getters -------------------------------------------------------
+
+    /// Client or server.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+    /// The peer's address.
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+    /// The id the peer addresses this connection by.
+    pub fn local_cid(&self) -> ConnectionId {
+        self.local_cid
+    }
+    /// True once the handshake has completed and until closing starts.
+    pub fn is_established(&self) -> bool {
+        self.state == State::Established
+    }
+    /// True once the connection is fully over.
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+    /// True while the handshake is under way.
+    pub fn is_handshaking(&self) -> bool {
+        matches!(self.state, State::Initial | State::HandshakeSent)
+    }
+
+    /// A snapshot of the connection's metrics.
+    pub fn stats(&self) -> Stats {
+        let rtt = self.recovery.rtt();
+        let mut s = self.stats;
+        s.srtt = rtt.srtt();
+        s.rttvar = rtt.rttvar();
+        s.min_rtt = rtt.min();
+        if let Some(last) = self.meter.last() {
+            s.loss_ratio = last.loss_ratio;
+            s.delivery_rate = last.delivery_rate;
+            s.app_limited = last.app_limited;
+        }
+        s.cwnd = self.cc.window();
+        s.pacing_rate = self.cc.pacing_rate(rtt);
+        s.bytes_in_flight = self.recovery.bytes_in_flight();
+        s.retransmitted_bytes = self.send.retransmitted_bytes();
+        for i in 0..3 {
+            s.classes[i] = self.send.counters()[i].merged(&self.recv.counters()[i]);
+        }
+        s
+    }
+
+    /// The congestion window in bytes.
+    pub fn window(&self) -> u64 {
+        self.cc.window()
+    }
+
+    // ---- application commands -----------------------------------------
+
+    /// Queues a message on `stream`; returns its number in the stream.
+    ///
+    /// # Errors
+    /// [`SendError::MessageTooLarge`] above the negotiated maximum,
+    /// [`SendError::Blocked`] when the send queue is full,
+    /// [`SendError::InvalidStream`], [`SendError::InvalidTtl`],
+    /// [`SendError::NotOpen`] once closing.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> Result<u64, SendError> {
+        if !matches!(
+            self.state,
+            State::Initial | State::HandshakeSent | State::Established
+        ) || self.finish_requested
+        {
+            return Err(SendError::NotOpen);
+        }
+        if stream.0 >= MAX_STREAMS {
+            return Err(SendError::InvalidStream);
+        }
+        let max = self
+            .peer
+            .map_or(self.config.max_message_size, |p| p.max_message_size);
+        let size = data.len() as u64;
+        if size > max {
+            return Err(SendError::MessageTooLarge { size, max });
+        }
+        let n = self.send.push(now, stream, data, opts)?;
+        self.last_message_size = size;
+        let ctx = self.coord_context();
+        let r = self.coord.on_enqueue(stream, n, &ctx);
+        self.readjust(r);
+        Ok(n)
+    }
+
+    /// Takes the next message received, if any.
+    pub fn recv(&mut self, now: Instant) -> Option<ReceivedMessage> {
+        let m = self.recv.pop(now);
+        if self.recv.max_data_update().is_some() {
+            self.max_data_pending = true;
+        }
+        m
+    }
+
+    /// Takes the next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Registers a threshold condition (evaluated every stats interval).
+    ///
+    /// # Errors
+    /// [`ThresholdError`] if invalid or too many.
+    pub fn add_threshold(&mut self, c: Condition) -> Result<ThresholdId, ThresholdError> {
+        self.thresholds.add(c)
+    }
+
+    /// Removes a threshold condition; false if unknown.
+    pub fn remove_threshold(&mut self, id: ThresholdId) -> bool {
+        self.thresholds.remove(id)
+    }
+
+    /// The application reports its own adaptation (seed 002 §2.3.2). The
+    /// transport re-adjusts per [`super::coordination`] and tells the peer.
+    pub fn report_adaptation(&mut self, report: AdaptFrame) {
+        let ctx = self.coord_context();
+        let r = self.coord.on_report(report, &ctx);
+        self.readjust(r);
+        if self.adapt_out.len() < MAX_ADAPT_OUT {
+            self.adapt_out.push_back(report);
+        }
+    }
+
+    fn coord_context(&self) -> CoordContext {
+        CoordContext {
+            error_ratio: self.meter.last().map_or(0.0, |s| s.loss_ratio),
+            message_size: self.last_message_size,
+            segment_size: self.mss() as u64,
+        }
+    }
+
+    fn readjust(&mut self, r: Readjust) {
+        if let Some(f) = r.window_scale {
+            self.cc.scale_window(f);
+        }
+        if let Some(on) = r.discard_unmarked {
+            self.discard_unmarked = on;
+            if on {
+                self.send.discard_unmarked(self.peer_tolerance.as_f64());
+            }
+        }
+    }
+
+    /// Closes at once with `code`: queued data is abandoned and a CLOSE
+    /// is sent.
+    pub fn close(&mut self, now: Instant, code: ErrorCode, reason: &[u8]) {
+        if matches!(self.state, State::Closing | State::Draining | State::Closed) {
+            return;
+        }
+        let reason = reason[..reason.len().min(crate::wire::MAX_REASON_LEN)].to_vec();
+        self.close_frame = Some((code, reason));
+        self.close_send = true;
+        self.recovery.drain();
+        self.state = State::Closing;
+        self.close_deadline = Some(now + self.recovery.pto() * CLOSE_PTOS);
+        self.push_event(Event::Closed(CloseReason::Local(code)));
+    }
+
+    /// Aborts the connection ([`ErrorCode::RESET`]), abandoning queued data.
+    pub fn reset(&mut self, now: Instant) {
+        self.close(now, ErrorCode::RESET, b"reset");
+    }
+
+    /// Closes gracefully: stops accepting messages, sends what is queued,
+    /// waits for every reliable message to be acknowledged, then closes
+    /// with [`ErrorCode::NO_ERROR`].
+    pub fn finish(&mut self, now: Instant) {
+        self.finish_requested = true;
+        self.check_finish(now);
+    }
+
+    fn check_finish(&mut self, now: Instant) {
+        if self.finish_requested && self.state == State::Established && self.send.is_idle() {
+            self.close(now, ErrorCode::NO_ERROR, b"");
+        }
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
+    }
+
+    fn fail(&mut self, now: Instant, code: ErrorCode) {
+        self.close(now, code, b"protocol violation");
+        // Replace the Local event pushed by `close`.
+        if let Some(Event::Closed(r)) = self.events.back_mut() {
+            *r = CloseReason::ProtocolViolation(code);
+        }
+    }
+
+    // ---- input --------------------------------------------------------
+
+    /// Handles one datagram from `remote` received at `now`. Anything
+    /// malformed, misaddressed or duplicated is counted in [`Stats`] and
+    /// dropped.
+    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, data: &[u8]) {
+        if self.state == State::Closed {
+            return;
+        }
+        if remote != self.remote {
+            self.stats.malformed += 1;
+            return;
+        }
+        let Ok(packet) = Packet::decode(data) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let h = packet.header;
+        match (self.side, h.ty) {
+            (Side::Client, PacketType::Retry) | (Side::Client, PacketType::Handshake)
+                if h.dst_cid != self.local_cid =>
+            {
+                self.stats.malformed += 1;
+                return;
+            }
+            (Side::Client, PacketType::Retry) => {
+                self.on_retry(&packet);
+                return;
+            }
+            (Side::Server, PacketType::Initial) => {
+                // The client did not get our HANDSHAKE: send it again.
+                if self.state == State::HandshakeSent {
+                    self.handshake_pending = true;
+                }
+                return;
+            }
+            (_, PacketType::Data) | (Side::Client, PacketType::Handshake)
+                if h.dst_cid == self.local_cid => {}
+            _ => {
+                self.stats.malformed += 1;
+                return;
+            }
+        }
+        if self.state == State::Draining {
+            return;
+        }
+        if self.state == State::Closing {
+            // Answer with our CLOSE again (at most one per packet in).
+            self.close_send = true;
+            return;
+        }
+        if h.ty == PacketType::Data && self.state == State::Initial {
+            // Data before the HANDSHAKE (reordered): the sender retransmits.
+            self.stats.malformed += 1;
+            return;
+        }
+        if self.ack.is_duplicate(h.pn) {
+            self.stats.duplicates += 1;
+            return;
+        }
+        self.last_received = now;
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += data.len() as u64;
+        let mut eliciting = false;
+        for f in packet.frames() {
+            // Invariant: `Packet::decode` validated every frame.
+            let Ok(f) = f else { break };
+            eliciting |= f.is_ack_eliciting();
+            if let Err(code) = self.on_frame(now, &h, &f) {
+                self.fail(now, code);
+                return;
+            }
+            if matches!(self.state, State::Draining | State::Closed) {
+                return;
+            }
+        }
+        self.ack
+            .on_packet(now, h.pn, eliciting, self.config.max_ack_delay);
+        if self.side == Side::Server && self.state == State::HandshakeSent {
+            self.state = State::Established;
+            self.push_event(Event::Connected);
+        }
+        self.check_finish(now);
+    }
+
+    /// The client sent its INITIAL again: it has not got our HANDSHAKE.
+    pub(crate) fn on_initial_retransmit(&mut self) {
+        if self.state == State::HandshakeSent {
+            self.handshake_pending = true;
+        }
+    }
+
+    fn on_retry(&mut self, p: &Packet<'_>) {
+        if self.state != State::Initial || self.cookie.is_some() {
+            self.stats.malformed += 1;
+            return;
+        }
+        if p.header.src_cid != Some(self.remote_cid) {
+            self.stats.malformed += 1;
+            return;
+        }
+        for f in p.frames() {
+            if let Ok(Frame::Retry { cookie }) = f {
+                self.cookie = Some(cookie.to_vec());
+                self.initial_pending = true;
+            }
+        }
+    }
+
+    fn on_frame(&mut self, now: Instant, h: &Header, f: &Frame<'_>) -> Result<(), ErrorCode> {
+        match f {
+            Frame::Handshake { params } if self.state == State::Initial => {
+                // Invariant: long headers always carry a source id.
+                self.remote_cid = h.src_cid.unwrap_or(self.remote_cid);
+                self.apply_peer_params(*params);
+                self.state = State::Established;
+                self.initial_pending = false;
+                self.push_event(Event::Connected);
+            }
+            Frame::Ack(a) => {
+                let out = self
+                    .recovery
+                    .on_ack(now, a)
+                    .map_err(|_| ErrorCode::PROTOCOL_VIOLATION)?;
+                for (_, p) in &out.acked {
+                    if p.in_flight {
+                        self.cc.on_ack(
+                            now,
+                            p.time_sent,
+                            p.size,
+                            p.app_limited,
+                            self.recovery.rtt(),
+                        );
+                        self.meter.on_ack(p.size);
+                    }
+                    for fr in &p.frames {
+                        if let SentFrame::Stream {
+                            stream,
+                            message,
+                            len,
+                            reliability,
+                            ..
+                        } = *fr
+                        {
+                            self.send.on_acked(stream, message, len, reliability);
+                        }
+                    }
+                }
+                self.on_lost(now, out.lost);
+            }
+            Frame::Stream(s) => self.recv.on_stream(now, s).map_err(recv_code)?,
+            Frame::MessageSkip {
+                stream,
+                message,
+                message_len,
+                reliability,
+            } => self
+                .recv
+                .on_skip(*stream, *message, *message_len, *reliability)
+                .map_err(recv_code)?,
+            Frame::MaxData { limit } => self.send.on_max_data(*limit),
+            Frame::Close(c) => {
+                self.state = State::Draining;
+                self.close_deadline = Some(now + self.recovery.pto() * CLOSE_PTOS);
+                self.recovery.drain();
+                self.push_event(Event::Closed(CloseReason::Peer {
+                    code: c.code,
+                    reason: String::from_utf8_lossy(c.reason).into_owned(),
+                }));
+            }
+            Frame::Adapt(a) => {
+                if let AdaptAction::LossTolerance { tolerance } = a.action {
+                    self.peer_tolerance = tolerance;
+                }
+                self.push_event(Event::PeerAdapt(*a));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_lost(&mut self, now: Instant, lost: Vec<(u64, SentPacket)>) {
+        let Some(latest) = lost.iter().map(|(_, p)| p.time_sent).max() else {
+            return;
+        };
+        let mut bytes = 0;
+        for (_, p) in lost {
+            if !p.ack_eliciting {
+                continue;
+            }
+            self.stats.packets_lost += 1;
+            self.meter.on_loss(1);
+            if p.in_flight {
+                bytes += p.size;
+            }
+            for fr in p.frames {
+                match fr {
+                    SentFrame::Stream {
+                        stream,
+                        message,
+                        offset,
+                        len,
+                        reliability,
+                    } => self
+                        .send
+                        .on_lost(now, stream, message, offset, len, reliability),
+                    SentFrame::Skip {
+                        stream,
+                        message,
+                        len,
+                    } => self.send.on_skip_lost(stream, message, len),
+                    SentFrame::MaxData => self.max_data_pending = true,
+                    SentFrame::Adapt(a) if self.adapt_out.len() < MAX_ADAPT_OUT => {
+                        self.adapt_out.push_back(a)
+                    }
+                    SentFrame::Handshake => self.handshake_pending = true,
+                    _ => {}
+                }
+            }
+        }
+        if bytes > 0 {
+            self.cc.on_loss(now, latest, bytes);
+        }
+    }
+
+    // ---- timers -------------------------------------------------------
+
+    /// When [`Connection::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        match self.state {
+            State::Closed => return None,
+            State::Closing | State::Draining => {
+                at(self.close_deadline);
+                return t;
+            }
+            State::Initial => at(Some(self.next_initial)),
+            _ => {}
+        }
+        if !self.idle_timeout.is_zero() {
+            at(Some(self.last_received + self.idle_timeout));
+        }
+        at(self.recovery.timeout(false));
+        if self.ack.has_pending() {
+            at(self.ack.deadline());
+        }
+        if self.state == State::Established {
+            at(self.meter.deadline());
+            at(self.send.next_deadline());
+            at(self.recv.next_deadline());
+            if let Some(k) = self.config.keep_alive {
+                at(Some(self.last_eliciting_sent + k));
+            }
+            at(self.pacing_wait);
+        }
+        t
+    }
+
+    /// Handles every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.state {
+            State::Closed => return,
+            State::Closing | State::Draining => {
+                if self.close_deadline.is_some_and(|d| now >= d) {
+                    self.state = State::Closed;
+                }
+                return;
+            }
+            _ => {}
+        }
+        if !self.idle_timeout.is_zero() && now >= self.last_received + self.idle_timeout {
+            self.state = State::Closed;
+            self.recovery.drain();
+            self.push_event(Event::Closed(CloseReason::IdleTimeout));
+            return;
+        }
+        if self.state == State::Initial && now >= self.next_initial {
+            self.initial_pending = true;
+        }
+        if self.recovery.timeout(false).is_some_and(|t| now >= t) {
+            let (lost, probe) = self.recovery.on_timeout(now);
+            self.on_lost(now, lost);
+            if probe {
+                self.probe_pending = true;
+                if self.state == State::HandshakeSent {
+                    self.handshake_pending = true;
+                }
+            }
+        }
+        if self.pacing_wait.is_some_and(|t| now >= t) {
+            self.pacing_wait = None;
+        }
+        if self.state != State::Established {
+            return;
+        }
+        self.recv.expire(now);
+        self.send.expire(now);
+        if let Some(sample) = self.meter.roll(now) {
+            let srtt = self.recovery.rtt().srtt();
+            let mut evs = Vec::new();
+            self.thresholds.evaluate(&sample, srtt, |e| evs.push(e));
+            for e in evs {
+                self.push_event(Event::Threshold(e));
+            }
+        }
+        if let Some(k) = self.config.keep_alive {
+            if now >= self.last_eliciting_sent + k {
+                self.ping_pending = true;
+            }
+        }
+        self.check_finish(now);
+    }
+
+    /// The peer's loss tolerance as last negotiated or updated.
+    pub fn peer_loss_tolerance(&self) -> Ratio {
+        self.peer_tolerance
+    }
+
+    /// A rough pacing rate (for drivers that want to size batches).
+    pub fn pacing_rate(&self) -> Bandwidth {
+        self.cc.pacing_rate(self.recovery.rtt())
+    }
+}
+
+fn recv_code(e: RecvError) -> ErrorCode {
+    match e {
+        RecvError::FlowControl => ErrorCode::FLOW_CONTROL,
+        _ => ErrorCode::PROTOCOL_VIOLATION,
+    }
+}

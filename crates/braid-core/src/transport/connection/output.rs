@@ -1,0 +1,204 @@
+//! The output half of [`Connection`]: building INITIAL, HANDSHAKE, DATA
+//! and CLOSE packets in `poll_transmit`.
+//!
+//! Invariants: a DATA packet is built only when it carries at least one
+//! frame; stream data is written only when the congestion window and the
+//! pacer allow; ACK-only and CLOSE packets take a packet number but are not
+//! recorded in flight.
+
+use super::{Connection, State, DISCARD_QUEUE_WINDOWS};
+use crate::time::Instant;
+use crate::transport::recovery::{SentFrame, SentPacket};
+use crate::transport::send::DiscardPolicy;
+use crate::transport::Transmit;
+use crate::wire::{CloseFrame, Frame, Header, PacketBuilder, PacketType, MIN_DATAGRAM_SIZE};
+
+impl Connection {
+    /// Writes the next datagram to send into `buf` (cleared first), if any.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        let size = match self.state {
+            State::Closed | State::Draining => return None,
+            State::Closing => self.write_close(buf)?,
+            State::Initial => self.write_initial(now, buf)?,
+            State::HandshakeSent => self.write_handshake(now, buf)?,
+            State::Established => self.write_data(now, buf)?,
+        };
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += size as u64;
+        Some(Transmit {
+            destination: self.remote,
+            size,
+        })
+    }
+
+    fn header(&self, ty: PacketType, pn: u64) -> Header {
+        Header {
+            ty,
+            dst_cid: self.remote_cid,
+            src_cid: ty.is_long().then_some(self.local_cid),
+            pn,
+        }
+    }
+
+    fn write_close(&mut self, buf: &mut Vec<u8>) -> Option<usize> {
+        if !self.close_send {
+            return None;
+        }
+        self.close_send = false;
+        let (code, reason) = self.close_frame.clone()?;
+        let pn = self.recovery.on_sent_unrecorded();
+        let mut b = PacketBuilder::new(buf, &self.header(PacketType::Data, pn), self.mss()).ok()?;
+        b.push(&Frame::Close(CloseFrame {
+            code,
+            reason: &reason,
+        }))
+        .ok()?;
+        Some(b.finish())
+    }
+
+    fn write_initial(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
+        if !self.initial_pending {
+            return None;
+        }
+        self.initial_pending = false;
+        self.initial_count += 1;
+        let backoff = 1u64 << self.initial_count.min(10);
+        self.next_initial = now + self.config.initial_rtt * backoff;
+        let h = self.header(PacketType::Initial, 0);
+        let mut b = PacketBuilder::new(buf, &h, MIN_DATAGRAM_SIZE).ok()?;
+        let cookie = self.cookie.clone().unwrap_or_default();
+        b.push(&Frame::Initial {
+            params: self.params(),
+            cookie: &cookie,
+        })
+        .ok()?;
+        b.pad_to(MIN_DATAGRAM_SIZE);
+        Some(b.finish())
+    }
+
+    fn write_handshake(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
+        if !self.handshake_pending {
+            return None;
+        }
+        self.handshake_pending = false;
+        self.probe_pending = false;
+        let pn = self.recovery.next_pn();
+        let h = self.header(PacketType::Handshake, pn);
+        let mut b = PacketBuilder::new(buf, &h, self.mss()).ok()?;
+        b.push(&Frame::Handshake {
+            params: self.params(),
+        })
+        .ok()?;
+        let size = b.finish();
+        self.record(now, pn, size, vec![SentFrame::Handshake], true, false);
+        Some(size)
+    }
+
+    fn record(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        size: usize,
+        frames: Vec<SentFrame>,
+        in_flight: bool,
+        app_limited: bool,
+    ) {
+        self.last_eliciting_sent = now;
+        self.recovery.on_sent(
+            pn,
+            SentPacket {
+                time_sent: now,
+                size: size as u64,
+                ack_eliciting: true,
+                in_flight,
+                app_limited,
+                delivered: 0,
+                delivered_time: now,
+                frames,
+            },
+        );
+    }
+
+    fn write_data(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
+        let mss = self.mss();
+        let ack_due = self.ack.should_send(now);
+        let window_open = !self.recovery.is_full()
+            && self.recovery.bytes_in_flight() + mss as u64 <= self.cc.window();
+        let control = self.max_data_pending || !self.adapt_out.is_empty();
+        let want_data = window_open && self.send.has_sendable();
+        let mut paced = false;
+        if want_data && self.config.pacing {
+            let rate = self.cc.pacing_rate(self.recovery.rtt());
+            if let Some(t) = self.pacer.delay(now, rate, mss as u64) {
+                self.pacing_wait = Some(t);
+                paced = true;
+            }
+        }
+        let send_data = want_data && !paced;
+        if window_open && !self.send.has_sendable() {
+            self.meter.mark_app_limited();
+        }
+        if !(ack_due || self.probe_pending || self.ping_pending || send_data || control) {
+            return None;
+        }
+        let pn = self.recovery.next_pn();
+        let h = self.header(PacketType::Data, pn);
+        let mut b = PacketBuilder::new(buf, &h, mss).ok()?;
+        let mut log = Vec::new();
+        let mut wrote_ack = false;
+        if self.ack.has_pending() {
+            if let Some(a) = self.ack.build(now) {
+                wrote_ack = b.push(&Frame::Ack(a)).ok()?;
+            }
+        }
+        if self.max_data_pending
+            && b.push(&Frame::MaxData {
+                limit: self.recv.advertised(),
+            })
+            .ok()?
+        {
+            self.max_data_pending = false;
+            log.push(SentFrame::MaxData);
+        }
+        while let Some(a) = self.adapt_out.front().copied() {
+            if !b.push(&Frame::Adapt(a)).ok()? {
+                break;
+            }
+            self.adapt_out.pop_front();
+            log.push(SentFrame::Adapt(a));
+        }
+        if self.probe_pending || self.ping_pending {
+            b.push(&Frame::Ping).ok()?;
+            log.push(SentFrame::Other);
+            self.probe_pending = false;
+            self.ping_pending = false;
+        }
+        if send_data {
+            let congested = self.meter.last().is_some_and(|s| s.loss_ratio > 0.0)
+                || self.send.queued_bytes() > DISCARD_QUEUE_WINDOWS * self.cc.window();
+            let policy = DiscardPolicy {
+                congested,
+                discard_unmarked: self.discard_unmarked,
+                tolerance: self.peer_tolerance.as_f64(),
+            };
+            self.send.write(now, &mut b, &mut log, &policy).ok()?;
+        }
+        let size = b.finish();
+        if log.is_empty() {
+            // ACK only: not in flight, never acknowledged or retransmitted.
+            if !wrote_ack {
+                buf.clear();
+                return None;
+            }
+            self.recovery.on_sent_unrecorded();
+            return Some(size);
+        }
+        if self.config.pacing {
+            self.pacer.on_sent(size as u64);
+        }
+        let app_limited = !self.send.has_sendable();
+        self.record(now, pn, size, log, true, app_limited);
+        Some(size)
+    }
+}

@@ -1,0 +1,388 @@
+//! The endpoint: all connections of one UDP socket, the stateless cookie
+//! handshake, and routing of datagrams by connection id.
+//!
+//! Main types: [`Endpoint`], [`ConnectionHandle`], [`EndpointStats`].
+//!
+//! Invariants:
+//! - No per-peer state exists before a client echoes a valid cookie: a
+//!   first INITIAL is answered with a RETRY built from the datagram alone.
+//! - A cookie creates at most one connection: accepted cookies are
+//!   remembered (up to [`MAX_REPLAY_ENTRIES`], about two buckets' worth) and
+//!   a replay for which no connection exists is dropped and counted.
+//! - At most `Config::max_connections` connections and
+//!   [`MAX_STATELESS_QUEUE`] queued RETRYs; beyond that new clients are
+//!   dropped and counted.
+//! - Every datagram is either routed to exactly one connection, answered
+//!   statelessly, or dropped and counted.
+
+use super::connection::Connection;
+use super::cookie::{CookieKey, COOKIE_TAG_LEN};
+use super::{Config, ConfigError, Transmit};
+use crate::time::Instant;
+use crate::wire::{
+    ConnectionId, Frame, Header, Packet, PacketBuilder, PacketType, WireError, CID_LEN,
+    MIN_DATAGRAM_SIZE,
+};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+
+/// Most stateless RETRY answers waiting to be sent.
+pub const MAX_STATELESS_QUEUE: usize = 256;
+/// Most accepted cookies remembered for replay detection.
+pub const MAX_REPLAY_ENTRIES: usize = 65_536;
+
+/// Identifies a connection within its endpoint; never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionHandle(pub u64);
+
+/// Datagram counters of an endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndpointStats {
+    /// Datagrams handed to the endpoint.
+    pub received: u64,
+    /// Dropped: undecodable (truncated, bad bounds, unknown types).
+    pub malformed: u64,
+    /// Dropped: larger than the protocol allows.
+    pub oversized: u64,
+    /// Dropped: a version this endpoint does not speak.
+    pub bad_version: u64,
+    /// Dropped: addressed to no known connection.
+    pub unknown_connection: u64,
+    /// Dropped: an INITIAL shorter than the required padding.
+    pub short_initial: u64,
+    /// RETRYs sent.
+    pub retries_sent: u64,
+    /// Dropped: a cookie with a wrong tag (spoofed or forged).
+    pub bad_cookies: u64,
+    /// Dropped: a cookie from an expired time bucket.
+    pub stale_cookies: u64,
+    /// Dropped: a valid cookie used before (replay).
+    pub replayed_cookies: u64,
+    /// Dropped: no room for another connection or RETRY.
+    pub refused: u64,
+    /// Connections accepted.
+    pub accepted: u64,
+}
+
+/// All connections of one socket. Drive it as the module docs of
+/// [`super`] describe.
+#[derive(Debug)]
+pub struct Endpoint {
+    config: Config,
+    server: bool,
+    cookie_key: CookieKey,
+    cid_key: [u8; 32],
+    cid_counter: u64,
+    next_handle: u64,
+    conns: BTreeMap<u64, Connection>,
+    by_cid: HashMap<ConnectionId, u64>,
+    by_initial: HashMap<(SocketAddr, ConnectionId), u64>,
+    used_cookies: HashSet<[u8; COOKIE_TAG_LEN]>,
+    used_order: VecDeque<[u8; COOKIE_TAG_LEN]>,
+    stateless: VecDeque<(SocketAddr, Vec<u8>)>,
+    incoming: VecDeque<ConnectionHandle>,
+    cursor: u64,
+    stats: EndpointStats,
+}
+
+/// Why `connect` failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// `Config::max_connections` reached.
+    #[error("too many connections")]
+    TooManyConnections,
+}
+
+impl Endpoint {
+    /// An endpoint; `server` says whether it accepts incoming connections.
+    /// `secret` must be 32 random bytes from the caller: it keys the
+    /// cookies and the derivation of connection ids.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for an invalid configuration.
+    pub fn new(config: Config, secret: [u8; 32], server: bool) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Endpoint {
+            cookie_key: CookieKey::new(blake3::derive_key("braid rudp cookie v1", &secret)),
+            cid_key: blake3::derive_key("braid rudp connection id v1", &secret),
+            config,
+            server,
+            cid_counter: 0,
+            next_handle: 0,
+            conns: BTreeMap::new(),
+            by_cid: HashMap::new(),
+            by_initial: HashMap::new(),
+            used_cookies: HashSet::new(),
+            used_order: VecDeque::new(),
+            stateless: VecDeque::new(),
+            incoming: VecDeque::new(),
+            cursor: 0,
+            stats: EndpointStats::default(),
+        })
+    }
+
+    /// A fresh, unpredictable connection id not in use here.
+    fn new_cid(&mut self) -> ConnectionId {
+        loop {
+            self.cid_counter += 1;
+            let mut h = blake3::Hasher::new_keyed(&self.cid_key);
+            h.update(&self.cid_counter.to_be_bytes());
+            let mut id = [0u8; CID_LEN];
+            id.copy_from_slice(&h.finalize().as_bytes()[..CID_LEN]);
+            let id = ConnectionId(id);
+            if !self.by_cid.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn insert(&mut self, c: Connection) -> ConnectionHandle {
+        let h = self.next_handle;
+        self.next_handle += 1;
+        self.by_cid.insert(c.local_cid(), h);
+        self.conns.insert(h, c);
+        ConnectionHandle(h)
+    }
+
+    /// Opens a connection to `remote`; its INITIAL goes out with the next
+    /// `poll_transmit`.
+    ///
+    /// # Errors
+    /// [`ConnectError::TooManyConnections`].
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+    ) -> Result<ConnectionHandle, ConnectError> {
+        if self.conns.len() >= self.config.max_connections {
+            return Err(ConnectError::TooManyConnections);
+        }
+        let local = self.new_cid();
+        let initial_dst = self.new_cid();
+        let c = Connection::new_client(now, remote, local, initial_dst, self.config.clone());
+        Ok(self.insert(c))
+    }
+
+    /// The next connection accepted from a client, if any.
+    pub fn accept(&mut self) -> Option<ConnectionHandle> {
+        self.incoming.pop_front()
+    }
+
+    /// A connection by handle.
+    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.conns.get(&h.0)
+    }
+
+    /// A connection by handle, mutably (to send, receive, poll events).
+    pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.conns.get_mut(&h.0)
+    }
+
+    /// Handles of all connections, in creation order.
+    pub fn handles(&self) -> Vec<ConnectionHandle> {
+        self.conns.keys().map(|h| ConnectionHandle(*h)).collect()
+    }
+
+    /// Datagram counters.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// Number of connections held.
+    pub fn connection_count(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Forgets a connection (closed or not); its handle becomes invalid.
+    pub fn remove(&mut self, h: ConnectionHandle) -> Option<Connection> {
+        let c = self.conns.remove(&h.0)?;
+        self.by_cid.remove(&c.local_cid());
+        self.by_initial.retain(|_, v| *v != h.0);
+        Some(c)
+    }
+
+    /// Handles a datagram from `remote` received at `now`.
+    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, data: &[u8]) {
+        self.stats.received += 1;
+        let packet = match Packet::decode(data) {
+            Ok(p) => p,
+            Err(WireError::Oversized(_)) => {
+                self.stats.oversized += 1;
+                return;
+            }
+            Err(WireError::UnsupportedVersion(_)) => {
+                self.stats.bad_version += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        let h = packet.header;
+        if h.ty == PacketType::Initial {
+            if self.server {
+                self.on_initial(now, remote, data.len(), &packet);
+            } else {
+                self.stats.unknown_connection += 1;
+            }
+            return;
+        }
+        match self
+            .by_cid
+            .get(&h.dst_cid)
+            .and_then(|i| self.conns.get_mut(i))
+        {
+            Some(c) => c.handle_datagram(now, remote, data),
+            None => self.stats.unknown_connection += 1,
+        }
+    }
+
+    fn on_initial(&mut self, now: Instant, remote: SocketAddr, len: usize, p: &Packet<'_>) {
+        let h = p.header;
+        // Invariant: INITIAL is a long header, so the source id is present.
+        let Some(src) = h.src_cid else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if len < MIN_DATAGRAM_SIZE {
+            self.stats.short_initial += 1;
+            return;
+        }
+        if let Some(c) = self
+            .by_initial
+            .get(&(remote, h.dst_cid))
+            .and_then(|i| self.conns.get_mut(i))
+        {
+            // The client did not get our HANDSHAKE yet.
+            c.on_initial_retransmit();
+            return;
+        }
+        let Some((params, cookie)) = p.frames().find_map(|f| match f {
+            Ok(Frame::Initial { params, cookie }) => Some((params, cookie)),
+            _ => None,
+        }) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if cookie.is_empty() {
+            self.send_retry(now, remote, h.dst_cid, src);
+            return;
+        }
+        let tag = match self
+            .cookie_key
+            .verify(now, &remote, &h.dst_cid, &src, cookie)
+        {
+            Ok(t) => t,
+            Err(super::cookie::CookieError::Stale) => {
+                self.stats.stale_cookies += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.bad_cookies += 1;
+                return;
+            }
+        };
+        if self.used_cookies.contains(&tag) {
+            self.stats.replayed_cookies += 1;
+            return;
+        }
+        if self.conns.len() >= self.config.max_connections {
+            self.stats.refused += 1;
+            return;
+        }
+        if self.used_order.len() >= MAX_REPLAY_ENTRIES {
+            if let Some(old) = self.used_order.pop_front() {
+                self.used_cookies.remove(&old);
+            }
+        }
+        self.used_cookies.insert(tag);
+        self.used_order.push_back(tag);
+        let local = self.new_cid();
+        let c = Connection::new_server(now, remote, local, src, params, self.config.clone());
+        let handle = self.insert(c);
+        self.by_initial.insert((remote, h.dst_cid), handle.0);
+        self.incoming.push_back(handle);
+        self.stats.accepted += 1;
+    }
+
+    fn send_retry(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        dst: ConnectionId,
+        src: ConnectionId,
+    ) {
+        if self.stateless.len() >= MAX_STATELESS_QUEUE {
+            self.stats.refused += 1;
+            return;
+        }
+        let cookie = self.cookie_key.mint(now, &remote, &dst, &src);
+        let header = Header {
+            ty: PacketType::Retry,
+            dst_cid: src,
+            src_cid: Some(dst),
+            pn: 0,
+        };
+        let mut buf = Vec::new();
+        let Ok(mut b) = PacketBuilder::new(&mut buf, &header, MIN_DATAGRAM_SIZE) else {
+            return;
+        };
+        if !matches!(b.push(&Frame::Retry { cookie: &cookie }), Ok(true)) {
+            return;
+        }
+        b.finish();
+        self.stats.retries_sent += 1;
+        self.stateless.push_back((remote, buf));
+    }
+
+    /// Writes the next datagram to send into `buf`, if any: stateless
+    /// answers first, then the connections in turn.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some((dst, bytes)) = self.stateless.pop_front() {
+            buf.clear();
+            buf.extend_from_slice(&bytes);
+            return Some(Transmit {
+                destination: dst,
+                size: bytes.len(),
+            });
+        }
+        // Round robin, starting after the connection that sent last.
+        let keys: Vec<u64> = self
+            .conns
+            .range(self.cursor..)
+            .chain(self.conns.range(..self.cursor))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            if let Some(c) = self.conns.get_mut(&k) {
+                if let Some(t) = c.poll_transmit(now, buf) {
+                    self.cursor = k + 1;
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    /// The earliest timer of any connection.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.conns.values().filter_map(|c| c.poll_timeout()).min()
+    }
+
+    /// Runs every connection's due timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for c in self.conns.values_mut() {
+            if c.poll_timeout().is_some_and(|t| now >= t) {
+                c.handle_timeout(now);
+            }
+        }
+    }
+
+    /// True if no connection is a client still handshaking or a live one.
+    pub fn is_idle(&self) -> bool {
+        self.conns.values().all(|c| c.is_closed())
+    }
+}

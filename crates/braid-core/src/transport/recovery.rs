@@ -1,0 +1,404 @@
+//! Loss recovery: packet numbers, the record of packets in flight, SACK
+//! processing, RTT sampling, packet- and time-threshold loss detection and
+//! the probe timeout (RFC 9002 §6, with RFC 6298 RTT estimation).
+//!
+//! Main types: [`Recovery`], [`SentPacket`], [`SentFrame`], [`AckOutcome`].
+//!
+//! Invariants:
+//! - Packet numbers are sent in increasing order and never reused; a
+//!   retransmission goes in a new packet.
+//! - Every sent packet is in `sent` until it is acknowledged or declared
+//!   lost, and then never again: each piece of data is in flight at most
+//!   once, so acknowledgements are counted exactly once.
+//! - `bytes_in_flight` is the sum of the sizes of in-flight packets in `sent`.
+//! - `sent` holds at most [`MAX_SENT_PACKETS`]; the connection stops sending
+//!   new packets when it is full.
+
+use super::rtt::RttEstimator;
+use crate::time::{Duration, Instant};
+use crate::wire::{AckFrame, AdaptFrame, Reliability, StreamId};
+use std::collections::BTreeMap;
+
+/// A packet is lost once this many later packets are acknowledged.
+pub const PACKET_THRESHOLD: u64 = 3;
+/// A packet is lost once it is older than this fraction (9/8) of the RTT
+/// and a later packet is acknowledged; numerator and denominator.
+pub const TIME_THRESHOLD: (u64, u64) = (9, 8);
+/// Most packets remembered as in flight.
+pub const MAX_SENT_PACKETS: usize = 16_384;
+/// Most probe-timeout backoffs (2^10 × PTO).
+pub const MAX_PTO_BACKOFF: u32 = 10;
+
+/// What a sent packet carried, to act on its acknowledgement or loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SentFrame {
+    /// A message fragment.
+    Stream {
+        /// Stream.
+        stream: StreamId,
+        /// Message number.
+        message: u64,
+        /// Fragment offset.
+        offset: u64,
+        /// Fragment length.
+        len: u64,
+        /// The message's class.
+        reliability: Reliability,
+    },
+    /// A MESSAGE_SKIP.
+    Skip {
+        /// Stream.
+        stream: StreamId,
+        /// Message number.
+        message: u64,
+        /// The message's length.
+        len: u64,
+    },
+    /// A MAX_DATA (resent with the current limit if lost).
+    MaxData,
+    /// An ADAPT report (resent if lost).
+    Adapt(AdaptFrame),
+    /// The server's HANDSHAKE (resent if lost).
+    Handshake,
+    /// A PING or other frame that needs nothing on loss.
+    Other,
+}
+
+/// A packet in flight.
+#[derive(Debug, Clone)]
+pub struct SentPacket {
+    /// When it was sent.
+    pub time_sent: Instant,
+    /// Its size in bytes (the whole UDP payload).
+    pub size: u64,
+    /// Whether it elicits an ACK (counts toward the PTO).
+    pub ack_eliciting: bool,
+    /// Whether it counts toward bytes in flight (everything but ACK-only).
+    pub in_flight: bool,
+    /// Whether the sender was application-limited when it was sent.
+    pub app_limited: bool,
+    /// Bytes delivered (acknowledged) on the connection when it was sent,
+    /// for delivery-rate samples.
+    pub delivered: u64,
+    /// When `delivered` was last increased before it was sent.
+    pub delivered_time: Instant,
+    /// Its frames.
+    pub frames: Vec<SentFrame>,
+}
+
+/// The result of processing an ACK or a loss timer.
+#[derive(Debug, Default)]
+pub struct AckOutcome {
+    /// Packets newly acknowledged, in packet-number order.
+    pub acked: Vec<(u64, SentPacket)>,
+    /// Packets newly declared lost, in packet-number order.
+    pub lost: Vec<(u64, SentPacket)>,
+    /// Whether the ACK gave an RTT sample.
+    pub rtt_sampled: bool,
+}
+
+/// Why an ACK was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecoveryError {
+    /// The peer acknowledged a packet number that was never sent.
+    #[error("ack of unsent packet {0}")]
+    AckOfUnsent(u64),
+}
+
+/// Sent-packet bookkeeping, RTT and loss detection for one connection.
+#[derive(Debug)]
+pub struct Recovery {
+    sent: BTreeMap<u64, SentPacket>,
+    next_pn: u64,
+    largest_acked: Option<u64>,
+    loss_time: Option<Instant>,
+    pto_count: u32,
+    last_eliciting_sent: Option<Instant>,
+    bytes_in_flight: u64,
+    rtt: RttEstimator,
+    max_ack_delay: Duration,
+}
+
+impl Recovery {
+    /// Recovery state assuming `initial_rtt` until the first sample, with
+    /// the peer's advertised `max_ack_delay`.
+    pub fn new(initial_rtt: Duration, max_ack_delay: Duration) -> Self {
+        Recovery {
+            sent: BTreeMap::new(),
+            next_pn: 0,
+            largest_acked: None,
+            loss_time: None,
+            pto_count: 0,
+            last_eliciting_sent: None,
+            bytes_in_flight: 0,
+            rtt: RttEstimator::new(initial_rtt),
+            max_ack_delay,
+        }
+    }
+
+    /// Sets the peer's maximum ack delay (learned in the handshake).
+    pub fn set_max_ack_delay(&mut self, d: Duration) {
+        self.max_ack_delay = d;
+    }
+
+    /// The RTT estimator.
+    pub fn rtt(&self) -> &RttEstimator {
+        &self.rtt
+    }
+
+    /// The number the next packet will carry.
+    pub fn next_pn(&self) -> u64 {
+        self.next_pn
+    }
+
+    /// Bytes in flight.
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.bytes_in_flight
+    }
+
+    /// Packets in flight.
+    pub fn packets_in_flight(&self) -> usize {
+        self.sent.len()
+    }
+
+    /// True if no more packets can be recorded.
+    pub fn is_full(&self) -> bool {
+        self.sent.len() >= MAX_SENT_PACKETS
+    }
+
+    /// True if any ack-eliciting packet is unacknowledged.
+    pub fn has_eliciting_in_flight(&self) -> bool {
+        self.sent.values().any(|p| p.ack_eliciting)
+    }
+
+    /// Takes the next packet number for a packet that needs no
+    /// acknowledgement and is not in flight (ACK-only, CLOSE, INITIAL).
+    pub fn on_sent_unrecorded(&mut self) -> u64 {
+        let pn = self.next_pn;
+        self.next_pn += 1;
+        pn
+    }
+
+    /// Records packet `next_pn()` as sent and advances the number.
+    pub fn on_sent(&mut self, pn: u64, packet: SentPacket) {
+        debug_assert_eq!(pn, self.next_pn);
+        self.next_pn = pn + 1;
+        if packet.in_flight {
+            self.bytes_in_flight += packet.size;
+        }
+        if packet.ack_eliciting {
+            self.last_eliciting_sent = Some(packet.time_sent);
+        }
+        self.sent.insert(pn, packet);
+    }
+
+    /// Processes an ACK received at `now`.
+    ///
+    /// # Errors
+    /// [`RecoveryError::AckOfUnsent`] if it acknowledges a number not yet
+    /// sent (a protocol violation).
+    pub fn on_ack(&mut self, now: Instant, ack: &AckFrame) -> Result<AckOutcome, RecoveryError> {
+        let largest = ack.largest();
+        if largest >= self.next_pn {
+            return Err(RecoveryError::AckOfUnsent(largest));
+        }
+        let mut out = AckOutcome::default();
+        for r in ack.ranges().iter().rev() {
+            let pns: Vec<u64> = self
+                .sent
+                .range(r.start..=r.end)
+                .map(|(pn, _)| *pn)
+                .collect();
+            for pn in pns {
+                if let Some(p) = self.sent.remove(&pn) {
+                    if p.in_flight {
+                        self.bytes_in_flight -= p.size;
+                    }
+                    out.acked.push((pn, p));
+                }
+            }
+        }
+        self.largest_acked = Some(self.largest_acked.map_or(largest, |l| l.max(largest)));
+        if let Some((pn, p)) = out.acked.last() {
+            if *pn == largest && p.ack_eliciting {
+                let sample = now.saturating_duration_since(p.time_sent);
+                let delay = Duration::from_micros(ack.ack_delay_us).min(self.max_ack_delay);
+                self.rtt.update(sample, delay);
+                out.rtt_sampled = true;
+            }
+        }
+        if !out.acked.is_empty() {
+            self.pto_count = 0;
+        }
+        self.detect_lost(now, &mut out.lost);
+        Ok(out)
+    }
+
+    /// Declares lost what the thresholds say is lost, and arms the
+    /// time-threshold timer for the rest.
+    fn detect_lost(&mut self, now: Instant, lost: &mut Vec<(u64, SentPacket)>) {
+        self.loss_time = None;
+        let Some(largest) = self.largest_acked else {
+            return;
+        };
+        let rtt = self.rtt.latest().max(self.rtt.srtt());
+        let delay = (rtt * TIME_THRESHOLD.0 / TIME_THRESHOLD.1).max(Duration::from_millis(1));
+        let mut to_remove = Vec::new();
+        for (pn, p) in self.sent.range(..largest) {
+            if p.time_sent + delay <= now || largest - pn >= PACKET_THRESHOLD {
+                to_remove.push(*pn);
+            } else {
+                let t = p.time_sent + delay;
+                self.loss_time = Some(self.loss_time.map_or(t, |l| l.min(t)));
+            }
+        }
+        for pn in to_remove {
+            if let Some(p) = self.sent.remove(&pn) {
+                if p.in_flight {
+                    self.bytes_in_flight -= p.size;
+                }
+                lost.push((pn, p));
+            }
+        }
+    }
+
+    /// The next recovery deadline: the loss timer if armed, otherwise the
+    /// probe timeout after the last ack-eliciting packet, if any is in
+    /// flight (or `probe_without_flight` says a probe is wanted anyway, as
+    /// when a client awaits the handshake).
+    pub fn timeout(&self, probe_without_flight: bool) -> Option<Instant> {
+        if let Some(t) = self.loss_time {
+            return Some(t);
+        }
+        if !probe_without_flight && !self.has_eliciting_in_flight() {
+            return None;
+        }
+        let last = self.last_eliciting_sent?;
+        Some(last + self.pto())
+    }
+
+    /// The current probe timeout, with exponential backoff.
+    pub fn pto(&self) -> Duration {
+        self.rtt.pto_base(self.max_ack_delay) * (1u64 << self.pto_count.min(MAX_PTO_BACKOFF))
+    }
+
+    /// Handles the recovery timer. Returns newly lost packets (loss timer)
+    /// or `true` in `.1` when a probe should be sent (PTO).
+    pub fn on_timeout(&mut self, now: Instant) -> (Vec<(u64, SentPacket)>, bool) {
+        let mut lost = Vec::new();
+        if self.loss_time.is_some_and(|t| now >= t) {
+            self.detect_lost(now, &mut lost);
+            return (lost, false);
+        }
+        self.pto_count = (self.pto_count + 1).min(MAX_PTO_BACKOFF);
+        (lost, true)
+    }
+
+    /// How many probe timeouts have fired in a row.
+    pub fn pto_count(&self) -> u32 {
+        self.pto_count
+    }
+
+    /// Forgets everything in flight (on close or reset) and returns it.
+    pub fn drain(&mut self) -> Vec<(u64, SentPacket)> {
+        self.bytes_in_flight = 0;
+        self.loss_time = None;
+        std::mem::take(&mut self.sent).into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::AckRange;
+
+    fn pkt(t: Instant) -> SentPacket {
+        SentPacket {
+            time_sent: t,
+            size: 1000,
+            ack_eliciting: true,
+            in_flight: true,
+            app_limited: false,
+            delivered: 0,
+            delivered_time: t,
+            frames: vec![SentFrame::Other],
+        }
+    }
+
+    fn ack(ranges: &[(u64, u64)]) -> AckFrame {
+        let r: Vec<AckRange> = ranges
+            .iter()
+            .map(|&(start, end)| AckRange { start, end })
+            .collect();
+        AckFrame::new(0, &r).unwrap()
+    }
+
+    fn ms(v: u64) -> Instant {
+        Instant::from_nanos(v * 1_000_000)
+    }
+
+    #[test]
+    fn packet_threshold_declares_loss() {
+        let mut r = Recovery::new(Duration::from_millis(100), Duration::ZERO);
+        for pn in 0..5 {
+            r.on_sent(pn, pkt(ms(0)));
+        }
+        assert_eq!(r.bytes_in_flight(), 5000);
+        let out = r.on_ack(ms(30), &ack(&[(1, 4)])).unwrap();
+        assert_eq!(out.acked.len(), 4);
+        assert_eq!(
+            out.lost.iter().map(|(pn, _)| *pn).collect::<Vec<_>>(),
+            vec![0]
+        );
+        assert_eq!(r.bytes_in_flight(), 0);
+        assert_eq!(r.rtt().srtt(), Duration::from_millis(30));
+    }
+
+    #[test]
+    fn time_threshold_arms_timer_then_declares_loss() {
+        let mut r = Recovery::new(Duration::from_millis(100), Duration::ZERO);
+        r.on_sent(0, pkt(ms(0)));
+        r.on_sent(1, pkt(ms(1)));
+        let out = r.on_ack(ms(31), &ack(&[(1, 1)])).unwrap();
+        assert!(out.lost.is_empty());
+        // rtt 30ms → loss delay 33.75ms after send of pn 0.
+        let t = r.timeout(false).unwrap();
+        assert_eq!(t, ms(0) + Duration::from_micros(33_750));
+        let (lost, probe) = r.on_timeout(t);
+        assert_eq!(lost.len(), 1);
+        assert!(!probe);
+    }
+
+    #[test]
+    fn pto_backs_off_and_resets_on_ack() {
+        let mut r = Recovery::new(Duration::from_millis(100), Duration::from_millis(25));
+        r.on_sent(0, pkt(ms(0)));
+        let base = r.pto();
+        assert_eq!(r.timeout(false), Some(ms(0) + base));
+        let (_, probe) = r.on_timeout(ms(0) + base);
+        assert!(probe);
+        assert_eq!(r.pto(), base * 2);
+        r.on_sent(1, pkt(ms(400)));
+        r.on_ack(ms(450), &ack(&[(1, 1)])).unwrap();
+        assert_eq!(r.pto_count(), 0);
+    }
+
+    #[test]
+    fn refuses_ack_of_unsent() {
+        let mut r = Recovery::new(Duration::from_millis(100), Duration::ZERO);
+        r.on_sent(0, pkt(ms(0)));
+        assert_eq!(
+            r.on_ack(ms(1), &ack(&[(0, 7)])).unwrap_err(),
+            RecoveryError::AckOfUnsent(7)
+        );
+    }
+
+    #[test]
+    fn duplicate_acks_count_once() {
+        let mut r = Recovery::new(Duration::from_millis(100), Duration::ZERO);
+        r.on_sent(0, pkt(ms(0)));
+        assert_eq!(r.on_ack(ms(5), &ack(&[(0, 0)])).unwrap().acked.len(), 1);
+        assert_eq!(r.on_ack(ms(6), &ack(&[(0, 0)])).unwrap().acked.len(), 0);
+    }
+}

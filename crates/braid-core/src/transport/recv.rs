@@ -1,0 +1,581 @@
+//! The receive side of message streams: reassembly of fragments, ordered
+//! delivery that waits for reliable messages and delivers around missing
+//! non-reliable ones, receiver-side deadlines, bounded buffers and
+//! flow-control credit.
+//!
+//! Main types: [`RecvStreams`], [`ReceivedMessage`], [`RecvError`].
+//!
+//! Invariants:
+//! - Per stream, messages are handed to the application in increasing
+//!   message-number order, each at most once; `next` is the lowest number
+//!   that may still be delivered, and every *reliable* message below `next`
+//!   has been delivered or skipped. A fragment of a message below `next` is
+//!   dropped (duplicate or late), so nothing is delivered late or twice.
+//! - A message is delivered only once the reliable message it depends on
+//!   (`depends_back`) is below `next`.
+//! - Reliable bytes buffered never exceed the credit advertised to the peer
+//!   (a peer that overruns it is a protocol violation); non-reliable bytes
+//!   buffered never exceed `max_unreliable_buffer` (the excess is dropped
+//!   and counted); entries per stream never exceed
+//!   [`MAX_PENDING_MESSAGES`].
+
+use super::stats::ClassCounters;
+use crate::time::{Duration, Instant};
+use crate::wire::{Reliability, StreamFrame, StreamId};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Most incomplete or undelivered messages remembered per stream.
+pub const MAX_PENDING_MESSAGES: usize = 4096;
+/// Most fragment ranges tracked for one message before it is dropped.
+pub const MAX_FRAGMENT_RANGES: usize = 256;
+
+/// A complete message handed to the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedMessage {
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its number within the stream.
+    pub number: u64,
+    /// Its class.
+    pub reliability: Reliability,
+    /// Its bytes.
+    pub data: Vec<u8>,
+}
+
+/// A protocol violation found while receiving.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecvError {
+    /// The peer sent more reliable data than the advertised credit.
+    #[error("flow control credit exceeded")]
+    FlowControl,
+    /// A message is larger than the maximum this endpoint advertised.
+    #[error("message of {0} bytes exceeds the advertised maximum")]
+    MessageTooLarge(u64),
+    /// Fragments of one message disagree about its length or class.
+    #[error("inconsistent fragments")]
+    Inconsistent,
+}
+
+#[derive(Debug)]
+enum State {
+    Partial {
+        buf: Vec<u8>,
+        /// Received byte ranges `[start, end)`, sorted and disjoint.
+        have: Vec<(u64, u64)>,
+    },
+    Complete(Vec<u8>),
+    Skipped,
+}
+
+#[derive(Debug)]
+struct Entry {
+    reliability: Reliability,
+    len: u64,
+    depends_back: Option<u64>,
+    deadline: Option<Instant>,
+    state: State,
+}
+
+#[derive(Debug, Default)]
+struct RecvStream {
+    next: u64,
+    entries: BTreeMap<u64, Entry>,
+}
+
+#[derive(Debug)]
+struct Ready {
+    msg: ReceivedMessage,
+    deadline: Option<Instant>,
+}
+
+/// All receive streams of a connection.
+#[derive(Debug)]
+pub struct RecvStreams {
+    streams: BTreeMap<StreamId, RecvStream>,
+    ready: VecDeque<Ready>,
+    max_message_size: u64,
+    window: u64,
+    advertised: u64,
+    reliable_seen: u64,
+    reliable_consumed: u64,
+    max_unreliable_buffer: u64,
+    unreliable_buffered: u64,
+    counters: [ClassCounters; 3],
+}
+
+fn class_index(r: Reliability) -> usize {
+    match r {
+        Reliability::Reliable => 0,
+        Reliability::Unreliable => 1,
+        Reliability::Discardable => 2,
+    }
+}
+
+impl RecvStreams {
+    /// Receive streams accepting messages up to `max_message_size`, with a
+    /// reliable credit window of `window` bytes (the initial limit) and at
+    /// most `max_unreliable_buffer` bytes of non-reliable data buffered.
+    pub fn new(max_message_size: u64, window: u64, max_unreliable_buffer: u64) -> Self {
+        RecvStreams {
+            streams: BTreeMap::new(),
+            ready: VecDeque::new(),
+            max_message_size,
+            window,
+            advertised: window,
+            reliable_seen: 0,
+            reliable_consumed: 0,
+            max_unreliable_buffer,
+            unreliable_buffered: 0,
+            counters: Default::default(),
+        }
+    }
+
+    /// Per-class counters (delivered, expired, late on the receive side).
+    pub fn counters(&self) -> &[ClassCounters; 3] {
+        &self.counters
+    }
+
+    /// Handles a STREAM frame received at `now`.
+    ///
+    /// # Errors
+    /// A [`RecvError`] protocol violation; the connection closes.
+    pub fn on_stream(&mut self, now: Instant, f: &StreamFrame<'_>) -> Result<(), RecvError> {
+        if f.message_len > self.max_message_size {
+            return Err(RecvError::MessageTooLarge(f.message_len));
+        }
+        let ci = class_index(f.reliability);
+        let s = self.streams.entry(f.stream).or_default();
+        if f.message < s.next {
+            if f.reliability != Reliability::Reliable && f.offset == 0 {
+                self.counters[ci].late += 1;
+            }
+            return Ok(());
+        }
+        if !s.entries.contains_key(&f.message) {
+            if s.entries.len() >= MAX_PENDING_MESSAGES {
+                // Reliable data will be retransmitted; non-reliable is lost.
+                if f.reliability != Reliability::Reliable {
+                    self.counters[ci].dropped_on_receive += 1;
+                }
+                return Ok(());
+            }
+            if f.reliability == Reliability::Reliable {
+                if self.reliable_seen + f.message_len > self.advertised {
+                    return Err(RecvError::FlowControl);
+                }
+                self.reliable_seen += f.message_len;
+            } else {
+                if self.unreliable_buffered + f.message_len > self.max_unreliable_buffer {
+                    self.counters[ci].dropped_on_receive += 1;
+                    return Ok(());
+                }
+                self.unreliable_buffered += f.message_len;
+            }
+            let deadline = f.ttl_us.map(|t| now + Duration::from_micros(t));
+            s.entries.insert(
+                f.message,
+                Entry {
+                    reliability: f.reliability,
+                    len: f.message_len,
+                    depends_back: f.depends_back,
+                    deadline,
+                    state: State::Partial {
+                        buf: vec![0; f.message_len as usize],
+                        have: Vec::new(),
+                    },
+                },
+            );
+        }
+        // Invariant: the entry was found or inserted just above.
+        let e = s.entries.get_mut(&f.message).expect("entry present");
+        if e.len != f.message_len
+            || e.reliability != f.reliability
+            || e.depends_back != f.depends_back
+        {
+            return Err(RecvError::Inconsistent);
+        }
+        if let State::Partial { buf, have } = &mut e.state {
+            let start = f.offset;
+            let end = f.offset + f.data.len() as u64;
+            // Bounds were validated by the wire decoder: end <= message_len.
+            buf[start as usize..end as usize].copy_from_slice(f.data);
+            if !insert_range(have, start, end) {
+                // Too fragmented: give up on this message (the sender's
+                // retransmissions of a reliable one will not be this small).
+                e.state = State::Skipped;
+                self.counters[ci].dropped_on_receive += 1;
+            } else if have.first().is_some_and(|&(a, b)| a == 0 && b == e.len) || e.len == 0 {
+                let data = std::mem::take(buf);
+                e.state = State::Complete(data);
+            }
+        }
+        self.deliver(f.stream);
+        Ok(())
+    }
+
+    /// Handles a MESSAGE_SKIP: the sender will never complete the message.
+    ///
+    /// # Errors
+    /// [`RecvError::FlowControl`] if an unseen reliable message's length
+    /// overruns the credit.
+    pub fn on_skip(
+        &mut self,
+        stream: StreamId,
+        message: u64,
+        len: u64,
+        class: Reliability,
+    ) -> Result<(), RecvError> {
+        let s = self.streams.entry(stream).or_default();
+        if message < s.next {
+            return Ok(());
+        }
+        match s.entries.get_mut(&message) {
+            Some(e) => {
+                release(
+                    e,
+                    &mut self.reliable_consumed,
+                    &mut self.unreliable_buffered,
+                );
+                e.state = State::Skipped;
+            }
+            None => {
+                if s.entries.len() >= MAX_PENDING_MESSAGES {
+                    return Ok(()); // the skip is retransmitted until acked
+                }
+                if class == Reliability::Reliable {
+                    if self.reliable_seen + len > self.advertised {
+                        return Err(RecvError::FlowControl);
+                    }
+                    self.reliable_seen += len;
+                    self.reliable_consumed += len;
+                }
+                s.entries.insert(
+                    message,
+                    Entry {
+                        reliability: class,
+                        len,
+                        depends_back: None,
+                        deadline: None,
+                        state: State::Skipped,
+                    },
+                );
+            }
+        }
+        self.deliver(stream);
+        Ok(())
+    }
+
+    /// Moves deliverable messages of `sid` to the ready queue.
+    fn deliver(&mut self, sid: StreamId) {
+        let Some(s) = self.streams.get_mut(&sid) else {
+            return;
+        };
+        loop {
+            let mut found = None;
+            for (&k, e) in s.entries.range(s.next..) {
+                let deps_ok = e.depends_back.is_none_or(|d| k - d < s.next);
+                if !deps_ok {
+                    break;
+                }
+                match e.state {
+                    State::Complete(_) | State::Skipped => {
+                        found = Some(k);
+                        break;
+                    }
+                    State::Partial { .. } if e.reliability == Reliability::Reliable => break,
+                    State::Partial { .. } => {}
+                }
+            }
+            let Some(k) = found else {
+                return;
+            };
+            // Everything below k still here is a non-reliable message that
+            // is incomplete: it will never be delivered now.
+            let below: Vec<u64> = s.entries.range(..k).map(|(n, _)| *n).collect();
+            for n in below {
+                if let Some(mut e) = s.entries.remove(&n) {
+                    self.counters[class_index(e.reliability)].dropped_on_receive += 1;
+                    release(
+                        &mut e,
+                        &mut self.reliable_consumed,
+                        &mut self.unreliable_buffered,
+                    );
+                }
+            }
+            // Invariant: k was found in the map above.
+            let e = s.entries.remove(&k).expect("entry present");
+            s.next = k + 1;
+            if let State::Complete(data) = e.state {
+                self.ready.push_back(Ready {
+                    msg: ReceivedMessage {
+                        stream: sid,
+                        number: k,
+                        reliability: e.reliability,
+                        data,
+                    },
+                    deadline: e.deadline,
+                });
+            }
+        }
+    }
+
+    /// Skips messages whose deadline passed before they could be delivered.
+    pub fn expire(&mut self, now: Instant) {
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        for sid in ids {
+            let mut any = false;
+            if let Some(s) = self.streams.get_mut(&sid) {
+                for e in s.entries.values_mut() {
+                    if e.deadline.is_some_and(|d| now >= d) && !matches!(e.state, State::Skipped) {
+                        self.counters[class_index(e.reliability)].expired += 1;
+                        release(
+                            e,
+                            &mut self.reliable_consumed,
+                            &mut self.unreliable_buffered,
+                        );
+                        e.state = State::Skipped;
+                        any = true;
+                    }
+                }
+            }
+            if any {
+                self.deliver(sid);
+            }
+        }
+    }
+
+    /// The earliest receiver-side deadline.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.streams
+            .values()
+            .flat_map(|s| {
+                s.entries
+                    .values()
+                    .filter(|e| !matches!(e.state, State::Skipped))
+                    .filter_map(|e| e.deadline)
+            })
+            .min()
+    }
+
+    /// Takes the next message for the application, skipping (and counting)
+    /// any whose deadline has passed while it waited.
+    pub fn pop(&mut self, now: Instant) -> Option<ReceivedMessage> {
+        while let Some(r) = self.ready.pop_front() {
+            let len = r.msg.data.len() as u64;
+            if r.msg.reliability == Reliability::Reliable {
+                self.reliable_consumed += len;
+            } else {
+                self.unreliable_buffered -= len.min(self.unreliable_buffered);
+            }
+            let ci = class_index(r.msg.reliability);
+            if r.deadline.is_some_and(|d| now >= d) {
+                self.counters[ci].expired += 1;
+                continue;
+            }
+            self.counters[ci].delivered += 1;
+            return Some(r.msg);
+        }
+        None
+    }
+
+    /// True if a message is waiting for the application.
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// A new credit limit to advertise, when half the window is used up.
+    pub fn max_data_update(&mut self) -> Option<u64> {
+        let target = self.reliable_consumed + self.window;
+        if target - self.advertised.min(target) >= self.window / 2 {
+            self.advertised = target;
+            return Some(target);
+        }
+        None
+    }
+
+    /// The credit limit last advertised.
+    pub fn advertised(&self) -> u64 {
+        self.advertised
+    }
+}
+
+/// Returns an entry's buffer space: reliable bytes count as consumed (the
+/// sender gets the credit back), non-reliable bytes leave the buffer.
+fn release(e: &mut Entry, consumed: &mut u64, unreliable: &mut u64) {
+    if matches!(e.state, State::Skipped) {
+        return;
+    }
+    if e.reliability == Reliability::Reliable {
+        *consumed += e.len;
+    } else {
+        *unreliable -= e.len.min(*unreliable);
+    }
+}
+
+/// Adds `[start, end)` to a sorted disjoint range list, merging; false if
+/// the list would exceed [`MAX_FRAGMENT_RANGES`].
+fn insert_range(have: &mut Vec<(u64, u64)>, start: u64, end: u64) -> bool {
+    if start == end {
+        return true;
+    }
+    let (mut s, mut e) = (start, end);
+    let mut out = Vec::with_capacity(have.len() + 1);
+    let mut placed = false;
+    for &(a, b) in have.iter() {
+        if b < s {
+            out.push((a, b));
+        } else if a > e {
+            if !placed {
+                out.push((s, e));
+                placed = true;
+            }
+            out.push((a, b));
+        } else {
+            s = s.min(a);
+            e = e.max(b);
+        }
+    }
+    if !placed {
+        out.push((s, e));
+    }
+    if out.len() > MAX_FRAGMENT_RANGES {
+        return false;
+    }
+    *have = out;
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(
+        stream: u32,
+        message: u64,
+        class: Reliability,
+        dep: Option<u64>,
+        offset: u64,
+        len: u64,
+        data: &[u8],
+    ) -> StreamFrame<'_> {
+        StreamFrame {
+            stream: StreamId(stream),
+            message,
+            message_len: len,
+            offset,
+            reliability: class,
+            depends_back: dep,
+            ttl_us: None,
+            data,
+        }
+    }
+
+    fn drain(r: &mut RecvStreams) -> Vec<u64> {
+        std::iter::from_fn(|| r.pop(Instant::ZERO))
+            .map(|m| m.number)
+            .collect()
+    }
+
+    const R: Reliability = Reliability::Reliable;
+    const U: Reliability = Reliability::Unreliable;
+
+    #[test]
+    fn reassembles_out_of_order_fragments() {
+        let mut r = RecvStreams::new(1 << 20, 1 << 20, 1 << 20);
+        let t = Instant::ZERO;
+        r.on_stream(t, &frame(0, 0, R, None, 3, 6, b"def")).unwrap();
+        assert!(!r.has_ready());
+        r.on_stream(t, &frame(0, 0, R, None, 0, 6, b"abc")).unwrap();
+        let m = r.pop(t).unwrap();
+        assert_eq!(m.data, b"abcdef");
+        // A duplicate after delivery is ignored.
+        r.on_stream(t, &frame(0, 0, R, None, 0, 6, b"abc")).unwrap();
+        assert!(r.pop(t).is_none());
+    }
+
+    #[test]
+    fn reliable_messages_wait_and_unreliable_are_delivered_around_gaps() {
+        let mut r = RecvStreams::new(1 << 20, 1 << 20, 1 << 20);
+        let t = Instant::ZERO;
+        // 0 R, 1 U (lost), 2 U, 3 R (dep 3), 4 U (dep 1)
+        r.on_stream(t, &frame(0, 2, U, Some(2), 0, 1, b"c"))
+            .unwrap();
+        assert!(drain(&mut r).is_empty(), "2 waits for reliable 0");
+        r.on_stream(t, &frame(0, 4, U, Some(1), 0, 1, b"e"))
+            .unwrap();
+        r.on_stream(t, &frame(0, 0, R, None, 0, 1, b"a")).unwrap();
+        assert_eq!(drain(&mut r), vec![0, 2], "1 is skipped, 4 waits for 3");
+        r.on_stream(t, &frame(0, 1, U, Some(1), 0, 1, b"b"))
+            .unwrap();
+        assert!(drain(&mut r).is_empty(), "1 arrived late: never delivered");
+        assert_eq!(r.counters()[1].late, 1);
+        r.on_stream(t, &frame(0, 3, R, Some(3), 0, 1, b"d"))
+            .unwrap();
+        assert_eq!(drain(&mut r), vec![3, 4]);
+    }
+
+    #[test]
+    fn skip_releases_waiting_messages_and_credit() {
+        let mut r = RecvStreams::new(1 << 20, 100, 1 << 20);
+        let t = Instant::ZERO;
+        r.on_stream(t, &frame(0, 1, R, Some(1), 0, 10, &[0; 10]))
+            .unwrap();
+        r.on_skip(StreamId(0), 0, 90, R).unwrap();
+        assert_eq!(drain(&mut r), vec![1]);
+        assert_eq!(r.max_data_update(), Some(200));
+        // Overrunning the credit is a violation.
+        assert_eq!(
+            r.on_stream(t, &frame(0, 2, R, Some(1), 0, 200, &[0; 10])),
+            Err(RecvError::FlowControl)
+        );
+    }
+
+    #[test]
+    fn expired_messages_are_never_delivered() {
+        let mut r = RecvStreams::new(1 << 20, 1 << 20, 1 << 20);
+        let t = Instant::ZERO;
+        let mut f = frame(0, 1, U, None, 0, 2, b"x");
+        f.ttl_us = Some(1000);
+        r.on_stream(t, &f).unwrap();
+        r.expire(t + Duration::from_millis(1));
+        r.on_stream(t, &frame(0, 1, U, None, 1, 2, b"y")).unwrap();
+        assert!(drain(&mut r).is_empty());
+        assert_eq!(r.counters()[1].expired, 1);
+        // Complete but not taken before its deadline: dropped at pop.
+        let mut f = frame(0, 2, U, None, 0, 1, b"z");
+        f.ttl_us = Some(1000);
+        r.on_stream(t, &f).unwrap();
+        assert!(r.pop(t + Duration::from_millis(2)).is_none());
+        assert_eq!(r.counters()[1].expired, 2);
+    }
+
+    #[test]
+    fn bounds_unreliable_buffer_and_message_size() {
+        let mut r = RecvStreams::new(100, 1 << 20, 50);
+        let t = Instant::ZERO;
+        assert_eq!(
+            r.on_stream(t, &frame(0, 0, U, None, 0, 101, b"")),
+            Err(RecvError::MessageTooLarge(101))
+        );
+        r.on_stream(t, &frame(0, 0, U, None, 0, 40, b"")).unwrap();
+        r.on_stream(t, &frame(0, 1, U, None, 0, 40, b"")).unwrap();
+        assert_eq!(r.counters()[1].dropped_on_receive, 1);
+        assert_eq!(
+            r.on_stream(t, &frame(0, 0, R, None, 0, 40, b"")),
+            Err(RecvError::Inconsistent)
+        );
+    }
+
+    #[test]
+    fn range_insertion_merges() {
+        let mut h = Vec::new();
+        assert!(insert_range(&mut h, 10, 20));
+        assert!(insert_range(&mut h, 0, 5));
+        assert!(insert_range(&mut h, 5, 10));
+        assert_eq!(h, vec![(0, 20)]);
+        assert!(insert_range(&mut h, 30, 40));
+        assert!(insert_range(&mut h, 15, 35));
+        assert_eq!(h, vec![(0, 40)]);
+    }
+}

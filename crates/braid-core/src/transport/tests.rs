@@ -1,0 +1,487 @@
+//! Scenario tests on virtual time: two endpoints joined by a tiny
+//! deterministic lossy pipe (seeded ChaCha8Rng: drop, duplicate, reorder).
+//! Tests assert behaviour, never speed.
+
+use super::*;
+use crate::time::{Duration, Instant};
+use crate::wire::{
+    ConnectionId, Frame, Header, Packet, PacketBuilder, PacketType, MAX_DATAGRAM_SIZE,
+    MIN_DATAGRAM_SIZE,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddr;
+
+pub(crate) const CLIENT: u16 = 1;
+pub(crate) const SERVER: u16 = 2;
+
+pub(crate) fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, port as u8], port))
+}
+
+/// A datagram in the pipe: arrival time, sequence (tie-break), from, to, bytes.
+type InPipe = (Instant, u64, SocketAddr, SocketAddr, Vec<u8>);
+
+/// A one-way-delay pipe that drops, duplicates and reorders.
+pub(crate) struct Pipe {
+    rng: ChaCha8Rng,
+    pub loss: f64,
+    pub dup: f64,
+    pub reorder: f64,
+    pub delay: Duration,
+    seq: u64,
+    queue: BinaryHeap<Reverse<InPipe>>,
+    /// Every datagram that entered the pipe, for replay tests.
+    pub log: Vec<(SocketAddr, SocketAddr, Vec<u8>)>,
+    pub keep_log: bool,
+}
+
+impl Pipe {
+    pub(crate) fn new(seed: u64) -> Self {
+        Pipe {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            loss: 0.0,
+            dup: 0.0,
+            reorder: 0.0,
+            delay: Duration::from_millis(10),
+            seq: 0,
+            queue: BinaryHeap::new(),
+            log: Vec::new(),
+            keep_log: false,
+        }
+    }
+
+    fn push(&mut self, now: Instant, from: SocketAddr, to: SocketAddr, bytes: &[u8]) {
+        if self.keep_log {
+            self.log.push((from, to, bytes.to_vec()));
+        }
+        if self.rng.random::<f64>() < self.loss {
+            return;
+        }
+        let copies = if self.rng.random::<f64>() < self.dup {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let mut d = self.delay;
+            if self.rng.random::<f64>() < self.reorder {
+                d += Duration::from_micros(self.rng.random_range(0..self.delay.as_micros() + 1));
+            }
+            self.seq += 1;
+            self.queue
+                .push(Reverse((now + d, self.seq, from, to, bytes.to_vec())));
+        }
+    }
+
+    fn next_time(&self) -> Option<Instant> {
+        self.queue.peek().map(|Reverse(e)| e.0)
+    }
+}
+
+/// A client endpoint, a server endpoint and the pipe between them.
+pub(crate) struct Net {
+    pub now: Instant,
+    pub client: Endpoint,
+    pub server: Endpoint,
+    pub pipe: Pipe,
+    buf: Vec<u8>,
+    pub steps: u64,
+}
+
+impl Net {
+    pub(crate) fn new(seed: u64, config: Config) -> Self {
+        Net {
+            now: Instant::ZERO,
+            client: Endpoint::new(config.clone(), [1; 32], false).unwrap(),
+            server: Endpoint::new(config, [2; 32], true).unwrap(),
+            pipe: Pipe::new(seed),
+            buf: Vec::new(),
+            steps: 0,
+        }
+    }
+
+    fn flush(&mut self) {
+        while let Some(t) = self.client.poll_transmit(self.now, &mut self.buf) {
+            assert!(t.size <= MAX_DATAGRAM_SIZE);
+            self.pipe
+                .push(self.now, addr(CLIENT), t.destination, &self.buf[..t.size]);
+        }
+        while let Some(t) = self.server.poll_transmit(self.now, &mut self.buf) {
+            assert!(t.size <= MAX_DATAGRAM_SIZE);
+            self.pipe
+                .push(self.now, addr(SERVER), t.destination, &self.buf[..t.size]);
+        }
+    }
+
+    /// Advances to the next event (a datagram arriving or a timer) and
+    /// handles it; false if nothing is left to happen before `limit`.
+    pub(crate) fn step(&mut self, limit: Instant) -> bool {
+        self.steps += 1;
+        self.flush();
+        let next = [
+            self.pipe.next_time(),
+            self.client.poll_timeout(),
+            self.server.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(next) = next else { return false };
+        if next > limit {
+            self.now = limit;
+            return false;
+        }
+        self.now = self.now.max(next);
+        while self.pipe.next_time().is_some_and(|t| t <= self.now) {
+            let Reverse((_, _, from, to, bytes)) = self.pipe.queue.pop().unwrap();
+            if to == addr(SERVER) {
+                self.server.handle_datagram(self.now, from, &bytes);
+            } else {
+                self.client.handle_datagram(self.now, from, &bytes);
+            }
+        }
+        self.client.handle_timeout(self.now);
+        self.server.handle_timeout(self.now);
+        self.flush();
+        true
+    }
+
+    /// Runs until `done` says so or `limit` passes; `app` runs each step.
+    pub(crate) fn run(&mut self, limit: Duration, mut app: impl FnMut(&mut Net) -> bool) -> bool {
+        let end = self.now + limit;
+        loop {
+            if app(self) {
+                return true;
+            }
+            if !self.step(end) && self.now >= end {
+                return app(self);
+            }
+            assert!(self.steps < 50_000_000, "runaway simulation");
+        }
+    }
+
+    /// Connects and returns (client handle, server handle).
+    pub(crate) fn connect(&mut self) -> (ConnectionHandle, ConnectionHandle) {
+        let c = self.client.connect(self.now, addr(SERVER)).unwrap();
+        let mut s = None;
+        let ok = self.run(Duration::from_secs(20), |n| {
+            if s.is_none() {
+                s = n.server.accept();
+            }
+            s.is_some()
+                && n.client.connection(c).unwrap().is_established()
+                && n.server.connection(s.unwrap()).unwrap().is_established()
+        });
+        assert!(ok, "handshake did not complete");
+        (c, s.unwrap())
+    }
+}
+
+fn lossy(net: &mut Net) {
+    net.pipe.loss = 0.05;
+    net.pipe.dup = 0.05;
+    net.pipe.reorder = 0.05;
+}
+
+#[test]
+fn handshake_uses_one_retry_and_creates_one_connection() {
+    let mut net = Net::new(1, Config::default());
+    let (c, s) = net.connect();
+    assert_eq!(net.server.stats().retries_sent, 1);
+    assert_eq!(net.server.stats().accepted, 1);
+    assert_eq!(net.server.connection_count(), 1);
+    let cc = net.client.connection_mut(c).unwrap();
+    assert_eq!(cc.poll_event(), Some(Event::Connected));
+    let sc = net.server.connection_mut(s).unwrap();
+    assert_eq!(sc.poll_event(), Some(Event::Connected));
+    assert_eq!(sc.side(), Side::Server);
+}
+
+#[test]
+fn handshake_survives_loss() {
+    let mut net = Net::new(7, Config::default());
+    net.pipe.loss = 0.3;
+    net.connect();
+    assert_eq!(net.server.connection_count(), 1);
+}
+
+/// Sends `total` bytes as reliable messages of varying size over two
+/// streams and checks both arrive intact and in order.
+fn reliable_transfer(seed: u64, total: usize, configure: impl FnOnce(&mut Net)) -> Net {
+    let mut net = Net::new(seed, Config::default());
+    let (c, s) = net.connect();
+    configure(&mut net);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xabc);
+    let data: Vec<u8> = (0..total).map(|_| rng.random()).collect();
+    let mut sent = [0usize; 2];
+    let mut got: [Vec<u8>; 2] = [Vec::new(), Vec::new()];
+    let mut next_msg = [0u64; 2];
+    let half = total / 2;
+    let ok = net.run(Duration::from_secs(600), |n| {
+        let conn = n.client.connection_mut(c).unwrap();
+        for st in 0..2 {
+            let base = st * half;
+            while sent[st] < half {
+                let len = rng.random_range(1..=40_000).min(half - sent[st]);
+                let chunk = data[base + sent[st]..base + sent[st] + len].to_vec();
+                match conn.send(n.now, StreamId(st as u32), chunk, SendOptions::RELIABLE) {
+                    Ok(_) => sent[st] += len,
+                    Err(SendError::Blocked) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        let sc = n.server.connection_mut(s).unwrap();
+        while let Some(m) = sc.recv(n.now) {
+            let st = m.stream.0 as usize;
+            assert_eq!(m.number, next_msg[st], "in order, no gaps, no repeats");
+            next_msg[st] += 1;
+            got[st].extend_from_slice(&m.data);
+        }
+        got[0].len() == half && got[1].len() == half
+    });
+    assert!(
+        ok,
+        "transfer did not finish: got {} + {}",
+        got[0].len(),
+        got[1].len()
+    );
+    assert_eq!(
+        blake3::hash(&got[0]),
+        blake3::hash(&data[..half]),
+        "stream 0 digest"
+    );
+    assert_eq!(blake3::hash(&got[1]), blake3::hash(&data[half..2 * half]));
+    net
+}
+
+#[test]
+fn reliable_transfer_is_intact_under_loss_duplication_and_reordering() {
+    let net = reliable_transfer(3, 4 << 20, lossy);
+    let h = net.client.handles()[0];
+    let st = net.client.connection(h).unwrap().stats();
+    assert!(st.packets_lost > 0, "the pipe did lose packets");
+    assert!(st.retransmitted_bytes > 0);
+    let sh = net.server.handles()[0];
+    assert!(net.server.connection(sh).unwrap().stats().duplicates > 0);
+}
+
+#[test]
+fn reliable_transfer_on_a_clean_pipe() {
+    let net = reliable_transfer(4, 1 << 20, |_| {});
+    let h = net.client.handles()[0];
+    assert_eq!(
+        net.client
+            .connection(h)
+            .unwrap()
+            .stats()
+            .retransmitted_bytes,
+        0
+    );
+}
+
+#[test]
+fn unreliable_and_expired_messages_are_never_late_or_twice() {
+    let mut net = Net::new(5, Config::default());
+    let (c, s) = net.connect();
+    lossy(&mut net);
+    let ttl = Duration::from_millis(30);
+    let max_one_way = net.pipe.delay * 2;
+    let mut sent_at = Vec::new();
+    let mut delivered: Vec<(u64, Instant)> = Vec::new();
+    let mut last = [None::<u64>; 2];
+    let mut i = 0u64;
+    net.run(Duration::from_secs(5), |n| {
+        let conn = n.client.connection_mut(c).unwrap();
+        // One message per step on each of two streams, some discardable.
+        if i < 3000 {
+            let class = if i % 3 == 0 {
+                Reliability::Discardable
+            } else {
+                Reliability::Unreliable
+            };
+            let opts = SendOptions {
+                reliability: class,
+                ttl: Some(ttl),
+            };
+            let st = StreamId((i % 2) as u32);
+            let mut payload = vec![0u8; 200 + (i as usize % 2000)];
+            payload[..8].copy_from_slice(&i.to_be_bytes());
+            if conn.send(n.now, st, payload, opts).is_ok() {
+                sent_at.push((i, n.now));
+                i += 1;
+            }
+        }
+        let sc = n.server.connection_mut(s).unwrap();
+        while let Some(m) = sc.recv(n.now) {
+            let st = m.stream.0 as usize;
+            assert!(last[st] < Some(m.number), "never twice, never out of order");
+            last[st] = Some(m.number);
+            let mut id = [0u8; 8];
+            id.copy_from_slice(&m.data[..8]);
+            delivered.push((u64::from_be_bytes(id), n.now));
+        }
+        false
+    });
+    assert!(!delivered.is_empty());
+    let mut seen = std::collections::HashSet::new();
+    for (id, at) in &delivered {
+        assert!(seen.insert(*id), "message {id} delivered twice");
+        let (_, t) = sent_at[*id as usize];
+        assert!(
+            *at <= t + ttl + max_one_way,
+            "message {id} delivered late: sent {t:?}, delivered {at:?}"
+        );
+    }
+    let st = net.client.connection(c).unwrap().stats();
+    let lost_or_dropped: u64 = st.classes[1..].iter().map(|k| k.lost + k.expired).sum();
+    assert!(lost_or_dropped > 0 || delivered.len() < sent_at.len());
+    assert_eq!(
+        st.retransmitted_bytes, 0,
+        "non-reliable data is never resent"
+    );
+}
+
+fn initial_datagram(cookie: &[u8], dst: [u8; 8], src: [u8; 8], pad: bool) -> Vec<u8> {
+    let h = Header {
+        ty: PacketType::Initial,
+        dst_cid: ConnectionId(dst),
+        src_cid: Some(ConnectionId(src)),
+        pn: 0,
+    };
+    let mut buf = Vec::new();
+    let mut b = PacketBuilder::new(&mut buf, &h, MIN_DATAGRAM_SIZE).unwrap();
+    let params = crate::wire::TransportParams {
+        max_message_size: 1 << 20,
+        initial_max_data: 1 << 20,
+        loss_tolerance: Ratio::ZERO,
+        idle_timeout_ms: 1000,
+        max_ack_delay_ms: 25,
+        max_datagram_size: 1400,
+    };
+    b.push(&Frame::Initial { params, cookie }).unwrap();
+    if pad {
+        b.pad_to(MIN_DATAGRAM_SIZE);
+    }
+    b.finish();
+    buf
+}
+
+#[test]
+fn bad_datagrams_are_dropped_counted_and_create_nothing() {
+    let mut net = Net::new(9, Config::default());
+    let mut rng = ChaCha8Rng::seed_from_u64(99);
+    let t = Instant::ZERO;
+    let from = addr(CLIENT);
+    // Malformed: random garbage.
+    for _ in 0..200 {
+        let len = rng.random_range(0..1400);
+        let junk: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+        net.server.handle_datagram(t, from, &junk);
+    }
+    // Oversized.
+    net.server
+        .handle_datagram(t, from, &vec![0x40; MAX_DATAGRAM_SIZE + 1]);
+    // Spoofed: a forged cookie, and a cookie minted for another address.
+    let mut forged_cookie = [0xaa; 20];
+    forged_cookie[..4].copy_from_slice(&0u32.to_be_bytes()); // current bucket
+    let forged = initial_datagram(&forged_cookie, [1; 8], [2; 8], true);
+    net.server.handle_datagram(t, from, &forged);
+    // An INITIAL without padding.
+    net.server
+        .handle_datagram(t, from, &initial_datagram(&[], [1; 8], [2; 8], false));
+    let st = net.server.stats();
+    assert_eq!(net.server.connection_count(), 0);
+    assert!(st.malformed > 0 && st.oversized == 1 && st.bad_cookies == 1 && st.short_initial == 1);
+    assert_eq!(st.accepted, 0);
+    // A first INITIAL gets a RETRY and no state.
+    net.server
+        .handle_datagram(t, from, &initial_datagram(&[], [1; 8], [2; 8], true));
+    assert_eq!(net.server.stats().retries_sent, 1);
+    assert_eq!(net.server.connection_count(), 0);
+    let mut buf = Vec::new();
+    let tx = net.server.poll_transmit(t, &mut buf).unwrap();
+    let retry = Packet::decode(&buf[..tx.size]).unwrap();
+    let Some(Ok(Frame::Retry { cookie })) = retry.frames().next() else {
+        panic!("retry expected")
+    };
+    let cookie = cookie.to_vec();
+    // The cookie from another address is refused (spoofed source).
+    let echo = initial_datagram(&cookie, [1; 8], [2; 8], true);
+    net.server.handle_datagram(t, addr(77), &echo);
+    assert_eq!(net.server.stats().bad_cookies, 2);
+    assert_eq!(net.server.connection_count(), 0);
+    // The genuine echo creates exactly one connection.
+    net.server.handle_datagram(t, from, &echo);
+    assert_eq!(net.server.connection_count(), 1);
+    let h = net.server.accept().unwrap();
+    // Replayed while it lives: routed to it, nothing new.
+    net.server.handle_datagram(t, from, &echo);
+    assert_eq!(net.server.connection_count(), 1);
+    // Replayed after it is gone: dropped and counted.
+    net.server.remove(h);
+    net.server.handle_datagram(t, from, &echo);
+    assert_eq!(net.server.connection_count(), 0);
+    assert_eq!(net.server.stats().replayed_cookies, 1);
+    // Stale: the same cookie two buckets later.
+    let later = t + cookie::COOKIE_BUCKET * 2;
+    let fresh = initial_datagram(&cookie, [3; 8], [4; 8], true);
+    net.server.handle_datagram(later, from, &fresh);
+    assert_eq!(net.server.stats().stale_cookies, 1);
+    assert_eq!(net.server.connection_count(), 0);
+    // Unknown connection ids.
+    let h = Header {
+        ty: PacketType::Data,
+        dst_cid: ConnectionId([9; 8]),
+        src_cid: None,
+        pn: 0,
+    };
+    let mut buf = Vec::new();
+    let mut b = PacketBuilder::new(&mut buf, &h, 1400).unwrap();
+    b.push(&Frame::Ping).unwrap();
+    b.finish();
+    net.server.handle_datagram(t, from, &buf);
+    assert_eq!(net.server.stats().unknown_connection, 1);
+}
+
+#[test]
+fn replayed_data_packets_are_counted_as_duplicates() {
+    let mut net = Net::new(11, Config::default());
+    let (c, s) = net.connect();
+    net.pipe.keep_log = true;
+    net.client
+        .connection_mut(c)
+        .unwrap()
+        .send(
+            net.now,
+            StreamId(0),
+            b"once".to_vec(),
+            SendOptions::RELIABLE,
+        )
+        .unwrap();
+    let mut got = 0;
+    net.run(Duration::from_secs(1), |n| {
+        while n.server.connection_mut(s).unwrap().recv(n.now).is_some() {
+            got += 1;
+        }
+        false
+    });
+    let replays: Vec<_> = net
+        .pipe
+        .log
+        .iter()
+        .filter(|(_, to, _)| *to == addr(SERVER))
+        .map(|(from, _, b)| (*from, b.clone()))
+        .collect();
+    let before = net.server.connection(s).unwrap().stats().duplicates;
+    for (from, b) in &replays {
+        net.server.handle_datagram(net.now, *from, b);
+    }
+    let sc = net.server.connection_mut(s).unwrap();
+    assert!(sc.recv(net.now).is_none(), "replays deliver nothing");
+    assert_eq!(got, 1);
+    assert_eq!(sc.stats().duplicates - before, replays.len() as u64);
+}
