@@ -51,6 +51,7 @@
 mod build;
 pub mod capacity;
 pub mod event;
+pub mod experiments;
 pub mod link;
 pub mod node;
 pub mod report;

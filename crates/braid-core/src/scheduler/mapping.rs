@@ -371,11 +371,9 @@ fn spread(need: u64, subset: &[usize], caps: &[u64]) -> Vec<(usize, u64)> {
         .iter()
         .zip(caps)
         .map(|(&j, &c)| {
-            let r = if total == 0 {
-                0
-            } else {
-                (u128::from(need) * u128::from(c) / total) as u64
-            };
+            let r = (u128::from(need) * u128::from(c))
+                .checked_div(total)
+                .map_or(0, |r| r as u64);
             (j, r.min(c))
         })
         .collect();

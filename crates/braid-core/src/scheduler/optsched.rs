@@ -125,7 +125,7 @@ impl OptSched {
                 continue;
             };
             g.budget = vec![0; n_paths];
-            let mut want = ((g.target_bps + g.delta_bps).max(0.0) * tw / 8.0).ceil();
+            let want = ((g.target_bps + g.delta_bps).max(0.0) * tw / 8.0).ceil();
             let best = (0..n_paths).max_by(|&a, &b| spare[a].total_cmp(&spare[b]).then(b.cmp(&a)));
             if let Some(j) = best.filter(|&j| spare[j] >= want) {
                 g.budget[j] = want as u64;
@@ -133,16 +133,14 @@ impl OptSched {
                 continue;
             }
             let total: f64 = spare.iter().sum();
-            for j in 0..n_paths {
-                if total <= 0.0 || want <= 0.0 {
-                    break;
-                }
-                let take = (want * spare[j] / total).min(spare[j]).ceil();
-                g.budget[j] = take as u64;
-                spare[j] -= take;
+            if total <= 0.0 || want <= 0.0 {
+                continue;
             }
-            want = 0.0;
-            let _ = want;
+            for (budget, room) in g.budget.iter_mut().zip(spare.iter_mut()) {
+                let take = (want * *room / total).min(*room).floor();
+                *budget = take as u64;
+                *room -= take;
+            }
         }
     }
 

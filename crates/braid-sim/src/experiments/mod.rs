@@ -1,0 +1,84 @@
+//! Seed 000 §VI experiments, reproduced on real traces: each table is a
+//! function that runs every algorithm on the same paths and workload and
+//! prints our numbers beside the seed's.
+//!
+//! * [`table3`] — SmartPointer streams (Atom 3.249 Mbit/s at 95 %, Bond1
+//!   22.148 Mbit/s at 95 %, Bond2 best effort) over two paths: WFQ on one
+//!   path, MSFQ, PGOS and OptSched over both (seed Table III).
+//! * [`table2`] — the same two critical streams on path A vs on path B
+//!   (seed Table II: choose the path by distribution, not by mean).
+//!
+//! Paths are built as the seed built them — a 100 Mbit/s link minus replayed
+//! cross traffic — with real traces from `../shared/data` as the cross
+//! traffic ([`cross_traffic_path`]). The harness ([`harness`]) is a
+//! deterministic multipath server model; see its docs for what it does and
+//! does not model. Main types: [`harness::PathSpec`], [`harness::StreamDef`],
+//! [`harness::Algo`], [`ExperimentError`].
+
+pub mod harness;
+pub mod table3;
+
+pub use table3::{table2, table3, TableReport};
+
+use crate::capacity::{Capacity, RateSchedule};
+use crate::trace_file::{load_schedule, TraceFileError};
+use braid_core::scheduler::SchedError;
+use braid_core::{Bandwidth, Duration};
+use harness::PathSpec;
+use std::path::{Path, PathBuf};
+
+/// Why an experiment could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExperimentError {
+    /// A trace the experiment needs is not there.
+    #[error("trace {} is missing (the experiments read ../shared/data; pass --data)", .0.display())]
+    MissingTrace(PathBuf),
+    /// A trace could not be loaded.
+    #[error(transparent)]
+    Trace(#[from] TraceFileError),
+    /// The scheduler refused a stream.
+    #[error(transparent)]
+    Sched(#[from] SchedError),
+    /// A capacity schedule could not be built.
+    #[error("capacity: {0}")]
+    Capacity(String),
+}
+
+/// Cross-traffic bin width (the `.tsv` copies are 100 ms bins).
+pub const CROSS_BIN: Duration = Duration::from_millis(100);
+
+/// A path of `link` capacity minus cross traffic replayed from `trace`
+/// (relative to `data`), scaled so that the cross traffic's mean is
+/// `cross_mean`; the available bandwidth is clipped to `[0, link]`.
+///
+/// # Errors
+/// The trace is missing or unreadable.
+pub fn cross_traffic_path(
+    name: &str,
+    data: &Path,
+    trace: &str,
+    link: Bandwidth,
+    cross_mean: Bandwidth,
+    delay: Duration,
+) -> Result<PathSpec, ExperimentError> {
+    let file = data.join(trace);
+    if !file.exists() {
+        return Err(ExperimentError::MissingTrace(file));
+    }
+    let cross = load_schedule(&file, None, CROSS_BIN, 1.0)?;
+    let mean = Capacity::Schedule(cross.clone()).mean().bps().max(1) as f64;
+    let k = cross_mean.bps() as f64 / mean;
+    let avail: Vec<Bandwidth> = cross
+        .rates()
+        .iter()
+        .map(|r| link.saturating_sub(r.mul_f64(k)))
+        .collect();
+    let schedule = RateSchedule::new(CROSS_BIN, avail)
+        .map_err(|e| ExperimentError::Capacity(e.to_string()))?;
+    Ok(PathSpec {
+        name: name.to_string(),
+        capacity: Capacity::Schedule(schedule),
+        delay,
+    })
+}
