@@ -5,6 +5,7 @@ pub mod eval;
 pub mod recv;
 pub mod send;
 pub mod sim;
+pub mod sim_tables;
 
 use crate::args::Command;
 

@@ -36,6 +36,10 @@ pub enum SimCommand {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Seed Table II: Atom and Bond1 on path A vs path B (real traces).
+    Table2(crate::cmd::sim_tables::TableArgs),
+    /// Seed Table III: WFQ vs MSFQ vs PGOS vs OptSched (real traces).
+    Table3(crate::cmd::sim_tables::TableArgs),
 }
 
 /// Runs a simulator subcommand.
@@ -72,6 +76,12 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
                 eprintln!("wrote {}", path.display());
             }
             Ok(())
+        }
+        SimCommand::Table2(args) => {
+            crate::cmd::sim_tables::run(crate::cmd::sim_tables::Table::Two, args)
+        }
+        SimCommand::Table3(args) => {
+            crate::cmd::sim_tables::run(crate::cmd::sim_tables::Table::Three, args)
         }
     }
 }

@@ -295,6 +295,20 @@ pub fn table3(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
         (pb.mean - fb.mean).abs() <= 0.05 * fb.mean,
         format!("{:.2} vs {:.2} Mbit/s", pb.mean, fb.mean),
     ));
+    let total = |alg: &str| -> f64 {
+        ["Atom", "Bond1", "Bond2"]
+            .iter()
+            .map(|s| get(alg, s).mean)
+            .sum()
+    };
+    let _ = writeln!(
+        t,
+        "all streams together (mean Mbit/s): wfq {:.2}, msfq {:.2}, pgos {:.2}, optsched {:.2}",
+        total("wfq"),
+        total("msfq"),
+        total("pgos"),
+        total("optsched")
+    );
     for (c, ok, d) in &rep.checks {
         let _ = writeln!(t, "[{}] {c}: {d}", if *ok { "ok" } else { "MISS" });
     }
