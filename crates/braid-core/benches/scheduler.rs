@@ -43,7 +43,8 @@ fn setup<S: Scheduler>(mut s: S) -> S {
         s.handle_stream_open(StreamId(i as u32), spec, t)
             .expect("open");
         for _ in 0..64 {
-            s.handle_enqueue(StreamId(i as u32), 1400, t).expect("enqueue");
+            s.handle_enqueue(StreamId(i as u32), 1400, t)
+                .expect("enqueue");
         }
     }
     while s.poll_event().is_some() {}
