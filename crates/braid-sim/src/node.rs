@@ -11,14 +11,17 @@
 //!
 //! # Driving contract
 //! After every call to `handle_datagram` or `handle_timeout` (and once at
-//! time zero) the simulator drains [`Node::poll_transmit`] until it returns
-//! `None` (at most [`MAX_TRANSMITS_PER_POLL`] datagrams per round; the rest
-//! wait for the node's next wake-up), then asks [`Node::poll_timeout`] and
+//! time zero, and after a caller touched the node through
+//! [`crate::Simulation::node_mut`]) the simulator drains
+//! [`Node::poll_transmit`] until it returns `None` (at most
+//! [`MAX_TRANSMITS_PER_POLL`] datagrams per round; the rest are drained in
+//! another round at the same instant), then asks [`Node::poll_timeout`] and
 //! calls `handle_timeout` once that instant is reached. A timeout in the
 //! past fires at the current time. Invariant: the simulator never calls a
 //! node with a time earlier than a time it has already passed.
 
 use braid_core::Instant;
+use std::any::Any;
 
 /// Index of a node in a [`crate::Simulation`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -99,7 +102,9 @@ pub struct Transmit {
 ///
 /// Implementations must be deterministic functions of their inputs (and of
 /// a seed they were constructed with): no clock reads, no thread RNGs.
-pub trait Node {
+/// Any `'static` type gets [`AsAny`] for free, which lets a caller get its
+/// concrete node back with [`crate::Simulation::node`].
+pub trait Node: AsAny {
     /// A datagram arrived at `now` over `route` (the route it was sent on,
     /// which identifies the path and the sender).
     fn handle_datagram(&mut self, now: Instant, route: RouteId, datagram: Datagram);
@@ -117,5 +122,22 @@ pub trait Node {
     /// order. The default is none.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
+    }
+}
+
+/// Downcasting support for nodes (implemented for every `'static` type).
+pub trait AsAny {
+    /// `self` as [`Any`].
+    fn as_any(&self) -> &dyn Any;
+    /// `self` as mutable [`Any`].
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 }

@@ -289,6 +289,35 @@ impl Simulation {
         self.routes.get(id.0 as usize).map(|r| &r.stats)
     }
 
+    /// The node `id` as its concrete type `T` (`None` if `id` is unknown or
+    /// the node is not a `T`).
+    pub fn node<T: Node + 'static>(&self, id: NodeId) -> Option<&T> {
+        // Deref the box first: `Box<dyn Node>` is itself `Any`.
+        let node: &dyn Node = &*self.nodes.get(id.0 as usize)?.node;
+        node.as_any().downcast_ref()
+    }
+
+    /// The node `id` as its concrete type `T`, to hand it a command between
+    /// [`Simulation::run_until`] steps. The simulator polls it again (drains
+    /// its transmits and re-reads its timeout) at the current instant when
+    /// the run continues.
+    pub fn node_mut<T: Node + 'static>(&mut self, id: NodeId) -> Option<&mut T> {
+        let now = self.now;
+        let slot = self.nodes.get_mut(id.0 as usize)?;
+        let node: &mut dyn Node = &mut *slot.node;
+        let node = node.as_any_mut().downcast_mut::<T>()?;
+        self.queue.push(now, Event::Poll(id));
+        Some(node)
+    }
+
+    /// The id of the node called `name`.
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| NodeId(i as u32))
+    }
+
     /// A node's counters ([`Node::counters`]).
     pub fn node_counters(&self, id: NodeId) -> Vec<(&'static str, u64)> {
         self.nodes

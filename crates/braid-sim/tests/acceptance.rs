@@ -315,3 +315,79 @@ fn example_scenarios_parse() {
         }
     }
 }
+
+/// Every trace in ../shared/data/traces drives a link for up to 600 s; the
+/// greedy flow's 1 s throughput must follow each. Slow in debug builds:
+/// `cargo test -p braid-sim --release -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn every_shared_trace_is_followed() {
+    let Some(data) = shared_data() else { return };
+    let mut files = Vec::new();
+    for sub in std::fs::read_dir(data.join("traces")).unwrap() {
+        for f in std::fs::read_dir(sub.unwrap().path()).unwrap() {
+            let p = f.unwrap().path();
+            if p.extension().is_none_or(|e| e != "tsv") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut worst: f64 = 1.0;
+    for path in files {
+        let trace = load_trace(&path, None).unwrap();
+        let secs = trace.duration().as_secs_f64().floor().min(600.0) as usize;
+        let text = format!(
+            r#"
+duration = "{secs}s"
+nodes = ["a", "b"]
+[[link]]
+name = "trace"
+from = "a"
+to = "b"
+trace = "{}"
+delay = "20ms"
+[[link]]
+name = "back"
+from = "b"
+to = "a"
+rate = "1gbit"
+delay = "20ms"
+[[flow]]
+name = "bulk"
+kind = "greedy"
+from = "a"
+to = "b"
+"#,
+            path.display()
+        );
+        let r = run(&text);
+        let truth: Vec<f64> = trace
+            .rate_series(braid_core::Duration::from_secs(1))
+            .iter()
+            .take(secs)
+            .map(|b| b.mbps())
+            .collect();
+        let per_sec = (1.0 / r.bin_s).round() as usize;
+        let got: Vec<f64> = r
+            .flow("bulk")
+            .unwrap()
+            .series_mbps
+            .chunks(per_sec)
+            .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+            .take(truth.len())
+            .collect();
+        let c = pearson(&truth, &got);
+        let f = r.flow("bulk").unwrap();
+        println!(
+            "{:<60} {secs:>4} s  corr {c:.4}  mean {:.3} of {:.3} Mbit/s  delay p95 {:.1} ms  loss {:.3} %",
+            path.file_name().unwrap().to_string_lossy(),
+            f.throughput_mbps.mean,
+            r.link("trace").unwrap().capacity_mbps,
+            f.delay_ms.p95,
+            f.loss * 100.0
+        );
+        worst = worst.min(c);
+    }
+    assert!(worst >= 0.95, "worst correlation {worst}");
+}
