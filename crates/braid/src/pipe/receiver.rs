@@ -37,6 +37,9 @@ const TICK: StdDuration = StdDuration::from_millis(20);
 const DRAIN: Duration = Duration::from_secs(2);
 /// Accepted connections ever (bounds the per-connection table).
 const MAX_ACCEPTED: usize = 4 * MAX_CONNECTIONS;
+/// A control write (ack) blocked this long means the path is dead; the
+/// connection is then closed so acks go over the others.
+const ACK_WRITE_TIMEOUT: StdDuration = StdDuration::from_secs(2);
 /// Size of the scratch buffer for dropping duplicate payloads.
 const DISCARD_CHUNK: usize = 64 << 10;
 
@@ -315,7 +318,10 @@ fn write_loop(
         .encode();
         for c in ctls {
             let mut s = c.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = s.write_all(&ack);
+            if s.write_all(&ack).is_err() {
+                // Dead path: closing it ends its reader, which unregisters it.
+                let _ = s.shutdown(Shutdown::Both);
+            }
         }
     }
 }
@@ -401,6 +407,8 @@ fn admit(sh: &Shared, s: &mut TcpStream, peer: SocketAddr) -> Result<(usize, u32
     let mut b = [0u8; frame::HELLO_LEN];
     s.read_exact(&mut b).map_err(|e| format!("no hello: {e}"))?;
     let hello = Hello::decode(&b).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(ACK_WRITE_TIMEOUT))
+        .map_err(|e| e.to_string())?;
     let ctl = s.try_clone().map_err(|e| e.to_string())?;
     let mut g = sh.lock();
     let status = match &g.session {
