@@ -228,6 +228,21 @@ impl Simulation {
         RouteId(self.routes.len() as u32 - 1)
     }
 
+    /// Adds a route over the links called `links` (in order); `None` if a
+    /// name is unknown. For plugging nodes into a network built from a
+    /// scenario: `sim.add_route_by_names("fwd", &["access", "bottleneck"])`.
+    pub fn add_route_by_names(
+        &mut self,
+        name: impl Into<String>,
+        links: &[&str],
+    ) -> Option<RouteId> {
+        let ids = links
+            .iter()
+            .map(|l| self.link_id(l))
+            .collect::<Option<Vec<_>>>()?;
+        Some(self.add_route(name, ids))
+    }
+
     /// Adds a node. It is first polled at time zero.
     pub fn add_node(&mut self, name: impl Into<String>, node: Box<dyn Node>) -> NodeId {
         self.nodes.push(NodeSlot {

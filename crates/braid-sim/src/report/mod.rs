@@ -30,6 +30,15 @@ fn r4(x: f64) -> f64 {
     }
 }
 
+/// Rounds a fraction to 6 decimals.
+fn r6(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 1e6).round() / 1e6
+    } else {
+        0.0
+    }
+}
+
 /// Throughput summary over 1 s windows, Mbit/s.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Throughput {
@@ -322,7 +331,7 @@ pub(crate) fn build(sim: &Simulation) -> Report {
             loss: if lost + delivered == 0 {
                 0.0
             } else {
-                lost as f64 / (lost + delivered) as f64
+                r6(lost as f64 / (lost + delivered) as f64)
             },
             sent_packets: sent,
             delivered_packets: delivered,

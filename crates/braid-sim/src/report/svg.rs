@@ -97,6 +97,9 @@ impl LineChart {
         if x1 <= x0 {
             x1 = x0 + 1.0;
         }
+        if x0 > 0.0 && x0 <= 0.1 * (x1 - x0) {
+            x0 = 0.0; // a time axis that (nearly) starts at zero starts at zero
+        }
         let ystep = nice_step(if y1 > 0.0 { y1 } else { 1.0 }, 6.0);
         let ymax = ((y1 / ystep).ceil() * ystep).max(ystep);
         let xstep = nice_step(x1 - x0, 10.0);
