@@ -392,4 +392,33 @@ mod tests {
             s
         );
     }
+
+    proptest::proptest! {
+        /// The finish time is the first instant at which the schedule has
+        /// delivered the packet's bits: enough work by then, not enough 1 ns
+        /// earlier.
+        #[test]
+        fn finish_time_is_exact(
+            rates in proptest::collection::vec(0u64..50_000_000, 1..20),
+            bin_us in 1u64..5_000,
+            start_ns in 0u64..100_000_000,
+            bytes in 1u64..200_000,
+        ) {
+            let s = RateSchedule::new(
+                Duration::from_micros(bin_us),
+                rates.iter().map(|&r| Bandwidth::from_bps(r)).collect(),
+            ).unwrap();
+            let c = Capacity::Schedule(s);
+            let start = Instant::from_nanos(start_ns);
+            let need = bytes as u128 * 8 * NS_PER_S;
+            match c.finish_time(start, bytes) {
+                None => proptest::prop_assert!(rates.iter().all(|&r| r == 0)),
+                Some(t) => {
+                    proptest::prop_assert!(t > start);
+                    proptest::prop_assert!(c.work_between(start, t) >= need);
+                    proptest::prop_assert!(c.work_between(start, t - Duration::from_nanos(1)) < need);
+                }
+            }
+        }
+    }
 }

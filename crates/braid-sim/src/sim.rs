@@ -349,7 +349,14 @@ impl Simulation {
     /// Runs to the end and reports.
     pub fn run(mut self) -> Report {
         let end = self.end;
+        tracing::info!(scenario = %self.name, seed = self.seed, end = ?end, "simulation starts");
         self.run_until(end);
+        tracing::info!(
+            events = self.stats.events,
+            unroutable = self.stats.unroutable,
+            refused_events = self.stats.refused_events,
+            "simulation done"
+        );
         self.report()
     }
 

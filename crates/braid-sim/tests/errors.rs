@@ -226,3 +226,28 @@ fn broken_route_and_duplicates_and_ranges() {
         "no chain of links",
     );
 }
+
+proptest::proptest! {
+    /// Arbitrary text never panics the scenario parser, and every error is
+    /// one line naming the file.
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,400}") {
+        if let Err(e) = Scenario::from_toml_str_at(&text, Path::new("fuzz.toml")) {
+            let msg = e.to_string();
+            proptest::prop_assert!(msg.starts_with("fuzz.toml: "));
+            proptest::prop_assert!(!msg.contains('\n'));
+        }
+    }
+
+    /// Mutations of a valid scenario (one value replaced) never panic.
+    #[test]
+    fn mutated_values_never_panic(
+        key in proptest::sample::select(vec!["10mbit", "20ms", "1mbit", "10s", "\"a\"", "\"b\"", "\"fwd\""]),
+        value in proptest::sample::select(vec!["0bit", "-1ms", "1e300mbit", "0s", "\"\"", "1.5", "[]", "{}", "\"0ns\"", "\"99999999h\""]),
+    ) {
+        let text = GOOD.replacen(key, value, 1);
+        if let Ok(s) = Scenario::from_toml_str(&text) {
+            let _ = braid_sim::Simulation::new(&s).map(|sim| sim.run());
+        }
+    }
+}
