@@ -2,8 +2,8 @@
 //! seeded impairments.
 //!
 //! Main types: [`LinkConfig`] (what a scenario says), [`LinkStats`] (what
-//! happened), and the crate-internal [`Link`] state machine the simulator
-//! drives with [`Link::enqueue`] and [`Link::complete`].
+//! happened), and the crate-internal `Link` state machine the simulator
+//! drives with `Link::enqueue` and `Link::complete`.
 //!
 //! # Model
 //! - **Queue**: drop-tail, bounded by `queue_bytes` over the packets

@@ -2,7 +2,7 @@
 //!
 //! Main types: [`BinSeries`] (one value per fixed-width time bin, summed or
 //! maximised), [`DelayHistogram`] (log-linear buckets with 1/128 relative
-//! resolution; exact count, mean and max), [`Summary`] helpers for
+//! resolution; exact count, mean and max), and [`quantile`] / [`mean`] helpers for
 //! percentiles. Invariant: memory is bounded by the run length over the bin
 //! width ([`MAX_BINS`]) and by a fixed number of histogram buckets.
 
