@@ -396,7 +396,11 @@ impl Simulation {
     }
 
     fn push(&mut self, at: Instant, ev: Event) {
-        self.queue.push(at, ev);
+        if !self.queue.push(at, ev) && self.queue.refused() == 1 {
+            tracing::warn!(
+                "event queue full; events are being refused and results will be incomplete"
+            );
+        }
     }
 
     fn on_timer(&mut self, n: NodeId, t: Instant) {

@@ -120,5 +120,19 @@ pub(super) fn render(r: &Report) -> String {
     }
     out.push_str("links\n");
     out.push_str(&grid(&rows));
+    if r.sim.refused_events > 0 {
+        let _ = writeln!(
+            out,
+            "\nwarning: {} events were refused because the event queue was full; results are incomplete",
+            r.sim.refused_events
+        );
+    }
+    if r.sim.unroutable > 0 {
+        let _ = writeln!(
+            out,
+            "\nnote: {} datagrams were sent on an unknown route or one with no receiver",
+            r.sim.unroutable
+        );
+    }
     out
 }
