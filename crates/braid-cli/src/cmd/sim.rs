@@ -40,6 +40,10 @@ pub enum SimCommand {
     Table2(crate::cmd::sim_tables::TableArgs),
     /// Seed Table III: WFQ vs MSFQ vs PGOS vs OptSched (real traces).
     Table3(crate::cmd::sim_tables::TableArgs),
+    /// Seed Table IV: GridFTP blocked/partitioned layouts vs PGOS (real traces).
+    Table4(crate::cmd::sim_tables::TableArgs),
+    /// Seed Table V: layered video, MSFQ vs PGOS (real frame traces).
+    Table5(crate::cmd::sim_tables::TableArgs),
 }
 
 /// Runs a simulator subcommand.
@@ -82,6 +86,12 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
         }
         SimCommand::Table3(args) => {
             crate::cmd::sim_tables::run(crate::cmd::sim_tables::Table::Three, args)
+        }
+        SimCommand::Table4(args) => {
+            crate::cmd::sim_tables::run(crate::cmd::sim_tables::Table::Four, args)
+        }
+        SimCommand::Table5(args) => {
+            crate::cmd::sim_tables::run(crate::cmd::sim_tables::Table::Five, args)
         }
     }
 }

@@ -1,9 +1,9 @@
-//! `braid sim table2|table3`: regenerate seed 000's Tables II and III in the
+//! `braid sim table2|table3|table4|table5`: regenerate seed 000's Tables II–V in the
 //! simulator on real traces, printing our numbers beside the seed's. A thin
 //! layer over `braid_sim::experiments`.
 
 use anyhow::Context;
-use braid_sim::experiments::{table2, table3, TableReport};
+use braid_sim::experiments::{table2, table3, table4, table5, TableReport};
 use std::path::PathBuf;
 
 /// Arguments shared by the table commands.
@@ -27,6 +27,10 @@ pub enum Table {
     Two,
     /// Seed Table III.
     Three,
+    /// Seed Table IV.
+    Four,
+    /// Seed Table V.
+    Five,
 }
 
 /// Runs one table.
@@ -34,6 +38,8 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
     let report: TableReport = match table {
         Table::Two => table2(&args.data, args.measure),
         Table::Three => table3(&args.data, args.measure),
+        Table::Four => table4(&args.data, args.measure),
+        Table::Five => table5(&args.data, args.measure),
     }
     .with_context(|| format!("running the experiment on {}", args.data.display()))?;
     print!("{}", report.text);

@@ -17,10 +17,13 @@
 //!    the head of another path's VS that is already past (≤ now). Only late
 //!    packets are taken — taking on-time ones would reorder a single-path
 //!    stream for nothing. (Interpretation of the seed's 2.1/2.2.)
-//! 3. **Unscheduled**: best-effort streams and guaranteed streams without a
-//!    mapping (waiting for an upcall answer), by self-clocked fair-queueing
-//!    finish tag with their weights; then, so that no path idles, mapped
-//!    streams' excess backlog by earliest deadline.
+//! 3. **Unscheduled**: (a) the excess of a stream mapped on j that has run
+//!    a window ahead of its rate (guaranteed streams have the higher window
+//!    constraint, Table I 3.2; best effort has no deadline), without
+//!    advancing its tag; (b) best-effort streams and guaranteed streams
+//!    without a mapping (waiting for an upcall answer), by self-clocked
+//!    fair-queueing finish tag with their weights; (c) so that no path
+//!    idles, mapped streams' backlog on other paths, earliest deadline first.
 //!
 //! A part's tag never lags `now` by more than one window, so a starved part
 //! catches up by at most one window's worth. Blocked paths are skipped in
@@ -502,7 +505,22 @@ impl Pgos {
                 class: Class::OtherPath,
             });
         }
-        // 3a. Unscheduled: best-effort and unmapped streams by SCFQ tag.
+        // 3a. Unscheduled, beyond its mapped rate: a stream mapped on this
+        // path that has run a window ahead (Table I 3.2: guaranteed streams
+        // have the higher window constraint). Its tag is not advanced, so
+        // its guaranteed share is not borrowed from.
+        if let Some((_, slot, _)) = self.clean_vs(j) {
+            if let Some((stream, bytes)) = self.queues.pop(slot) {
+                self.stats.decisions[2] += 1;
+                return Some(Transmit {
+                    path,
+                    stream,
+                    bytes,
+                    class: Class::Unscheduled,
+                });
+            }
+        }
+        // 3b. Unscheduled: best-effort and unmapped streams by SCFQ tag.
         while let Some(Reverse((key, slot, gen))) = self.be.pop() {
             let slot = slot as usize;
             let live = self
@@ -534,7 +552,8 @@ impl Pgos {
                 class: Class::Unscheduled,
             });
         }
-        // 3b. Mapped streams' excess, earliest deadline anywhere (no idling).
+        // 3c. Mapped streams' backlog on other paths, earliest deadline
+        // first, so that no path idles.
         let mut best: Option<(u64, usize)> = None;
         for k in 0..self.paths.len() {
             if let Some((key, slot, _)) = self.clean_vs(k) {

@@ -7,6 +7,10 @@
 //!   path, MSFQ, PGOS and OptSched over both (seed Table III).
 //! * [`table2`] — the same two critical streams on path A vs on path B
 //!   (seed Table II: choose the path by distribution, not by mean).
+//! * [`table4`] — GridFTP record streams: blocked and partitioned layouts
+//!   vs PGOS (seed Table IV).
+//! * [`table5`] — layered video from real frame traces: MSFQ vs PGOS (seed
+//!   Table V).
 //!
 //! Paths are built as the seed built them — a 100 Mbit/s link minus replayed
 //! cross traffic — with real traces from `../shared/data` as the cross
@@ -17,8 +21,10 @@
 
 pub mod harness;
 pub mod table3;
+pub mod table45;
 
 pub use table3::{table2, table3, TableReport};
+pub use table45::{table4, table5};
 
 use crate::capacity::{Capacity, RateSchedule};
 use crate::trace_file::{load_schedule, TraceFileError};

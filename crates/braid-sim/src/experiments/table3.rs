@@ -126,11 +126,11 @@ fn smartpointer(with_bond2: bool) -> Result<Vec<StreamDef>, ExperimentError> {
     Ok(v)
 }
 
-fn sched(e: braid_core::scheduler::SpecError) -> ExperimentError {
+pub(super) fn sched(e: braid_core::scheduler::SpecError) -> ExperimentError {
     ExperimentError::Sched(e.into())
 }
 
-fn config(measure_s: u64) -> HarnessConfig {
+pub(super) fn config(measure_s: u64) -> HarnessConfig {
     HarnessConfig {
         start: Instant::ZERO + Duration::from_secs(300),
         end: Instant::ZERO + Duration::from_secs(300 + measure_s),
@@ -143,7 +143,7 @@ fn config(measure_s: u64) -> HarnessConfig {
 
 /// Available bandwidth of each path in 1 s bins: before the start (what the
 /// monitor's window holds) and over the measured span.
-fn path_stats(paths: &[PathSpec], cfg: &HarnessConfig) -> String {
+pub(super) fn path_stats(paths: &[PathSpec], cfg: &HarnessConfig) -> String {
     let mut out = String::new();
     for p in paths {
         let series = |from: Instant, to: Instant| {
@@ -173,7 +173,7 @@ fn path_stats(paths: &[PathSpec], cfg: &HarnessConfig) -> String {
     out
 }
 
-fn pct(x: f64, of: f64) -> f64 {
+pub(super) fn pct(x: f64, of: f64) -> f64 {
     if of == 0.0 {
         0.0
     } else {
@@ -441,5 +441,7 @@ mod print {
             .unwrap_or(600);
         println!("{}", table2(&d, secs).unwrap().text);
         println!("{}", table3(&d, secs).unwrap().text);
+        println!("{}", super::super::table4(&d, secs).unwrap().text);
+        println!("{}", super::super::table5(&d, secs).unwrap().text);
     }
 }
