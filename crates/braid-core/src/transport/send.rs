@@ -19,7 +19,7 @@ use super::recovery::SentFrame;
 use super::stats::ClassCounters;
 use crate::time::{Duration, Instant};
 use crate::wire::{Frame, PacketBuilder, Reliability, StreamFrame, StreamId, MAX_TTL_US};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Most MESSAGE_SKIP frames waiting to be (re)sent.
 pub const MAX_PENDING_SKIPS: usize = 4096;
@@ -94,13 +94,46 @@ impl SendMessage {
 struct SendStream {
     next_number: u64,
     last_reliable: Option<u64>,
-    /// Messages not fully sent, and reliable ones not fully acknowledged.
-    queue: VecDeque<SendMessage>,
+    /// Messages not yet fully sent once, in number order; only the front
+    /// one may be partly sent.
+    unsent: VecDeque<SendMessage>,
+    /// Reliable messages fully sent once and not yet fully acknowledged,
+    /// in number order (all numbers below those in `unsent`).
+    sent: VecDeque<SendMessage>,
+    /// Numbers of messages with fragments waiting for retransmission.
+    rtx: BTreeSet<u64>,
 }
 
 impl SendStream {
-    fn find(&mut self, number: u64) -> Option<usize> {
-        self.queue.binary_search_by_key(&number, |m| m.number).ok()
+    /// Finds a message: `(in_unsent, index)`.
+    fn find(&self, number: u64) -> Option<(bool, usize)> {
+        if let Ok(i) = self.sent.binary_search_by_key(&number, |m| m.number) {
+            return Some((false, i));
+        }
+        self.unsent
+            .binary_search_by_key(&number, |m| m.number)
+            .ok()
+            .map(|i| (true, i))
+    }
+
+    fn get_mut(&mut self, at: (bool, usize)) -> &mut SendMessage {
+        // Invariant: `at` comes from `find` with no change in between.
+        let q = if at.0 {
+            &mut self.unsent
+        } else {
+            &mut self.sent
+        };
+        &mut q[at.1]
+    }
+
+    fn remove(&mut self, number: u64) -> Option<SendMessage> {
+        let (unsent, i) = self.find(number)?;
+        self.rtx.remove(&number);
+        if unsent {
+            self.unsent.remove(i)
+        } else {
+            self.sent.remove(i)
+        }
     }
 }
 
@@ -147,6 +180,9 @@ pub struct SendStreams {
     /// Round-robin position: the stream after which to look first.
     cursor: Option<StreamId>,
     skips: VecDeque<Skip>,
+    /// Message deadlines: (deadline, stream, number); may hold entries of
+    /// messages already gone, which `expire` discards.
+    deadlines: BTreeSet<(Instant, StreamId, u64)>,
     /// Cumulative reliable bytes charged against the peer's credit.
     reliable_charged: u64,
     /// Peer's flow-control limit.
@@ -177,6 +213,7 @@ impl SendStreams {
             max_queued_bytes,
             cursor: None,
             skips: VecDeque::new(),
+            deadlines: BTreeSet::new(),
             reliable_charged: 0,
             max_data,
             nr_total: 0,
@@ -213,11 +250,15 @@ impl SendStreams {
         if opts.reliability == Reliability::Reliable {
             s.last_reliable = Some(number);
         }
-        s.queue.push_back(SendMessage {
+        let deadline = opts.ttl.map(|t| now + t);
+        if let Some(d) = deadline {
+            self.deadlines.insert((d, stream, number));
+        }
+        s.unsent.push_back(SendMessage {
             number,
             data,
             reliability: opts.reliability,
-            deadline: opts.ttl.map(|t| now + t),
+            deadline,
             depends_back,
             sent_offset: 0,
             first_done: false,
@@ -239,19 +280,22 @@ impl SendStreams {
     }
 
     /// True if something could be written now (new data, retransmissions
-    /// or skips), ignoring congestion control.
+    /// or skips), ignoring congestion control and flow control.
     pub fn has_sendable(&self) -> bool {
         !self.skips.is_empty()
-            || self.streams.values().any(|s| {
-                s.queue
-                    .iter()
-                    .any(|m| !m.retransmit.is_empty() || !m.first_done)
-            })
+            || self
+                .streams
+                .values()
+                .any(|s| !s.unsent.is_empty() || !s.rtx.is_empty())
     }
 
     /// True if no data is queued or awaiting acknowledgement.
     pub fn is_idle(&self) -> bool {
-        self.skips.is_empty() && self.streams.values().all(|s| s.queue.is_empty())
+        self.skips.is_empty()
+            && self
+                .streams
+                .values()
+                .all(|s| s.unsent.is_empty() && s.sent.is_empty())
     }
 
     /// Per-class counters (reliable, unreliable, discardable).
@@ -264,71 +308,72 @@ impl SendStreams {
         self.retransmitted_bytes
     }
 
+    /// True if dropping one more non-reliable message keeps the lost
+    /// fraction within `tolerance`.
+    fn tolerates(&self, tolerance: f64) -> bool {
+        (self.nr_lost + 1) as f64 <= tolerance * (self.nr_total + 1) as f64
+    }
+
     /// Drops every queued discardable message not yet started (ADAPT_MARK
     /// coordination: "unmarked queued messages are discarded before they
     /// are sent"), within the loss tolerance. Returns how many were dropped.
     pub fn discard_unmarked(&mut self, tolerance: f64) -> u64 {
+        // Budget over everything resolved so far plus every non-reliable
+        // message now queued: lost ≤ tolerance · total once all are sent.
+        let queued_nr = self
+            .streams
+            .values()
+            .flat_map(|s| s.unsent.iter())
+            .filter(|m| m.reliability != Reliability::Reliable)
+            .count() as u64;
+        let budget = (tolerance * (self.nr_total + queued_nr) as f64).floor() as u64;
+        let mut allowed = budget.saturating_sub(self.nr_lost);
         let mut dropped = 0;
-        let (mut total, mut lost) = (self.nr_total, self.nr_lost);
-        for s in self.streams.values_mut() {
-            s.queue.retain(|m| {
-                let drop = m.reliability == Reliability::Discardable
-                    && m.sent_offset == 0
-                    && (lost + 1) as f64 <= tolerance * (total + 1) as f64;
-                if drop {
-                    total += 1;
-                    lost += 1;
-                    dropped += 1;
-                    self.queued_bytes -= m.len();
-                }
-                !drop
-            });
-        }
-        self.nr_total = total;
-        self.nr_lost = lost;
-        self.counters[2].dropped_before_send += dropped;
-        dropped
-    }
-
-    /// Expires queued messages whose deadline has passed: non-reliable ones
-    /// are dropped, reliable ones dropped and skipped.
-    pub fn expire(&mut self, now: Instant) {
-        for (&sid, s) in self.streams.iter_mut() {
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        for sid in ids {
             let mut i = 0;
-            while i < s.queue.len() {
-                if s.queue[i].expired(now) {
-                    // Invariant: i < len was just checked.
-                    let m = s.queue.remove(i).expect("index in bounds");
-                    Self::abandon(
-                        sid,
-                        m,
-                        &mut self.queued_bytes,
-                        &mut self.skips,
-                        &mut self.counters,
-                        &mut self.nr_total,
-                        &mut self.nr_lost,
-                    );
+            while let Some(m) = self.streams.get(&sid).and_then(|s| s.unsent.get(i)) {
+                let drop =
+                    m.reliability == Reliability::Discardable && m.sent_offset == 0 && allowed > 0;
+                if drop {
+                    allowed -= 1;
+                    let s = self.streams.get_mut(&sid).expect("stream looked up above");
+                    let m = s.unsent.remove(i).expect("index in bounds");
+                    s.rtx.remove(&m.number);
+                    self.queued_bytes -= m.len();
+                    self.nr_total += 1;
+                    self.nr_lost += 1;
+                    dropped += 1;
                 } else {
                     i += 1;
                 }
             }
         }
+        self.counters[2].dropped_before_send += dropped;
+        dropped
     }
 
-    fn abandon(
-        sid: StreamId,
-        m: SendMessage,
-        queued: &mut u64,
-        skips: &mut VecDeque<Skip>,
-        counters: &mut [ClassCounters; 3],
-        nr_total: &mut u64,
-        nr_lost: &mut u64,
-    ) {
-        *queued -= m.len() - m.acked_bytes.min(m.len());
-        counters[class_index(m.reliability)].expired += 1;
+    /// Expires messages whose deadline has passed: non-reliable ones are
+    /// dropped, reliable ones dropped and skipped.
+    pub fn expire(&mut self, now: Instant) {
+        while let Some(&(d, sid, number)) = self.deadlines.first() {
+            if d > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let Some(m) = self.streams.get_mut(&sid).and_then(|s| s.remove(number)) else {
+                continue;
+            };
+            self.abandon(sid, m);
+        }
+    }
+
+    fn abandon(&mut self, sid: StreamId, m: SendMessage) {
+        self.queued_bytes -= m.len();
+        self.counters[class_index(m.reliability)].expired += 1;
         if m.reliability == Reliability::Reliable {
-            if skips.len() < MAX_PENDING_SKIPS {
-                skips.push_back(Skip {
+            if self.skips.len() < MAX_PENDING_SKIPS {
+                self.skips.push_back(Skip {
                     stream: sid,
                     message: m.number,
                     len: m.len(),
@@ -338,17 +383,14 @@ impl SendStreams {
         } else {
             // Non-reliable messages leave the queue once fully sent, so
             // this one was not: it counts as dropped.
-            *nr_total += 1;
-            *nr_lost += 1;
+            self.nr_total += 1;
+            self.nr_lost += 1;
         }
     }
 
     /// The earliest deadline among queued messages.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.streams
-            .values()
-            .flat_map(|s| s.queue.iter().filter_map(|m| m.deadline))
-            .min()
+        self.deadlines.first().map(|e| e.0)
     }
 
     /// A fragment was acknowledged.
@@ -359,14 +401,15 @@ impl SendStreams {
         let Some(s) = self.streams.get_mut(&stream) else {
             return;
         };
-        let Some(i) = s.find(message) else {
+        let Some(at) = s.find(message) else {
             return;
         };
-        let m = &mut s.queue[i];
+        let m = s.get_mut(at);
         m.acked_bytes += len;
         if m.acked_bytes >= m.len() && m.first_done && m.retransmit.is_empty() {
-            self.queued_bytes -= m.len();
-            s.queue.remove(i);
+            let n = m.len();
+            s.remove(message);
+            self.queued_bytes -= n;
         }
     }
 
@@ -391,23 +434,16 @@ impl SendStreams {
         let Some(s) = self.streams.get_mut(&stream) else {
             return;
         };
-        let Some(i) = s.find(message) else {
+        let Some(at) = s.find(message) else {
             return;
         };
-        if s.queue[i].expired(now) {
-            // Invariant: `find` returned a valid index.
-            let m = s.queue.remove(i).expect("index in bounds");
-            Self::abandon(
-                stream,
-                m,
-                &mut self.queued_bytes,
-                &mut self.skips,
-                &mut self.counters,
-                &mut self.nr_total,
-                &mut self.nr_lost,
-            );
+        if s.get_mut(at).expired(now) {
+            if let Some(m) = s.remove(message) {
+                self.abandon(stream, m);
+            }
         } else {
-            s.queue[i].retransmit.push_back((offset, len));
+            s.get_mut(at).retransmit.push_back((offset, len));
+            s.rtx.insert(message);
         }
     }
 
@@ -422,13 +458,6 @@ impl SendStreams {
                 reliability: Reliability::Reliable,
             });
         }
-    }
-
-    fn may_discard(&self, m: &SendMessage, policy: &DiscardPolicy) -> bool {
-        m.reliability == Reliability::Discardable
-            && m.sent_offset == 0
-            && (policy.congested || policy.discard_unmarked)
-            && (self.nr_lost + 1) as f64 <= policy.tolerance * (self.nr_total + 1) as f64
     }
 
     /// Writes skips, retransmissions and new fragments into `b` while they
@@ -464,9 +493,13 @@ impl SendStreams {
         self.expire(now);
         // Retransmissions first, then new data, round robin over streams.
         let ids: Vec<StreamId> = {
-            let start = self.cursor;
-            let mut v: Vec<StreamId> = self.streams.keys().copied().collect();
-            if let Some(c) = start {
+            let mut v: Vec<StreamId> = self
+                .streams
+                .iter()
+                .filter(|(_, s)| !s.unsent.is_empty() || !s.rtx.is_empty())
+                .map(|(id, _)| *id)
+                .collect();
+            if let Some(c) = self.cursor {
                 let pos = v.partition_point(|id| *id <= c);
                 v.rotate_left(pos);
             }
@@ -479,7 +512,11 @@ impl SendStreams {
                     if b.remaining() < MIN_FRAGMENT + 32 {
                         return Ok(written);
                     }
-                    let n = self.write_one(now, sid, b, log, policy, retransmit)?;
+                    let n = if retransmit {
+                        self.write_rtx(now, sid, b, log)?
+                    } else {
+                        self.write_new(now, sid, b, log, policy)?
+                    };
                     if n > 0 {
                         progress = true;
                         written += n;
@@ -496,129 +533,158 @@ impl SendStreams {
         Ok(written)
     }
 
-    /// Writes one fragment of stream `sid`; 0 if it had nothing to write.
-    fn write_one(
+    /// Writes one retransmitted fragment of stream `sid`; 0 if none.
+    fn write_rtx(
+        &mut self,
+        now: Instant,
+        sid: StreamId,
+        b: &mut PacketBuilder<'_>,
+        log: &mut Vec<SentFrame>,
+    ) -> Result<u64, crate::wire::WireError> {
+        let Some(s) = self.streams.get_mut(&sid) else {
+            return Ok(0);
+        };
+        let Some(&number) = s.rtx.first() else {
+            return Ok(0);
+        };
+        let Some(at) = s.find(number) else {
+            s.rtx.remove(&number);
+            return Ok(0);
+        };
+        let m = s.get_mut(at);
+        let Some(&(offset, avail)) = m.retransmit.front() else {
+            s.rtx.remove(&number);
+            return Ok(0);
+        };
+        let ttl_us = m
+            .deadline
+            .map(|d| d.saturating_duration_since(now).as_micros().min(MAX_TTL_US));
+        let Some(take) = write_fragment(b, sid, m, offset, avail, ttl_us, log)? else {
+            return Ok(0);
+        };
+        self.retransmitted_bytes += take;
+        let front = m
+            .retransmit
+            .front_mut()
+            .expect("non-empty retransmit queue");
+        if take >= front.1 {
+            m.retransmit.pop_front();
+        } else {
+            front.0 += take;
+            front.1 -= take;
+        }
+        if m.retransmit.is_empty() {
+            s.rtx.remove(&number);
+        }
+        Ok(take.max(1))
+    }
+
+    /// Writes one new fragment of stream `sid` (dropping discardable
+    /// messages first if the policy says so); 0 if none.
+    fn write_new(
         &mut self,
         now: Instant,
         sid: StreamId,
         b: &mut PacketBuilder<'_>,
         log: &mut Vec<SentFrame>,
         policy: &DiscardPolicy,
-        retransmit: bool,
     ) -> Result<u64, crate::wire::WireError> {
         loop {
-            let Some(s) = self.streams.get(&sid) else {
+            let tolerated = self.tolerates(policy.tolerance);
+            let Some(s) = self.streams.get_mut(&sid) else {
                 return Ok(0);
             };
-            // Pick the message and the (offset, len) to send.
-            let pick = if retransmit {
-                s.queue
-                    .iter()
-                    .position(|m| !m.retransmit.is_empty())
-                    .map(|i| (i, true))
-            } else {
-                s.queue
-                    .iter()
-                    .position(|m| !m.first_done)
-                    .map(|i| (i, false))
-            };
-            let Some((i, is_rtx)) = pick else {
+            let Some(m) = s.unsent.front_mut() else {
                 return Ok(0);
             };
-            let m = &s.queue[i];
-            if !is_rtx {
-                // Drop before sending: discardable under congestion.
-                if self.may_discard(m, policy) {
-                    self.nr_total += 1;
-                    self.nr_lost += 1;
-                    self.counters[2].dropped_before_send += 1;
-                    let s = self.streams.get_mut(&sid).expect("stream looked up above");
-                    let m = s.queue.remove(i).expect("index in bounds");
-                    self.queued_bytes -= m.len();
-                    continue;
-                }
-                // Flow control: a reliable message is charged whole when
-                // its first fragment goes out.
-                if m.reliability == Reliability::Reliable
-                    && m.sent_offset == 0
-                    && self.reliable_charged + m.len() > self.max_data
-                {
-                    return Ok(0);
-                }
+            let discard = m.reliability == Reliability::Discardable
+                && m.sent_offset == 0
+                && (policy.congested || policy.discard_unmarked)
+                && tolerated;
+            if discard {
+                let m = s.unsent.pop_front().expect("front exists");
+                s.rtx.remove(&m.number);
+                self.queued_bytes -= m.len();
+                self.nr_total += 1;
+                self.nr_lost += 1;
+                self.counters[2].dropped_before_send += 1;
+                continue;
             }
-            let (offset, avail) = if is_rtx {
-                // Invariant: `pick` chose a message with a retransmission.
-                let (o, l) = *m.retransmit.front().expect("non-empty retransmit queue");
-                (o, l)
-            } else {
-                (m.sent_offset, m.len() - m.sent_offset)
-            };
+            let first = m.sent_offset == 0;
+            // Flow control: a reliable message is charged whole when its
+            // first fragment goes out.
+            if m.reliability == Reliability::Reliable
+                && first
+                && self.reliable_charged + m.len() > self.max_data
+            {
+                return Ok(0);
+            }
             let ttl_us = m
                 .deadline
                 .map(|d| d.saturating_duration_since(now).as_micros().min(MAX_TTL_US));
-            let mut frame = StreamFrame {
-                stream: sid,
-                message: m.number,
-                message_len: m.len(),
-                offset,
-                reliability: m.reliability,
-                depends_back: m.depends_back,
-                ttl_us,
-                data: &[],
+            let (offset, avail) = (m.sent_offset, m.len() - m.sent_offset);
+            let Some(take) = write_fragment(b, sid, m, offset, avail, ttl_us, log)? else {
+                return Ok(0);
             };
-            let overhead = frame.overhead(b.remaining());
-            let room = b.remaining().saturating_sub(overhead);
-            let take = (avail as usize).min(room);
-            if take == 0 && avail > 0 {
-                return Ok(0);
-            }
-            frame.data = &m.data[offset as usize..offset as usize + take];
             let class = m.reliability;
-            let number = m.number;
-            let first = offset == 0 && !is_rtx;
-            let msg_len = m.len();
-            if !b.push(&Frame::Stream(frame))? {
-                return Ok(0);
+            if first && class == Reliability::Reliable {
+                self.reliable_charged += m.len();
             }
-            log.push(SentFrame::Stream {
-                stream: sid,
-                message: number,
-                offset,
-                len: take as u64,
-                reliability: class,
-            });
-            let s = self.streams.get_mut(&sid).expect("stream looked up above");
-            let m = &mut s.queue[i];
-            if is_rtx {
-                self.retransmitted_bytes += take as u64;
-                let front = m
-                    .retransmit
-                    .front_mut()
-                    .expect("non-empty retransmit queue");
-                if take as u64 >= front.1 {
-                    m.retransmit.pop_front();
+            m.sent_offset += take;
+            if m.sent_offset >= m.len() {
+                m.first_done = true;
+                self.counters[class_index(class)].sent += 1;
+                let m = s.unsent.pop_front().expect("front exists");
+                if class == Reliability::Reliable {
+                    s.sent.push_back(m);
                 } else {
-                    front.0 += take as u64;
-                    front.1 -= take as u64;
-                }
-            } else {
-                if first && class == Reliability::Reliable {
-                    self.reliable_charged += msg_len;
-                }
-                m.sent_offset += take as u64;
-                if m.sent_offset >= m.len() {
-                    m.first_done = true;
-                    self.counters[class_index(class)].sent += 1;
-                    if class != Reliability::Reliable {
-                        self.nr_total += 1;
-                        self.queued_bytes -= m.len();
-                        s.queue.remove(i);
-                    }
+                    self.nr_total += 1;
+                    self.queued_bytes -= m.len();
                 }
             }
-            return Ok(take.max(1) as u64);
+            return Ok(take.max(1));
         }
     }
+}
+
+/// Writes `[offset, offset + avail)` of `m` (as much as fits) as a STREAM
+/// frame; returns the bytes written, or `None` if nothing fit.
+fn write_fragment(
+    b: &mut PacketBuilder<'_>,
+    sid: StreamId,
+    m: &SendMessage,
+    offset: u64,
+    avail: u64,
+    ttl_us: Option<u64>,
+    log: &mut Vec<SentFrame>,
+) -> Result<Option<u64>, crate::wire::WireError> {
+    let mut frame = StreamFrame {
+        stream: sid,
+        message: m.number,
+        message_len: m.len(),
+        offset,
+        reliability: m.reliability,
+        depends_back: m.depends_back,
+        ttl_us,
+        data: &[],
+    };
+    let room = b.remaining().saturating_sub(frame.overhead(b.remaining()));
+    let take = (avail as usize).min(room);
+    if take == 0 && avail > 0 {
+        return Ok(None);
+    }
+    frame.data = &m.data[offset as usize..offset as usize + take];
+    if !b.push(&Frame::Stream(frame))? {
+        return Ok(None);
+    }
+    log.push(SentFrame::Stream {
+        stream: sid,
+        message: m.number,
+        offset,
+        len: take as u64,
+        reliability: m.reliability,
+    });
+    Ok(Some(take as u64))
 }
 
 #[cfg(test)]

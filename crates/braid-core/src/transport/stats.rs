@@ -104,6 +104,9 @@ pub struct IntervalSample {
     pub delivery_rate: Bandwidth,
     /// Whether the sender was application-limited at some point.
     pub app_limited: bool,
+    /// Packets acknowledged or declared lost in the interval (the loss
+    /// ratio's sample size).
+    pub packets: u64,
     /// When the interval ended.
     pub end: Instant,
 }
@@ -183,6 +186,7 @@ impl IntervalMeter {
             },
             delivery_rate: Bandwidth::from_delivery(self.acked_bytes, span),
             app_limited: self.app_limited,
+            packets: total,
             end: start + span,
         };
         self.start = Some(start + span);

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::time::{Duration, Instant};
+use crate::units::Bandwidth;
 use crate::wire::{
     ConnectionId, Frame, Header, Packet, PacketBuilder, PacketType, MAX_DATAGRAM_SIZE,
     MIN_DATAGRAM_SIZE,
@@ -484,4 +485,283 @@ fn replayed_data_packets_are_counted_as_duplicates() {
     assert!(sc.recv(net.now).is_none(), "replays deliver nothing");
     assert_eq!(got, 1);
     assert_eq!(sc.stats().duplicates - before, replays.len() as u64);
+}
+
+// ---- threshold events and coordination (seed 002 §2.1, §3) ------------
+
+/// Keeps the client's stream 0 busy with reliable 1000-byte messages and
+/// drains the server; returns every client event seen.
+fn busy(net: &mut Net, c: ConnectionHandle, s: ConnectionHandle, for_: Duration) -> Vec<Event> {
+    let mut evs = Vec::new();
+    net.run(for_, |n| {
+        let conn = n.client.connection_mut(c).unwrap();
+        while conn.queued_bytes() < 256 << 10 {
+            conn.send(n.now, StreamId(0), vec![1; 1000], SendOptions::RELIABLE)
+                .unwrap();
+        }
+        while let Some(e) = conn.poll_event() {
+            evs.push(e);
+        }
+        while n.server.connection_mut(s).unwrap().recv(n.now).is_some() {}
+        false
+    });
+    evs
+}
+
+fn thresholds_of(evs: &[Event]) -> Vec<(ThresholdId, bool)> {
+    evs.iter()
+        .filter_map(|e| match e {
+            Event::Threshold(t) => Some((t.id, t.crossed)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn loss_and_rtt_thresholds_fire_and_clear_with_hysteresis() {
+    // Long intervals so each loss sample covers enough packets.
+    let cfg = Config {
+        stats_interval: Duration::from_millis(500),
+        ..Config::default()
+    };
+    let mut net = Net::new(21, cfg);
+    let (c, s) = net.connect();
+    let conn = net.client.connection_mut(c).unwrap();
+    let loss = conn
+        .add_threshold(Condition::LossAbove {
+            above: 0.15,
+            clear: 0.05,
+        })
+        .unwrap();
+    let rtt = conn
+        .add_threshold(Condition::RttAbove {
+            above: Duration::from_millis(60),
+            clear: Duration::from_millis(30),
+        })
+        .unwrap();
+    assert!(thresholds_of(&busy(&mut net, c, s, Duration::from_secs(2))).is_empty());
+    net.pipe.loss = 0.3;
+    let evs = thresholds_of(&busy(&mut net, c, s, Duration::from_secs(5)));
+    assert_eq!(evs.first(), Some(&(loss, true)), "{evs:?}");
+    assert_eq!(
+        evs.iter().filter(|e| e.0 == loss).count(),
+        1,
+        "no repeats while above"
+    );
+    net.pipe.loss = 0.0;
+    let evs = thresholds_of(&busy(&mut net, c, s, Duration::from_secs(5)));
+    assert!(evs.contains(&(loss, false)), "{evs:?}");
+    // A longer path raises the RTT above its threshold, then back.
+    net.pipe.delay = Duration::from_millis(50);
+    let evs = thresholds_of(&busy(&mut net, c, s, Duration::from_secs(5)));
+    assert!(evs.contains(&(rtt, true)), "{evs:?}");
+    net.pipe.delay = Duration::from_millis(5);
+    let evs = thresholds_of(&busy(&mut net, c, s, Duration::from_secs(10)));
+    assert!(evs.contains(&(rtt, false)), "{evs:?}");
+}
+
+#[test]
+fn delivery_rate_threshold_ignores_app_limited_intervals() {
+    // A fixed 8 Mbit/s sender is window-limited below 20 Mbit/s when busy.
+    let cfg = Config {
+        congestion: CongestionKind::Fixed(Bandwidth::from_mbps(8)),
+        ..Config::default()
+    };
+    let mut net = Net::new(22, cfg);
+    let (c, s) = net.connect();
+    let conn = net.client.connection_mut(c).unwrap();
+    conn.add_threshold(Condition::RateBelow {
+        below: Bandwidth::from_mbps(20),
+        clear: Bandwidth::from_mbps(20),
+    })
+    .unwrap();
+    // Idle (app-limited): no event although the rate is far below.
+    let mut evs = Vec::new();
+    net.run(Duration::from_secs(2), |n| {
+        let conn = n.client.connection_mut(c).unwrap();
+        while let Some(e) = conn.poll_event() {
+            evs.push(e);
+        }
+        false
+    });
+    assert!(thresholds_of(&evs).is_empty(), "{evs:?}");
+    // Busy: window-limited at about 8 Mbit/s.
+    let evs = busy(&mut net, c, s, Duration::from_secs(3));
+    assert!(thresholds_of(&evs).iter().any(|e| e.1), "{evs:?}");
+}
+
+fn report(action: AdaptAction, when: AdaptWhen, eratio: Option<f64>) -> AdaptReport {
+    AdaptReport {
+        action,
+        when,
+        cond: eratio.map(|e| AdaptCond {
+            error_ratio: Ratio::from_f64(e),
+            rate_bps: 0,
+        }),
+    }
+}
+
+/// An established pair with some traffic so the window is past slow start.
+fn warmed(seed: u64, config: Config) -> (Net, ConnectionHandle, ConnectionHandle) {
+    let mut net = Net::new(seed, config);
+    let (c, s) = net.connect();
+    busy(&mut net, c, s, Duration::from_secs(1));
+    (net, c, s)
+}
+
+const SHRINK_20: AdaptAction = AdaptAction::PacketSize { factor: 8000 };
+
+#[test]
+fn resolution_reduction_scales_window_by_inverse_of_rate_change() {
+    let (mut net, c, s) = warmed(23, Config::default());
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    conn.send(now, StreamId(0), vec![0; 500], SendOptions::RELIABLE)
+        .unwrap();
+    let w = conn.window();
+    conn.report_adaptation(report(SHRINK_20, AdaptWhen::Now, None));
+    assert_eq!(conn.window(), (w as f64 * 1.25) as u64);
+    // The peer hears about it.
+    net.run(Duration::from_millis(200), |_| false);
+    let sc = net.server.connection_mut(s).unwrap();
+    let heard = std::iter::from_fn(|| sc.poll_event()).any(|e| matches!(e, Event::PeerAdapt(_)));
+    assert!(heard);
+}
+
+#[test]
+fn resolution_change_of_segment_sized_messages_and_frequency_change_keep_window() {
+    let (mut net, c, _) = warmed(24, Config::default());
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    conn.send(now, StreamId(0), vec![0; 5000], SendOptions::RELIABLE)
+        .unwrap();
+    let w = conn.window();
+    conn.report_adaptation(report(SHRINK_20, AdaptWhen::Now, None));
+    assert_eq!(conn.window(), w, "messages larger than a segment");
+    conn.send(now, StreamId(0), vec![0; 100], SendOptions::RELIABLE)
+        .unwrap();
+    conn.report_adaptation(report(
+        AdaptAction::Frequency { factor: 5000 },
+        AdaptWhen::Now,
+        None,
+    ));
+    assert_eq!(conn.window(), w, "frequency change: no window change");
+}
+
+#[test]
+fn delayed_adaptation_with_cond_applies_formula_one() {
+    let (mut net, c, s) = warmed(25, Config::default());
+    net.pipe.loss = 0.1;
+    busy(&mut net, c, s, Duration::from_secs(2));
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    // The callback said "later"; nothing changes yet.
+    let w0 = conn.window();
+    conn.report_adaptation(report(SHRINK_20, AdaptWhen::Deferred, None));
+    assert_eq!(conn.window(), w0);
+    conn.send(now, StreamId(0), vec![0; 500], SendOptions::RELIABLE)
+        .unwrap();
+    let eratio_new = conn.stats().loss_ratio;
+    let w = conn.window();
+    conn.report_adaptation(report(SHRINK_20, AdaptWhen::Now, Some(0.2)));
+    let want = coordination::delayed_scale(0.2, 0.2, eratio_new);
+    assert_eq!(conn.window(), ((w as f64 * want) as u64).max(2 * 1400));
+    assert!(
+        (want - (1.0 - eratio_new) / 0.64).abs() < 1e-9,
+        "(1 - e_new)/((1 - e)(1 - rate_chg))"
+    );
+}
+
+#[test]
+fn adaptation_at_a_message_number_waits_for_that_message() {
+    let (mut net, c, _) = warmed(26, Config::default());
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    let next = conn
+        .send(now, StreamId(3), vec![0; 100], SendOptions::RELIABLE)
+        .unwrap()
+        + 1;
+    let w = conn.window();
+    conn.report_adaptation(report(
+        SHRINK_20,
+        AdaptWhen::AtMessage {
+            stream: StreamId(3),
+            message: next + 2,
+        },
+        None,
+    ));
+    for _ in 0..2 {
+        conn.send(now, StreamId(3), vec![0; 100], SendOptions::RELIABLE)
+            .unwrap();
+        assert_eq!(conn.window(), w);
+    }
+    conn.send(now, StreamId(3), vec![0; 100], SendOptions::RELIABLE)
+        .unwrap();
+    assert_eq!(conn.window(), (w as f64 * 1.25) as u64);
+}
+
+#[test]
+fn marking_change_discards_queued_unmarked_messages() {
+    let server_cfg = Config {
+        loss_tolerance: Ratio::from_f64(0.4),
+        ..Config::default()
+    };
+    let mut net = Net::new(27, Config::default());
+    net.server = Endpoint::new(server_cfg, [2; 32], true).unwrap();
+    let (c, s) = net.connect();
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    assert_eq!(conn.peer_loss_tolerance(), Ratio::from_f64(0.4));
+    // A tagged message every fifth; the rest unmarked (discardable).
+    for i in 0..100u32 {
+        let opts = if i % 5 == 0 {
+            SendOptions::RELIABLE
+        } else {
+            SendOptions::DISCARDABLE
+        };
+        conn.send(now, StreamId(0), i.to_be_bytes().to_vec(), opts)
+            .unwrap();
+    }
+    conn.report_adaptation(report(
+        AdaptAction::Marking {
+            unmarked: Ratio::from_f64(0.4),
+        },
+        AdaptWhen::Now,
+        None,
+    ));
+    let dropped = conn.stats().classes[2].dropped_before_send;
+    // Within the tolerance: at most 40 % of the 80 non-reliable messages.
+    assert!(
+        dropped > 0 && dropped as f64 <= 0.4 * 80.0 + 1.0,
+        "{dropped}"
+    );
+    let mut got = Vec::new();
+    net.run(Duration::from_secs(2), |n| {
+        while let Some(m) = n.server.connection_mut(s).unwrap().recv(n.now) {
+            got.push(m);
+        }
+        false
+    });
+    let tagged = got
+        .iter()
+        .filter(|m| m.reliability == Reliability::Reliable)
+        .count();
+    assert_eq!(tagged, 20, "every tagged message arrives");
+    assert_eq!(got.len() as u64, 100 - dropped);
+}
+
+#[test]
+fn uncoordinated_baseline_ignores_reports() {
+    let cfg = Config {
+        coordination: false,
+        ..Config::default()
+    };
+    let (mut net, c, _) = warmed(28, cfg);
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    conn.send(now, StreamId(0), vec![0; 500], SendOptions::RELIABLE)
+        .unwrap();
+    let w = conn.window();
+    conn.report_adaptation(report(SHRINK_20, AdaptWhen::Now, Some(0.2)));
+    assert_eq!(conn.window(), w);
 }

@@ -16,6 +16,9 @@ use crate::units::Bandwidth;
 
 /// Most conditions one connection holds.
 pub const MAX_THRESHOLDS: usize = 32;
+/// Fewest packets (acked + lost) an interval needs before its loss ratio
+/// may trigger or clear a loss condition; sparser intervals say nothing.
+pub const MIN_LOSS_SAMPLES: u64 = 10;
 
 /// A condition on a metric, with the level at which it clears.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -66,7 +69,11 @@ impl Condition {
     /// (triggered, cleared) for this interval; `None` if the interval says
     /// nothing about the metric (rate in an app-limited interval).
     fn check(&self, s: &IntervalSample, srtt: Duration) -> Option<(bool, bool)> {
+        let loss_known = s.packets >= MIN_LOSS_SAMPLES;
         Some(match *self {
+            Condition::LossAbove { .. } | Condition::LossBelow { .. } if !loss_known => {
+                return None
+            }
             Condition::LossAbove { above, clear } => (s.loss_ratio > above, s.loss_ratio < clear),
             Condition::LossBelow { below, clear } => (s.loss_ratio < below, s.loss_ratio > clear),
             Condition::RateBelow { below, clear } => {
@@ -182,6 +189,7 @@ mod tests {
             loss_ratio: loss,
             delivery_rate: Bandwidth::from_mbps(mbps),
             app_limited,
+            packets: 100,
             end: Instant::ZERO,
         }
     }

@@ -325,6 +325,12 @@ impl Connection {
         self.cc.window()
     }
 
+    /// Bytes queued for sending or awaiting acknowledgement (bounded by
+    /// `Config::send_queue_bytes`; `send` returns `Blocked` beyond it).
+    pub fn queued_bytes(&self) -> u64 {
+        self.send.queued_bytes()
+    }
+
     // ---- application commands -----------------------------------------
 
     /// Queues a message on `stream`; returns its number in the stream.

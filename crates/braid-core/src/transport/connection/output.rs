@@ -197,7 +197,10 @@ impl Connection {
         if self.config.pacing {
             self.pacer.on_sent(size as u64);
         }
-        let app_limited = !self.send.has_sendable();
+        // Application-limited (no window growth on its ack, RFC 7661 in
+        // spirit): nothing more to send, or less than half the window used.
+        let app_limited = !self.send.has_sendable()
+            || self.recovery.bytes_in_flight() + (size as u64) < self.cc.window() / 2;
         self.record(now, pn, size, log, true, app_limited);
         Some(size)
     }
