@@ -40,6 +40,10 @@ pub struct RecvArgs {
     /// Also write the JSON summary to this file.
     #[arg(long)]
     pub stats_file: Option<std::path::PathBuf>,
+    /// Append "seconds bytes-written" lines to this file a few times per
+    /// second (for throughput-over-time plots).
+    #[arg(long)]
+    pub rate_log: Option<std::path::PathBuf>,
 }
 
 /// Runs `braid recv`.
@@ -72,7 +76,20 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         idle_limit: args.idle_limit,
     })?;
     let mut view = ProgressView::new(args.progress, args.no_progress, None);
-    let res = rx.run(output, &mut |p| view.update(p));
+    let mut log = match &args.rate_log {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("opening {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let res = rx.run(output, &mut |p| {
+        view.update(p);
+        if let Some(l) = &mut log {
+            use std::io::Write;
+            let _ = writeln!(l, "{:.3} {}", p.seconds, p.bytes);
+            let _ = l.flush();
+        }
+    });
     view.finish();
     let report = res.context("braid recv")?;
     emit_stats(&report, args.stats, args.stats_file.as_deref())

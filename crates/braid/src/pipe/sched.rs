@@ -40,6 +40,9 @@ pub const DUP_MARGIN: f64 = 1.5;
 pub const STALL_MIN: Duration = Duration::from_millis(500);
 /// Rate samples cover at least this much busy time.
 pub const RATE_SAMPLE_MIN: Duration = Duration::from_millis(50);
+/// Weighted mode reads at most this many rounds (N blocks each) ahead of
+/// what the connections have taken.
+pub const WEIGHTED_READ_AHEAD: u64 = 2;
 /// Weight of a new rate sample in the moving average.
 pub const RATE_GAIN: f64 = 0.25;
 
@@ -167,8 +170,14 @@ impl Scheduler {
     }
 
     /// True while the driver may read the next block from the input.
+    ///
+    /// In weighted mode a block's length is fixed when it is read, so the
+    /// reader stays at most [`WEIGHTED_READ_AHEAD`] rounds ahead of the
+    /// connections (the seed fills each connection's buffer just in time).
     pub fn may_read(&self) -> bool {
-        self.eof.is_none() && self.read_upto < self.written.saturating_add(self.window)
+        let ahead_ok = self.weighted.is_none()
+            || (self.unsent.len() as u64) < WEIGHTED_READ_AHEAD * self.conns.len() as u64;
+        self.eof.is_none() && ahead_ok && self.read_upto < self.written.saturating_add(self.window)
     }
 
     /// Number of the next block to read.

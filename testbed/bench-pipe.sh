@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Benchmarks of `braid send` / `braid recv` (issue 4; results in
+# docs/bench-pipe.md). Needs root (network namespaces) and a release build:
+#
+#   cargo build --release -p braid-cli
+#   testbed/bench-pipe.sh static   OUTDIR   # seed's static setups, all modes + MPTCP + 1 TCP
+#   testbed/bench-pipe.sh dynamic  OUTDIR   # 100 + 200|300 Mbit/s, switching every 20 s
+#   testbed/bench-pipe.sh loopback OUTDIR   # braid -n N vs iperf3 -P N on loopback
+#   testbed/bench-pipe.sh all      OUTDIR
+#
+# Every run appends one CSV line; testbed/bench-report.py turns OUTDIR into
+# tables and the SVG. Environment: BRAID (binary), SECS (static run length,
+# default 6), DYN_SECS (dynamic run length, default 80), REPS (loopback
+# repetitions, default 3).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+BRAID=${BRAID:-$HERE/../target/release/braid}
+NETNS="bash $HERE/netns.sh"
+SECS=${SECS:-6}
+DYN_SECS=${DYN_SECS:-80}
+REPS=${REPS:-3}
+PORT=9000
+export BT_OWNER=$$
+what=${1:?static|dynamic|loopback|all}
+OUT=${2:?OUTDIR}
+mkdir -p "$OUT"
+trap '$NETNS down bench >/dev/null 2>&1 || true; $NETNS clean >/dev/null 2>&1 || true' EXIT
+
+{ echo "date: $(date -u +%FT%TZ)"; echo "nproc: $(nproc)";
+  echo "cpu: $(lscpu | sed -n 's/^Model name: *//p')"; echo "kernel: $(uname -r)";
+  echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"; } >> "$OUT/machine.txt"
+
+wait_listen() { # ns-side port
+  for _ in $(seq 300); do
+    if $NETNS exec bench "$1" ss -ltnH 2>/dev/null | grep -q ":$2 "; then return 0; fi
+    sleep 0.02
+  done
+  echo "receiver did not listen" >&2; return 1
+}
+
+bits() { local r=${1,,}; case "$r" in *gbit) echo $(( ${r%gbit} * 1000000000 ));;
+  *mbit) echo $(( ${r%mbit} * 1000000 ));; esac; }
+
+# one SETUP LABEL N BYTES SUMBITS "send args" "recv args"
+one() {
+  local setup=$1 label=$2 n=$3 bytes=$4 sum=$5 sargs=$6 rargs=$7
+  local st="$OUT/last-recv.json"
+  rm -f "$st"
+  # shellcheck disable=SC2086
+  timeout 300 $NETNS exec bench r "$BRAID" recv --no-progress -o /dev/null --idle-limit 3s \
+    --stats-file "$st" $rargs &
+  local rpid=$!
+  wait_listen r $PORT
+  # shellcheck disable=SC2086
+  head -c "$bytes" /dev/zero | timeout 300 $NETNS exec bench s "$BRAID" send --no-progress \
+    -n "$n" $sargs || true
+  wait $rpid || true
+  local bps=0
+  [[ -s $st ]] && bps=$(python3 -c "import json;print(json.load(open('$st'))['bps'])")
+  echo "$setup,$label,$n,$bps,$sum,$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$OUT/static.csv"
+}
+
+static_setup() { # NAME NMIN NMAX RATE... (fastest first)
+  local name=$1 nmin=$2 nmax=$3; shift 3
+  local rates=("$@") sum=0 to="" i
+  $NETNS up bench "${rates[@]}"
+  $NETNS mptcp bench
+  for i in "${!rates[@]}"; do
+    sum=$(( sum + $(bits "${rates[$i]}") ))
+    to+="198.18.$((i + 1)).2:$PORT,"
+  done
+  to=${to%,}
+  local bytes=$(( sum / 8 * SECS ))
+  for n in $(seq "$nmin" "$nmax"); do
+    for mode in round-robin weighted adaptive; do
+      one "$name" "$mode" "$n" "$bytes" "$sum" "--mode $mode --to $to" "--listen $to"
+    done
+  done
+  one "$name" mptcp 1 "$bytes" "$sum" "--mptcp --to 198.18.1.2:$PORT" \
+    "--mptcp --listen 198.18.1.2:$PORT"
+  one "$name" single-tcp 1 "$bytes" "$sum" "--to 198.18.1.2:$PORT" "--listen 198.18.1.2:$PORT"
+  $NETNS down bench
+}
+
+run_static() {
+  echo "setup,label,connections,bps,sum_bps,load" > "$OUT/static.csv"
+  static_setup "20+10" 2 8 20mbit 10mbit
+  static_setup "30+20+10" 3 9 30mbit 20mbit 10mbit
+  static_setup "300+200+100" 3 9 300mbit 200mbit 100mbit
+}
+
+run_dynamic() {
+  # Seed Fig. 11/12: 8 connections, 4 on a 100 Mbit/s channel, 4 on a
+  # channel switching between 200 and 300 Mbit/s every 20 s.
+  local to="198.18.1.2:$PORT,198.18.2.2:$PORT"
+  for mode in weighted adaptive round-robin; do
+    $NETNS up bench 200mbit 100mbit
+    timeout $((DYN_SECS + 30)) $NETNS exec bench r /usr/bin/time -f %M -o "$OUT/dyn-$mode.rss" \
+      "$BRAID" recv --no-progress -o /dev/null --idle-limit 2s --listen "$to" \
+      --rate-log "$OUT/dyn-$mode.log" &
+    local rpid=$!
+    wait_listen r $PORT
+    date +%s.%N > "$OUT/dyn-$mode.start"
+    $NETNS flap bench 1 20 300mbit 200mbit "$DYN_SECS" > "$OUT/dyn-$mode.flaps" &
+    local fpid=$!
+    head -c 8000000000 /dev/zero | timeout "$DYN_SECS" $NETNS exec bench s "$BRAID" send \
+      --no-progress -n 8 --mode "$mode" --to "$to" || true
+    wait $rpid || true
+    kill "$fpid" 2>/dev/null || true
+    wait "$fpid" 2>/dev/null || true
+    $NETNS down bench
+  done
+}
+
+run_loopback() {
+  local f="$OUT/loop-input.bin" size=$((2 << 30))
+  [[ -s $f ]] || head -c "$size" /dev/urandom > "$f"
+  cat "$f" > /dev/null
+  echo "tool,connections,rep,bps,rss_kib,load" > "$OUT/loopback.csv"
+  for rep in $(seq "$REPS"); do
+    for n in 1 2 4; do
+      iperf3 -s -1 -p 5299 >/dev/null 2>&1 &
+      local ipid=$!
+      sleep 0.3
+      local ib
+      ib=$(iperf3 -c 127.0.0.1 -p 5299 -P "$n" -t 4 -J | python3 -c \
+        "import json,sys;print(json.load(sys.stdin)['end']['sum_received']['bits_per_second'])")
+      wait $ipid || true
+      echo "iperf3,$n,$rep,$ib,0,$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$OUT/loopback.csv"
+      local st="$OUT/last-loop.json"
+      /usr/bin/time -f %M -o "$OUT/loop.rss" "$BRAID" recv --no-progress -o /dev/null \
+        --listen 127.0.0.1:$PORT --stats-file "$st" &
+      local rpid=$!
+      for _ in $(seq 100); do ss -ltnH | grep -q ":$PORT " && break; sleep 0.02; done
+      "$BRAID" send --no-progress -n "$n" --to 127.0.0.1:$PORT "$f"
+      wait $rpid
+      local bb
+      bb=$(python3 -c "import json;print(json.load(open('$st'))['bps'])")
+      echo "braid,$n,$rep,$bb,$(cat "$OUT/loop.rss"),$(cut -d' ' -f1 /proc/loadavg)" \
+        | tee -a "$OUT/loopback.csv"
+    done
+  done
+}
+
+case "$what" in
+  static) run_static;;
+  dynamic) run_dynamic;;
+  loopback) run_loopback;;
+  all) run_loopback; run_static; run_dynamic;;
+  *) echo "unknown: $what" >&2; exit 2;;
+esac
