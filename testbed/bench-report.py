@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Turns a bench-pipe.sh output directory into markdown tables and an SVG.
+
+usage: testbed/bench-report.py OUTDIR [SVG_PATH]
+Prints markdown to stdout. Standard library only.
+"""
+import csv
+import os
+import sys
+from collections import defaultdict
+
+
+def static_tables(out):
+    path = os.path.join(out, "static.csv")
+    if not os.path.exists(path):
+        return
+    rows = list(csv.DictReader(open(path)))
+    by_setup = defaultdict(list)
+    for r in rows:
+        by_setup[r["setup"]].append(r)
+    for setup, rs in by_setup.items():
+        total = float(rs[0]["sum_bps"])
+        refs = {r["label"]: float(r["bps"]) / total for r in rs if r["label"] in ("mptcp", "single-tcp")}
+        print(f"\n### {setup} Mbit/s (sum {total / 1e6:.0f} Mbit/s): utilization of the sum\n")
+        print("| connections | round-robin | weighted | adaptive |")
+        print("| --- | --- | --- | --- |")
+        grid = defaultdict(dict)
+        for r in rs:
+            if r["label"] in ("round-robin", "weighted", "adaptive"):
+                grid[int(r["connections"])][r["label"]] = float(r["bps"]) / total
+        means = defaultdict(list)
+        for n in sorted(grid):
+            cells = []
+            for m in ("round-robin", "weighted", "adaptive"):
+                v = grid[n].get(m)
+                if v is not None:
+                    means[m].append(v)
+                cells.append(f"{v * 100:.1f} %" if v is not None else "–")
+            print(f"| {n} | " + " | ".join(cells) + " |")
+        avg = [f"**{sum(means[m]) / len(means[m]) * 100:.1f} %**" if means[m] else "–"
+               for m in ("round-robin", "weighted", "adaptive")]
+        mins = [f"{min(means[m]) * 100:.1f} %" if means[m] else "–"
+                for m in ("round-robin", "weighted", "adaptive")]
+        print("| mean | " + " | ".join(avg) + " |")
+        print("| min | " + " | ".join(mins) + " |")
+        print(f"\nSame run: kernel MPTCP (1 connection, one subflow per channel) "
+              f"{refs.get('mptcp', 0) * 100:.1f} %, single TCP on the fastest channel "
+              f"{refs.get('single-tcp', 0) * 100:.1f} %.")
+
+
+def load_series(out, mode):
+    log = os.path.join(out, f"dyn-{mode}.log")
+    if not os.path.exists(log):
+        return None
+    pts = []
+    for line in open(log):
+        p = line.split()
+        if len(p) == 2:
+            pts.append((float(p[0]), int(p[1])))
+    # Rate over 1 s windows, sampled at each point.
+    series = []
+    j = 0
+    for i, (t, b) in enumerate(pts):
+        while pts[j][0] < t - 1.0:
+            j += 1
+        if t - pts[j][0] >= 0.5:
+            series.append((t, (b - pts[j][1]) * 8 / (t - pts[j][0]) / 1e6))
+    flaps = []
+    fp = os.path.join(out, f"dyn-{mode}.flaps")
+    start = float(open(os.path.join(out, f"dyn-{mode}.start")).read())
+    for line in open(fp):
+        p = line.split()
+        if len(p) == 3:
+            flaps.append((float(p[0]) - start, int(p[2].replace("mbit", ""))))
+    return series, flaps
+
+
+def dynamic(out, svg_path):
+    modes = [m for m in ("weighted", "adaptive", "round-robin") if load_series(out, m)]
+    if not modes:
+        return
+    print("\n### Dynamic: 100 Mbit/s + 200|300 Mbit/s switching every 20 s, 8 connections\n")
+    print("| mode | mean of momentary sum | time to ≥ 90 % after each change (s) | receiver peak RSS |")
+    print("| --- | --- | --- | --- |")
+    data = {}
+    for m in modes:
+        series, flaps = load_series(out, m)
+        data[m] = (series, flaps)
+
+        def cap(t):
+            c = 200
+            for ft, r in flaps:
+                if ft <= t:
+                    c = r
+            return 100 + c
+
+        usable = [(t, v) for t, v in series if t > 2 and t < series[-1][0] - 1]
+        util = sum(v / cap(t) for t, v in usable) / max(1, len(usable))
+        delays = []
+        for ft, r in flaps:
+            hit = next((t - ft for t, v in series if t >= ft and v >= 0.9 * (100 + r)), None)
+            delays.append("–" if hit is None else f"{hit:.1f}")
+        rss = open(os.path.join(out, f"dyn-{m}.rss")).read().split()[-1] if os.path.exists(
+            os.path.join(out, f"dyn-{m}.rss")) else "?"
+        print(f"| {m} | {util * 100:.1f} % | {', '.join(delays)} | {int(rss) / 1024:.0f} MiB |"
+              if rss.isdigit() else f"| {m} | {util * 100:.1f} % | {', '.join(delays)} | ? |")
+    if svg_path:
+        write_svg(svg_path, data)
+
+
+def write_svg(path, data):
+    w, h, pad = 800, 360, 50
+    tmax = max(s[-1][0] for s, _ in data.values())
+    vmax = 450.0
+    X = lambda t: pad + (w - 2 * pad) * t / tmax
+    Y = lambda v: h - pad - (h - 2 * pad) * v / vmax
+    colors = {"weighted": "#d62728", "adaptive": "#1f77b4", "round-robin": "#7f7f7f"}
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>']
+    for v in range(0, 451, 100):
+        out.append(f'<line x1="{pad}" x2="{w - pad}" y1="{Y(v)}" y2="{Y(v)}" stroke="#ddd"/>')
+        out.append(f'<text x="{pad - 8}" y="{Y(v) + 4}" text-anchor="end">{v}</text>')
+    for t in range(0, int(tmax) + 1, 20):
+        out.append(f'<text x="{X(t)}" y="{h - pad + 16}" text-anchor="middle">{t}</text>')
+    # Capacity (sum of channel rates).
+    _, flaps = next(iter(data.values()))
+    pts, c, t0 = [], 300, 0.0
+    for ft, r in flaps + [(tmax, None)]:
+        pts += [(t0, c), (min(ft, tmax), c)]
+        if r is not None:
+            c, t0 = 100 + r, ft
+    out.append('<polyline fill="none" stroke="black" stroke-dasharray="4 3" points="'
+               + " ".join(f"{X(t):.1f},{Y(v):.1f}" for t, v in pts) + '"/>')
+    for m, (series, _) in data.items():
+        out.append(f'<polyline fill="none" stroke="{colors[m]}" stroke-width="1.5" points="'
+                   + " ".join(f"{X(t):.1f},{Y(v):.1f}" for t, v in series) + '"/>')
+    ly = pad - 20
+    for i, m in enumerate(list(data) + ["sum of channels"]):
+        col = colors.get(m, "black")
+        out.append(f'<line x1="{pad + i * 160}" x2="{pad + i * 160 + 20}" y1="{ly}" y2="{ly}" stroke="{col}" stroke-width="2"/>')
+        out.append(f'<text x="{pad + i * 160 + 25}" y="{ly + 4}">{m}</text>')
+    out.append(f'<text x="{w / 2}" y="{h - 10}" text-anchor="middle">time (s)</text>')
+    out.append(f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">Mbit/s (1 s average)</text>')
+    out.append("</svg>")
+    open(path, "w").write("\n".join(out) + "\n")
+
+
+def loopback(out):
+    path = os.path.join(out, "loopback.csv")
+    if not os.path.exists(path):
+        return
+    rows = list(csv.DictReader(open(path)))
+    print("\n### Loopback, no shaping: braid vs iperf3 in the same run (Gbit/s; median of repetitions)\n")
+    print("| N | iperf3 -P N | braid -n N | braid / iperf3 | braid recv peak RSS |")
+    print("| --- | --- | --- | --- | --- |")
+    for n in ("1", "2", "4"):
+        ip = sorted(float(r["bps"]) for r in rows if r["tool"] == "iperf3" and r["connections"] == n)
+        br = sorted(float(r["bps"]) for r in rows if r["tool"] == "braid" and r["connections"] == n)
+        rss = max((int(r["rss_kib"]) for r in rows if r["tool"] == "braid" and r["connections"] == n), default=0)
+        if ip and br:
+            mi, mb = ip[len(ip) // 2], br[len(br) // 2]
+            print(f"| {n} | {mi / 1e9:.1f} | {mb / 1e9:.1f} | {mb / mi * 100:.0f} % | {rss / 1024:.0f} MiB |")
+    print("\nAll repetitions: " + "; ".join(
+        f"{r['tool']} N={r['connections']}: {float(r['bps']) / 1e9:.1f} (load {r['load']})" for r in rows))
+
+
+if __name__ == "__main__":
+    out = sys.argv[1]
+    svg = sys.argv[2] if len(sys.argv) > 2 else None
+    static_tables(out)
+    dynamic(out, svg)
+    loopback(out)
