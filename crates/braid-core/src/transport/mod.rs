@@ -37,6 +37,8 @@ mod connection;
 pub mod cookie;
 pub mod coordination;
 mod endpoint;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod pacing;
 pub mod recovery;
 pub mod recv;

@@ -1,0 +1,263 @@
+//! Entry points shared by the cargo-fuzz targets in `fuzz/` and the plain
+//! test that replays `fuzz/corpus/` in CI. Not part of the stable API.
+//!
+//! Each function takes arbitrary bytes and must never panic; what it
+//! checks beyond that is in its doc comment.
+
+use super::{Config, Endpoint, SendOptions, StreamId};
+use crate::time::{Duration, Instant};
+use crate::wire::{Frame, Header, Packet, PacketBuilder, PacketType, Reader};
+use std::net::SocketAddr;
+
+/// Most datagrams one fuzz input is cut into.
+pub const MAX_FUZZ_DATAGRAMS: usize = 64;
+
+/// Decodes `data` as a datagram; whatever decodes must re-encode, frame by
+/// frame, to bytes that decode to the same frames.
+pub fn decode_packet(data: &[u8]) {
+    let Ok(p) = Packet::decode(data) else {
+        return;
+    };
+    let mut out = Vec::new();
+    let mut frames = Vec::new();
+    for f in p.frames() {
+        let Ok(f) = f else {
+            // Invariant of `Packet::decode`: every frame decodes.
+            panic!("validated packet yielded a bad frame");
+        };
+        f.encode(&mut out).expect("decoded frame re-encodes");
+        frames.push(f);
+    }
+    let mut r = Reader::new(&out);
+    for f in frames {
+        let g = Frame::decode(&mut r).expect("re-encoded frame decodes");
+        assert_eq!(f, g, "round trip");
+    }
+}
+
+fn addr(last: u8) -> SocketAddr {
+    SocketAddr::from(([10, 0, 0, last], 4433))
+}
+
+/// A client and a server endpoint with one established connection,
+/// connected by exchanging datagrams directly (no loss).
+fn established() -> (Endpoint, Endpoint, Instant) {
+    let cfg = Config::default();
+    let mut client = Endpoint::new(cfg.clone(), [1; 32], false).expect("valid config");
+    let mut server = Endpoint::new(cfg, [2; 32], true).expect("valid config");
+    let mut now = Instant::ZERO;
+    // Invariant: the default config allows connections.
+    let h = client.connect(now, addr(2)).expect("room for a connection");
+    let mut buf = Vec::new();
+    for _ in 0..100 {
+        while let Some(t) = client.poll_transmit(now, &mut buf) {
+            server.handle_datagram(now, addr(1), &buf[..t.size]);
+        }
+        while let Some(t) = server.poll_transmit(now, &mut buf) {
+            client.handle_datagram(now, addr(2), &buf[..t.size]);
+        }
+        let up = |ep: &Endpoint| {
+            ep.handles()
+                .first()
+                .and_then(|h| ep.connection(*h))
+                .is_some_and(|c| c.is_established())
+        };
+        if up(&client) && up(&server) {
+            break;
+        }
+        now += Duration::from_millis(5);
+        client.handle_timeout(now);
+        server.handle_timeout(now);
+    }
+    if let Some(c) = client.connection_mut(h) {
+        let _ = c.send(now, StreamId(0), vec![7; 3000], SendOptions::RELIABLE);
+    }
+    (client, server, now)
+}
+
+/// Feeds arbitrary datagrams to an established server endpoint and its
+/// connection, then lets both sides run their timers and transmit.
+///
+/// Input: repeated `[flags, len, bytes…]`. `flags & 1` prefixes a valid
+/// DATA header addressed to the server's connection (so the bytes reach
+/// frame processing); `flags & 2` sends to the client instead; `flags & 4`
+/// advances time by `len` milliseconds first.
+pub fn connection_datagrams(data: &[u8]) {
+    let (mut client, mut server, mut now) = established();
+    let server_cid = server
+        .handles()
+        .first()
+        .and_then(|h| server.connection(*h))
+        .map(|c| c.local_cid());
+    let client_cid = client
+        .handles()
+        .first()
+        .and_then(|h| client.connection(*h))
+        .map(|c| c.local_cid());
+    let mut r = Reader::new(data);
+    let mut pn = 1000;
+    let mut buf = Vec::new();
+    for _ in 0..MAX_FUZZ_DATAGRAMS {
+        let (Ok(flags), Ok(len)) = (r.u8(), r.u8()) else {
+            break;
+        };
+        let take = usize::from(len).min(r.remaining());
+        let Ok(body) = r.bytes(take) else { break };
+        if flags & 4 != 0 {
+            now += Duration::from_millis(u64::from(len));
+        }
+        let to_client = flags & 2 != 0;
+        let cid = if to_client { client_cid } else { server_cid };
+        let mut dgram = Vec::new();
+        if flags & 1 != 0 {
+            if let Some(cid) = cid {
+                let h = Header {
+                    ty: PacketType::Data,
+                    dst_cid: cid,
+                    src_cid: None,
+                    pn,
+                };
+                pn += 1;
+                if let Ok(b) = PacketBuilder::new(&mut dgram, &h, 1472) {
+                    b.finish();
+                }
+            }
+        }
+        dgram.extend_from_slice(body);
+        if to_client {
+            client.handle_datagram(now, addr(2), &dgram);
+        } else {
+            server.handle_datagram(now, addr(1), &dgram);
+        }
+        for ep in [&mut client, &mut server] {
+            ep.handle_timeout(now);
+            let mut n = 0;
+            while ep.poll_transmit(now, &mut buf).is_some() && n < 256 {
+                n += 1;
+            }
+            for h in ep.handles() {
+                if let Some(c) = ep.connection_mut(h) {
+                    while c.poll_event().is_some() {}
+                    while c.recv(now).is_some() {}
+                    let _ = c.stats();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replays every file in `fuzz/corpus/<target>/` through the same entry
+    /// points the fuzz targets use, so CI exercises them without nightly.
+    #[test]
+    fn replays_the_fuzz_corpus() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+        let mut n = 0;
+        for (target, f) in [
+            ("packet_decode", decode_packet as fn(&[u8])),
+            ("connection_datagram", connection_datagrams as fn(&[u8])),
+        ] {
+            let Ok(dir) = std::fs::read_dir(root.join(target)) else {
+                continue;
+            };
+            for entry in dir.flatten() {
+                if let Ok(bytes) = std::fs::read(entry.path()) {
+                    f(&bytes);
+                    n += 1;
+                }
+            }
+        }
+        assert!(n > 0, "no corpus under {}", root.display());
+    }
+
+    /// Writes the seed corpus (run once by hand:
+    /// `cargo test -p braid-core write_seed_corpus -- --ignored`).
+    #[test]
+    #[ignore]
+    fn write_seed_corpus() {
+        use crate::wire::{AckFrame, AckRange, ConnectionId, Reliability, StreamFrame};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+        let dir = root.join("packet_decode");
+        std::fs::create_dir_all(&dir).unwrap();
+        let h = Header {
+            ty: PacketType::Data,
+            dst_cid: ConnectionId([3; 8]),
+            src_cid: None,
+            pn: 77,
+        };
+        let frames: Vec<Frame<'_>> = vec![
+            Frame::Ping,
+            Frame::Ack(
+                AckFrame::new(
+                    10,
+                    &[AckRange { start: 5, end: 9 }, AckRange { start: 0, end: 2 }],
+                )
+                .unwrap(),
+            ),
+            Frame::Stream(StreamFrame {
+                stream: StreamId(1),
+                message: 4,
+                message_len: 10,
+                offset: 2,
+                reliability: Reliability::Unreliable,
+                depends_back: Some(2),
+                ttl_us: Some(1000),
+                data: b"abcdef",
+            }),
+            Frame::MaxData { limit: 1 << 20 },
+            Frame::MessageSkip {
+                stream: StreamId(0),
+                message: 1,
+                message_len: 5,
+                reliability: Reliability::Reliable,
+            },
+        ];
+        for (i, f) in frames.iter().enumerate() {
+            let mut buf = Vec::new();
+            let mut b = PacketBuilder::new(&mut buf, &h, 1400).unwrap();
+            b.push(f).unwrap();
+            b.finish();
+            std::fs::write(dir.join(format!("data-{i}")), &buf).unwrap();
+        }
+        // A client's first flight, as a whole exchange produced it.
+        let mut client = Endpoint::new(Config::default(), [1; 32], false).unwrap();
+        client.connect(Instant::ZERO, addr(2)).unwrap();
+        let mut buf = Vec::new();
+        let t = client.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+        std::fs::write(dir.join("initial"), &buf[..t.size]).unwrap();
+        let dir = root.join("connection_datagram");
+        std::fs::create_dir_all(&dir).unwrap();
+        // [flags, len, body]: frames behind a valid header.
+        let mut input = Vec::new();
+        for f in &frames {
+            let mut body = Vec::new();
+            f.encode(&mut body).unwrap();
+            input.push(1u8);
+            input.push(body.len() as u8);
+            input.extend_from_slice(&body);
+        }
+        input.extend_from_slice(&[5, 200]);
+        std::fs::write(dir.join("frames"), &input).unwrap();
+        std::fs::write(dir.join("garbage"), [0u8, 4, 1, 2, 3, 4, 2, 3, 9, 9, 9]).unwrap();
+    }
+
+    #[test]
+    fn the_fuzzed_connection_is_established() {
+        let (c, s, _) = established();
+        for ep in [&c, &s] {
+            let h = ep.handles()[0];
+            assert!(ep.connection(h).unwrap().is_established());
+        }
+    }
+
+    #[test]
+    fn entry_points_take_edge_inputs() {
+        for input in [&[][..], &[0], &[1, 0], &[7, 255, 1, 2, 3], &[0xff; 600]] {
+            decode_packet(input);
+            connection_datagrams(input);
+        }
+    }
+}
