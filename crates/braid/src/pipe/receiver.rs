@@ -537,9 +537,11 @@ fn serve_frames(
                         g.conns[idx].bytes += u64::from(h.len);
                     }
                     Verdict::Take => {
-                        let mut data = vec![0u8; h.len as usize];
-                        if s.read_exact(&mut data).is_err() {
-                            return Ok(());
+                        // read_to_end fills spare capacity without zeroing it.
+                        let mut data = Vec::with_capacity(h.len as usize);
+                        match (&mut *s).take(u64::from(h.len)).read_to_end(&mut data) {
+                            Ok(n) if n == h.len as usize => {}
+                            _ => return Ok(()),
                         }
                         if crc32fast::hash(&data) != h.crc {
                             return Err(PipeError::Corrupt {

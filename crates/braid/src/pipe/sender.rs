@@ -306,21 +306,15 @@ fn reader(sh: Arc<Shared>, mut input: Box<dyn Read + Send>) {
             }
             g.sched.next_len()
         };
-        let mut buf = vec![0u8; len as usize];
-        let mut n = 0;
-        while n < buf.len() {
-            match input.read(&mut buf[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let mut g = sh.lock();
-                    g.outcome.get_or_insert(Err(PipeError::Input(e)));
-                    sh.cv.notify_all();
-                    return;
-                }
-            }
+        // read_to_end fills spare capacity without zeroing it first.
+        let mut buf = Vec::with_capacity(len as usize);
+        if let Err(e) = (&mut input).take(u64::from(len)).read_to_end(&mut buf) {
+            let mut g = sh.lock();
+            g.outcome.get_or_insert(Err(PipeError::Input(e)));
+            sh.cv.notify_all();
+            return;
         }
+        let n = buf.len();
         let mut g = sh.lock();
         if n == 0 {
             g.sched.handle_eof();
@@ -328,7 +322,6 @@ fn reader(sh: Arc<Shared>, mut input: Box<dyn Read + Send>) {
             sh.cv.notify_all();
             return;
         }
-        buf.truncate(n);
         hasher.update(&buf);
         total += n as u64;
         let crc = crc32fast::hash(&buf);
