@@ -299,6 +299,8 @@ impl Trace {
     /// without `Timestamp` and `DL_bitrate` columns. Errors about a line
     /// carry its 1-based number.
     pub fn parse(text: &str, format: Option<TraceFormat>) -> Result<Trace, TraceError> {
+        // A UTF-8 byte-order mark (spreadsheet exports) is not part of the header.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let format = match format {
             Some(f) => f,
             None => detect(text)?,
@@ -587,6 +589,19 @@ mod tests {
             long.rate_series(Duration::from_millis(1)).len(),
             MAX_RATE_BINS
         );
+    }
+
+    #[test]
+    fn byte_order_mark_and_crlf_are_accepted() {
+        let csv = "\u{feff}Timestamp,DL_bitrate\r\n2020.01.01_00.00.00,1000\r\n2020.01.01_00.00.01,3000\r\n";
+        let t = Trace::parse(csv, None).unwrap();
+        assert_eq!(t.format(), TraceFormat::G5Csv);
+        assert_eq!(
+            t.rate_series(Duration::from_secs(1)),
+            vec![mbps(1.0), mbps(3.0)]
+        );
+        let series = Trace::parse("\u{feff}0 1\r\n1 2\r\n", None).unwrap();
+        assert_eq!(series.format(), TraceFormat::Series);
     }
 
     #[test]
