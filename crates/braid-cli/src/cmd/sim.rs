@@ -44,6 +44,8 @@ pub enum SimCommand {
     Table4(crate::cmd::sim_tables::TableArgs),
     /// Seed Table V: layered video, MSFQ vs PGOS (real frame traces).
     Table5(crate::cmd::sim_tables::TableArgs),
+    /// Violation-bound streams: Lemma 2's E[Z] vs realised misses (real traces).
+    Violation(crate::cmd::sim_tables::TableArgs),
 }
 
 /// Runs a simulator subcommand.
@@ -92,6 +94,9 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
         }
         SimCommand::Table5(args) => {
             crate::cmd::sim_tables::run(crate::cmd::sim_tables::Table::Five, args)
+        }
+        SimCommand::Violation(args) => {
+            crate::cmd::sim_tables::run(crate::cmd::sim_tables::Table::Violation, args)
         }
     }
 }

@@ -3,7 +3,7 @@
 //! layer over `braid_sim::experiments`.
 
 use anyhow::Context;
-use braid_sim::experiments::{table2, table3, table4, table5, TableReport};
+use braid_sim::experiments::{table2, table3, table4, table5, violation, TableReport};
 use std::path::PathBuf;
 
 /// Arguments shared by the table commands.
@@ -31,6 +31,8 @@ pub enum Table {
     Four,
     /// Seed Table V.
     Five,
+    /// Violation-bound run (Lemma 2 predicted vs realised misses).
+    Violation,
 }
 
 /// Runs one table.
@@ -40,6 +42,7 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
         Table::Three => table3(&args.data, args.measure),
         Table::Four => table4(&args.data, args.measure),
         Table::Five => table5(&args.data, args.measure),
+        Table::Violation => violation(&args.data, args.measure),
     }
     .with_context(|| format!("running the experiment on {}", args.data.display()))?;
     print!("{}", report.text);

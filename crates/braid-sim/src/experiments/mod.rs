@@ -11,6 +11,8 @@
 //!   vs PGOS (seed Table IV).
 //! * [`table5`] — layered video from real frame traces: MSFQ vs PGOS (seed
 //!   Table V).
+//! * [`violation()`] — violation-bound streams: Lemma 2's E\[Z\] from the
+//!   monitor's window vs the misses the next windows produce.
 //!
 //! Paths are built as the seed built them — a 100 Mbit/s link minus replayed
 //! cross traffic — with real traces from `../shared/data` as the cross
@@ -22,9 +24,11 @@
 pub mod harness;
 pub mod table3;
 pub mod table45;
+pub mod violation;
 
 pub use table3::{table2, table3, TableReport};
 pub use table45::{table4, table5};
+pub use violation::violation;
 
 use crate::capacity::{Capacity, RateSchedule};
 use crate::trace_file::{load_schedule, TraceFileError};

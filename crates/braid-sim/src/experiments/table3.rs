@@ -67,7 +67,7 @@ const SEED_T2: [(&str, f64, f64, f64, f64, f64, f64); 4] = [
     ("Bond1-patha", 22.0442, 22.0303, 0.83, 1.3, 3.99, 0.9),
 ];
 
-fn paths(data: &Path) -> Result<Vec<PathSpec>, ExperimentError> {
+pub(super) fn paths(data: &Path) -> Result<Vec<PathSpec>, ExperimentError> {
     let link = Bandwidth::from_mbps(100);
     Ok(vec![
         cross_traffic_path(
@@ -443,5 +443,6 @@ mod print {
         println!("{}", table3(&d, secs).unwrap().text);
         println!("{}", super::super::table4(&d, secs).unwrap().text);
         println!("{}", super::super::table5(&d, secs).unwrap().text);
+        println!("{}", super::super::violation(&d, secs).unwrap().text);
     }
 }
