@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use braid_sim::experiments::{table2, table3, table4, table5, violation, TableReport};
+use std::io::Write as _;
 use std::path::PathBuf;
 
 /// Arguments shared by the table commands.
@@ -45,8 +46,18 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
         Table::Violation => violation(&args.data, args.measure),
     }
     .with_context(|| format!("running the experiment on {}", args.data.display()))?;
-    print!("{}", report.text);
-    println!("(deterministic: the runs take no random input; same traces, same table)");
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let mut out = std::io::stdout().lock();
+    let written = write!(out, "{}", report.text).and_then(|()| {
+        writeln!(
+            out,
+            "(deterministic: the runs take no random input; same traces, same table)"
+        )
+    });
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+        other => other.context("writing the table")?,
+    }
     let missed = report.checks.iter().filter(|c| !c.1).count();
     if args.strict && missed > 0 {
         anyhow::bail!("{missed} target(s) missed");
