@@ -2,7 +2,7 @@
 //! summary row per trace. Pure functions from results to a `String`.
 
 use super::predictors::{Evaluation, Plan};
-use braid_core::estimate::study::{SeedTestResult, StudyReport};
+use braid_core::estimate::study::{AverageResult, SeedTestResult, StudyReport};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -73,7 +73,7 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Average predictors: relative error of the predicted mean rate over the next {horizon} (seed Fig. 7: about 20%)"
+        "Average predictors: relative error of the predicted mean rate over the next {horizon} (seed Fig. 7: about 20% mean)"
     );
     let rows: Vec<Vec<String>> = report
         .average
@@ -82,6 +82,8 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
             vec![
                 a.predictor.clone(),
                 pct(a.mean_relative_error),
+                pct(a.median_relative_error),
+                pct(a.weighted_relative_error),
                 signed_pct(a.mean_signed_relative_error),
                 a.predictions.to_string(),
                 a.skipped_zero_actual.to_string(),
@@ -92,7 +94,9 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
         &strings(&[
             "predictor",
             "mean rel. error",
-            "bias",
+            "median",
+            "traffic-weighted",
+            "bias (mean signed)",
             "predictions",
             "skipped (actual 0)",
         ]),
@@ -264,7 +268,7 @@ pub(super) fn summary(
     };
 
     let mut header = strings(&["trace", "format", "bins"]);
-    header.extend(averages.iter().map(|a| format!("MRE {a}")));
+    header.extend(averages.iter().map(|a| format!("MRE {a} (median)")));
     header.extend(
         probabilities
             .iter()
@@ -277,13 +281,19 @@ pub(super) fn summary(
     for e in evals {
         let mut row = vec![e.trace.clone(), e.format.to_string(), e.bins.to_string()];
         for name in &averages {
-            let mre = e
+            let cell = e
                 .report
                 .average
                 .iter()
                 .find(|a| &a.predictor == name)
-                .map_or(f64::NAN, |a| a.mean_relative_error);
-            row.push(pct(mre));
+                .map_or("-".to_string(), |a| {
+                    format!(
+                        "{} ({})",
+                        pct(a.mean_relative_error),
+                        pct(a.median_relative_error)
+                    )
+                });
+            row.push(cell);
         }
         for &(p, nominal) in &probabilities {
             let cell = e
@@ -305,13 +315,20 @@ pub(super) fn summary(
         String::new(),
     ];
     for name in &averages {
-        row.push(pct(median(
-            evals
-                .iter()
-                .filter_map(|e| e.report.average.iter().find(|a| &a.predictor == name))
-                .map(|a| a.mean_relative_error)
-                .collect(),
-        )));
+        let of = |f: fn(&AverageResult) -> f64| {
+            median(
+                evals
+                    .iter()
+                    .filter_map(|e| e.report.average.iter().find(|a| &a.predictor == name))
+                    .map(f)
+                    .collect(),
+            )
+        };
+        row.push(format!(
+            "{} ({})",
+            pct(of(|a| a.mean_relative_error)),
+            pct(of(|a| a.median_relative_error))
+        ));
     }
     for &(p, nominal) in &probabilities {
         let m = median(
@@ -340,7 +357,7 @@ pub(super) fn summary(
     out.push_str(&table(&header, &rows));
     let _ = writeln!(
         out,
-        "\nMRE  = mean relative error |predicted - actual| / actual of the mean rate over the next {} (seed: about 20%)",
+        "\nMRE  = mean relative error |predicted - actual| / actual of the mean rate over the next {} (seed: about 20%); in brackets the median relative error",
         plan.horizon
     );
     let _ = writeln!(
