@@ -77,16 +77,25 @@ static_setup() { # NAME NMIN NMAX RATE... (fastest first)
     done
   done
   one "$name" mptcp 1 "$bytes" "$sum" "--mptcp --to 198.18.1.2:$PORT" \
-    "--mptcp --listen 198.18.1.2:$PORT"
+    "--mptcp --listen 0.0.0.0:$PORT"  # MP_JOINs arrive on every channel address
   one "$name" single-tcp 1 "$bytes" "$sum" "--to 198.18.1.2:$PORT" "--listen 198.18.1.2:$PORT"
   $NETNS down bench
 }
 
 run_static() {
-  echo "setup,label,connections,bps,sum_bps,load" > "$OUT/static.csv"
-  static_setup "20+10" 2 8 20mbit 10mbit
-  static_setup "30+20+10" 3 9 30mbit 20mbit 10mbit
-  static_setup "300+200+100" 3 9 300mbit 200mbit 100mbit
+  [[ -s $OUT/static.csv ]] || echo "setup,label,connections,bps,sum_bps,load" > "$OUT/static.csv"
+  local s
+  for s in ${SETUPS:-A B C}; do
+    case $s in
+      A) static_setup "20+10" 2 8 20mbit 10mbit;;
+      B) static_setup "30+20+10" 3 9 30mbit 20mbit 10mbit;;
+      C) static_setup "300+200+100" 3 9 300mbit 200mbit 100mbit;;
+      R) # references only, for every setup
+        REFS_ONLY=1 static_setup "20+10" 2 1 20mbit 10mbit
+        REFS_ONLY=1 static_setup "30+20+10" 3 1 30mbit 20mbit 10mbit
+        REFS_ONLY=1 static_setup "300+200+100" 3 1 300mbit 200mbit 100mbit;;
+    esac
+  done
 }
 
 run_dynamic() {

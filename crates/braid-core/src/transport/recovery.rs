@@ -116,6 +116,8 @@ pub struct Recovery {
     pto_count: u32,
     last_eliciting_sent: Option<Instant>,
     bytes_in_flight: u64,
+    /// Ack-eliciting packets in `sent`.
+    eliciting: usize,
     rtt: RttEstimator,
     max_ack_delay: Duration,
 }
@@ -132,6 +134,7 @@ impl Recovery {
             pto_count: 0,
             last_eliciting_sent: None,
             bytes_in_flight: 0,
+            eliciting: 0,
             rtt: RttEstimator::new(initial_rtt),
             max_ack_delay,
         }
@@ -169,7 +172,7 @@ impl Recovery {
 
     /// True if any ack-eliciting packet is unacknowledged.
     pub fn has_eliciting_in_flight(&self) -> bool {
-        self.sent.values().any(|p| p.ack_eliciting)
+        self.eliciting > 0
     }
 
     /// Takes the next packet number for a packet that needs no
@@ -189,6 +192,7 @@ impl Recovery {
         }
         if packet.ack_eliciting {
             self.last_eliciting_sent = Some(packet.time_sent);
+            self.eliciting += 1;
         }
         self.sent.insert(pn, packet);
     }
@@ -212,9 +216,7 @@ impl Recovery {
                 .collect();
             for pn in pns {
                 if let Some(p) = self.sent.remove(&pn) {
-                    if p.in_flight {
-                        self.bytes_in_flight -= p.size;
-                    }
+                    self.forget(&p);
                     out.acked.push((pn, p));
                 }
             }
@@ -233,6 +235,16 @@ impl Recovery {
         }
         self.detect_lost(now, &mut out.lost);
         Ok(out)
+    }
+
+    /// Updates the in-flight totals for a packet leaving `sent`.
+    fn forget(&mut self, p: &SentPacket) {
+        if p.in_flight {
+            self.bytes_in_flight -= p.size;
+        }
+        if p.ack_eliciting {
+            self.eliciting -= 1;
+        }
     }
 
     /// Declares lost what the thresholds say is lost, and arms the
@@ -255,9 +267,7 @@ impl Recovery {
         }
         for pn in to_remove {
             if let Some(p) = self.sent.remove(&pn) {
-                if p.in_flight {
-                    self.bytes_in_flight -= p.size;
-                }
+                self.forget(&p);
                 lost.push((pn, p));
             }
         }
@@ -303,6 +313,7 @@ impl Recovery {
     /// Forgets everything in flight (on close or reset) and returns it.
     pub fn drain(&mut self) -> Vec<(u64, SentPacket)> {
         self.bytes_in_flight = 0;
+        self.eliciting = 0;
         self.loss_time = None;
         std::mem::take(&mut self.sent).into_iter().collect()
     }

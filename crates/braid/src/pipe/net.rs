@@ -39,7 +39,9 @@ fn socket_for(addr: &SocketAddr, o: &SockOpts) -> std::io::Result<Socket> {
         s.set_send_buffer_size(b)?;
         s.set_recv_buffer_size(b)?;
     }
-    s.set_nodelay(true)?;
+    if let Err(e) = s.set_nodelay(true) {
+        tracing::debug!("TCP_NODELAY not set: {e}");
+    }
     Ok(s)
 }
 
@@ -54,7 +56,10 @@ pub fn connect(
 ) -> std::io::Result<TcpStream> {
     let s = socket_for(addr, o)?;
     if let Some(t) = o.user_timeout {
-        s.set_tcp_user_timeout(Some(t))?;
+        // MPTCP sockets on older kernels refuse TCP-level options.
+        if let Err(e) = s.set_tcp_user_timeout(Some(t)) {
+            tracing::debug!("TCP_USER_TIMEOUT not set: {e}");
+        }
     }
     if let Some(l) = o.notsent_lowat {
         set_notsent_lowat(&s, l);
