@@ -5,3 +5,4 @@
 
 pub mod clock;
 pub mod pipe;
+pub mod rudp;

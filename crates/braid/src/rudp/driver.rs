@@ -1,0 +1,597 @@
+//! The driver: one task per UDP socket that owns the sans-IO endpoint and
+//! every connection on it, and moves bytes, commands, messages and events
+//! between the socket, the core and the application's handles.
+//!
+//! Main types: [`Driver`] (a hand-written future, spawned by
+//! [`super::Endpoint::bind`]), [`Command`] (handle → driver requests),
+//! [`Outgoing`] (a connection's queued messages and finish marker).
+//!
+//! Invariants:
+//! - The driver is the only owner of the core endpoint; handles reach it
+//!   only through bounded channels.
+//! - A message is taken from a connection's channel only when the core's
+//!   send queue has room for it (the core's `send` would otherwise consume
+//!   it and fail), so at most one message per connection waits in the
+//!   driver (`stalled_tx`).
+//! - At most one received message per connection waits in the driver
+//!   (`stalled_rx`) while the application's channel is full; the core keeps
+//!   the rest and its flow control stops the peer.
+//! - Every poll that returns `Pending` has registered a waker with each
+//!   source that can make progress (socket, channels, timer), or has
+//!   woken itself.
+//! - The driver ends when no handle is left and every connection is gone.
+
+use super::connection::{Connection, DriverSide, Message};
+use super::endpoint::{DriverStats, IoStats};
+use super::{EndpointConfig, RudpError, MAX_ROUNDS, RECV_BATCH, SEND_BATCH, SPIN_THRESHOLD};
+use crate::clock;
+use braid_core::transport::thresholds::ThresholdError;
+use braid_core::transport::{
+    AdaptReport, CloseReason, Condition, ConnectionHandle, Endpoint as CoreEndpoint, ErrorCode,
+    Event, SendOptions, Stats, StreamId, ThresholdId, Transmit,
+};
+use braid_core::Instant;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use tokio::io::ReadBuf;
+use tokio::net::UdpSocket;
+use tokio::sync::{mpsc, oneshot};
+
+/// A request from a handle.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Connect {
+        remote: SocketAddr,
+        reply: oneshot::Sender<Result<Connection, RudpError>>,
+    },
+    Stats {
+        conn: ConnectionHandle,
+        reply: oneshot::Sender<Option<Stats>>,
+    },
+    EndpointStats {
+        reply: oneshot::Sender<DriverStats>,
+    },
+    AddThreshold {
+        conn: ConnectionHandle,
+        condition: Condition,
+        reply: oneshot::Sender<Option<Result<ThresholdId, ThresholdError>>>,
+    },
+    Report {
+        conn: ConnectionHandle,
+        report: AdaptReport,
+    },
+    Close {
+        conn: ConnectionHandle,
+        code: ErrorCode,
+        reason: Vec<u8>,
+    },
+    /// Nothing to do but run (the application made room somewhere).
+    Wake,
+}
+
+/// What a connection's handles queue for sending, in order.
+#[derive(Debug)]
+pub(crate) enum Outgoing {
+    Message {
+        stream: StreamId,
+        data: Vec<u8>,
+        opts: SendOptions,
+    },
+    /// Finish gracefully after everything before; reply when closed.
+    Finish(oneshot::Sender<CloseReason>),
+}
+
+struct PendingConnect {
+    conn: Connection,
+    reply: oneshot::Sender<Result<Connection, RudpError>>,
+    deadline: Instant,
+}
+
+struct Conn {
+    side: DriverSide,
+    /// False once every sending handle is gone.
+    data_open: bool,
+    stalled_tx: Option<(StreamId, Vec<u8>, SendOptions)>,
+    stalled_rx: Option<Message>,
+    connect: Option<PendingConnect>,
+    finish_waiters: Vec<oneshot::Sender<CloseReason>>,
+    closed: Option<CloseReason>,
+}
+
+impl Conn {
+    fn new(side: DriverSide) -> Conn {
+        Conn {
+            side,
+            data_open: true,
+            stalled_tx: None,
+            stalled_rx: None,
+            connect: None,
+            finish_waiters: Vec::new(),
+            closed: None,
+        }
+    }
+}
+
+/// The task that owns one socket's endpoint.
+pub(crate) struct Driver {
+    socket: UdpSocket,
+    core: CoreEndpoint,
+    config: EndpointConfig,
+    cmd_rx: mpsc::Receiver<Command>,
+    cmd_open: bool,
+    /// For the handles of connections the driver creates; weak so that the
+    /// command channel closes when the application drops every handle.
+    cmd_weak: mpsc::WeakSender<Command>,
+    accept_tx: Option<mpsc::Sender<Connection>>,
+    conns: HashMap<ConnectionHandle, Conn>,
+    rx_buf: Vec<u8>,
+    tx_buf: Vec<u8>,
+    tx_pending: Option<Transmit>,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// One instant on both time lines, to map braid deadlines to tokio's.
+    tokio_base: tokio::time::Instant,
+    braid_base: Instant,
+    io: IoStats,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("connections", &self.conns.len())
+            .field("io", &self.io)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Driver {
+    pub(crate) fn new(
+        socket: UdpSocket,
+        core: CoreEndpoint,
+        config: EndpointConfig,
+        cmd_rx: mpsc::Receiver<Command>,
+        cmd_weak: mpsc::WeakSender<Command>,
+        accept_tx: Option<mpsc::Sender<Connection>>,
+    ) -> Driver {
+        // A zero sleep's deadline is tokio's "now"; reading braid's clock
+        // right after pairs the two time lines (to within microseconds)
+        // without a second clock site.
+        let sleep = Box::pin(tokio::time::sleep(std::time::Duration::ZERO));
+        let tokio_base = sleep.deadline();
+        let braid_base = clock::now();
+        Driver {
+            socket,
+            core,
+            config,
+            cmd_rx,
+            cmd_open: true,
+            cmd_weak,
+            accept_tx,
+            conns: HashMap::new(),
+            rx_buf: vec![0; super::RECV_BUFFER],
+            tx_buf: Vec::with_capacity(super::RECV_BUFFER),
+            tx_pending: None,
+            sleep,
+            tokio_base,
+            braid_base,
+            io: IoStats::default(),
+        }
+    }
+
+    fn to_tokio(&self, t: Instant) -> tokio::time::Instant {
+        let d = t.saturating_duration_since(self.braid_base);
+        self.tokio_base + std::time::Duration::from(d)
+    }
+
+    fn new_handle(&self, h: ConnectionHandle, remote: SocketAddr) -> Option<(Connection, Conn)> {
+        let cmd = self.cmd_weak.upgrade()?;
+        let (c, side) = Connection::new(h, remote, cmd, self.config.transport.max_message_size);
+        Some((c, Conn::new(side)))
+    }
+
+    // ---- commands --------------------------------------------------------
+
+    fn poll_commands(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut progress = false;
+        for _ in 0..super::COMMAND_QUEUE {
+            if !self.cmd_open {
+                break;
+            }
+            match self.cmd_rx.poll_recv(cx) {
+                Poll::Ready(Some(c)) => {
+                    progress = true;
+                    self.on_command(c);
+                }
+                Poll::Ready(None) => self.cmd_open = false,
+                Poll::Pending => break,
+            }
+        }
+        progress
+    }
+
+    fn on_command(&mut self, c: Command) {
+        let now = clock::now();
+        match c {
+            Command::Connect { remote, reply } => {
+                let h = match self.core.connect(now, remote) {
+                    Ok(h) => h,
+                    Err(_) => {
+                        let _ = reply.send(Err(RudpError::TooManyConnections));
+                        return;
+                    }
+                };
+                let Some((conn, mut st)) = self.new_handle(h, remote) else {
+                    self.core.remove(h);
+                    return;
+                };
+                st.connect = Some(PendingConnect {
+                    conn,
+                    reply,
+                    deadline: now + self.config.handshake_timeout,
+                });
+                self.conns.insert(h, st);
+            }
+            Command::Stats { conn, reply } => {
+                let _ = reply.send(self.core.connection(conn).map(|c| c.stats()));
+            }
+            Command::EndpointStats { reply } => {
+                let _ = reply.send(DriverStats {
+                    endpoint: self.core.stats(),
+                    io: self.io,
+                    connections: self.core.connection_count(),
+                });
+            }
+            Command::AddThreshold {
+                conn,
+                condition,
+                reply,
+            } => {
+                let r = self
+                    .core
+                    .connection_mut(conn)
+                    .map(|c| c.add_threshold(condition));
+                let _ = reply.send(r);
+            }
+            Command::Report { conn, report } => {
+                if let Some(c) = self.core.connection_mut(conn) {
+                    c.report_adaptation(report);
+                }
+            }
+            Command::Close { conn, code, reason } => {
+                if let Some(c) = self.core.connection_mut(conn) {
+                    c.close(now, code, &reason);
+                }
+            }
+            Command::Wake => {}
+        }
+    }
+
+    // ---- socket ------------------------------------------------------------
+
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut got = 0;
+        while got < RECV_BATCH {
+            let mut rb = ReadBuf::new(&mut self.rx_buf);
+            match self.socket.poll_recv_from(cx, &mut rb) {
+                Poll::Ready(Ok(from)) => {
+                    got += 1;
+                    self.io.datagrams_received += 1;
+                    let n = rb.filled().len();
+                    self.core
+                        .handle_datagram(clock::now(), from, &self.rx_buf[..n]);
+                }
+                Poll::Ready(Err(e)) => {
+                    got += 1;
+                    self.io.recv_errors += 1;
+                    tracing::debug!(error = %e, "udp receive error");
+                }
+                Poll::Pending => break,
+            }
+        }
+        got > 0
+    }
+
+    /// Writes what the core has to send; true if anything was written.
+    fn poll_send(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut sent = 0;
+        loop {
+            let t = match self.tx_pending {
+                Some(t) => t,
+                None => {
+                    if sent >= SEND_BATCH {
+                        return true;
+                    }
+                    match self.core.poll_transmit(clock::now(), &mut self.tx_buf) {
+                        Some(t) => t,
+                        None => return sent > 0,
+                    }
+                }
+            };
+            let size = t.size.min(self.tx_buf.len());
+            match self
+                .socket
+                .poll_send_to(cx, &self.tx_buf[..size], t.destination)
+            {
+                Poll::Ready(Ok(_)) => {
+                    self.io.datagrams_sent += 1;
+                    self.tx_pending = None;
+                    sent += 1;
+                }
+                Poll::Ready(Err(e)) => {
+                    // The datagram is lost; the transport recovers as from
+                    // any loss.
+                    self.io.send_errors += 1;
+                    tracing::debug!(error = %e, to = %t.destination, "udp send error");
+                    self.tx_pending = None;
+                    sent += 1;
+                }
+                Poll::Pending => {
+                    self.tx_pending = Some(t);
+                    return sent > 0;
+                }
+            }
+        }
+    }
+
+    // ---- timers ------------------------------------------------------------
+
+    fn run_timers(&mut self) {
+        let now = clock::now();
+        if self.core.poll_timeout().is_some_and(|t| t <= now) {
+            self.core.handle_timeout(now);
+        }
+        let expired: Vec<ConnectionHandle> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.connect.as_ref().is_some_and(|p| p.deadline <= now))
+            .map(|(h, _)| *h)
+            .collect();
+        for h in expired {
+            self.core.remove(h);
+            if let Some(p) = self.conns.remove(&h).and_then(|c| c.connect) {
+                let remote = p.conn.remote;
+                let _ = p.reply.send(Err(RudpError::ConnectTimeout {
+                    remote,
+                    after: self.config.handshake_timeout,
+                }));
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let hs = self
+            .conns
+            .values()
+            .filter_map(|c| c.connect.as_ref().map(|p| p.deadline))
+            .min();
+        match (self.core.poll_timeout(), hs) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Arms the timer for the next deadline (or yields for a close one).
+    fn arm_timer(&mut self, cx: &mut Context<'_>) {
+        let Some(t) = self.next_deadline() else {
+            return;
+        };
+        let now = clock::now();
+        if t <= now + SPIN_THRESHOLD {
+            cx.waker().wake_by_ref();
+            return;
+        }
+        let when = self.to_tokio(t);
+        if self.sleep.deadline() != when {
+            self.sleep.as_mut().reset(when);
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            cx.waker().wake_by_ref();
+        }
+    }
+
+    // ---- connections ---------------------------------------------------
+
+    fn accept_new(&mut self) {
+        while let Some(h) = self.core.accept() {
+            let remote = self
+                .core
+                .connection(h)
+                .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |c| c.remote());
+            let Some((conn, st)) = self.new_handle(h, remote) else {
+                self.refuse(h);
+                continue;
+            };
+            let Some(tx) = &self.accept_tx else {
+                self.refuse(h);
+                continue;
+            };
+            match tx.try_send(conn) {
+                Ok(()) => {
+                    self.conns.insert(h, st);
+                }
+                Err(_) => {
+                    // Nobody accepts (queue full or endpoint handle gone).
+                    self.io.accept_refused += 1;
+                    self.refuse(h);
+                }
+            }
+        }
+    }
+
+    fn refuse(&mut self, h: ConnectionHandle) {
+        if let Some(c) = self.core.connection_mut(h) {
+            c.close(clock::now(), ErrorCode::SERVER_BUSY, b"not accepting");
+        }
+        // Keep the closing connection in the core (it answers with CLOSE)
+        // under a driver entry with no handles; `service` removes it once
+        // closed.
+        self.conns.insert(h, Conn::new(DriverSide::detached()));
+    }
+
+    /// Moves events, received messages and queued sends between the core
+    /// and the handles. True if anything moved.
+    fn service(&mut self, cx: &mut Context<'_>) -> bool {
+        self.accept_new();
+        let now = clock::now();
+        let mut progress = false;
+        let mut gone = Vec::new();
+        let max_queue = self.config.transport.send_queue_bytes;
+        for (&h, st) in self.conns.iter_mut() {
+            let Some(c) = self.core.connection_mut(h) else {
+                gone.push(h);
+                continue;
+            };
+            // Events.
+            while let Some(ev) = c.poll_event() {
+                progress = true;
+                match &ev {
+                    Event::Connected => {
+                        if let Some(p) = st.connect.take() {
+                            let _ = p.reply.send(Ok(p.conn));
+                        }
+                    }
+                    Event::Closed(r) => {
+                        st.closed = Some(r.clone());
+                        for w in st.finish_waiters.drain(..) {
+                            let _ = w.send(r.clone());
+                        }
+                        if let Some(p) = st.connect.take() {
+                            let remote = p.conn.remote;
+                            let _ = p.reply.send(Err(RudpError::ConnectFailed {
+                                remote,
+                                reason: r.clone(),
+                            }));
+                        }
+                    }
+                    _ => {}
+                }
+                if st.side.events.try_send(ev).is_err() {
+                    self.io.events_dropped += 1;
+                }
+            }
+            // Received messages.
+            loop {
+                let m = match st.stalled_rx.take() {
+                    Some(m) => m,
+                    None => match c.recv(now) {
+                        Some(m) => m,
+                        None => break,
+                    },
+                };
+                match st.side.messages.try_send(m) {
+                    Ok(()) => progress = true,
+                    Err(mpsc::error::TrySendError::Full(m)) => {
+                        st.side.rx_stalled.store(true, Ordering::Release);
+                        // Retry once: the receiver may have made room
+                        // before it could see the flag.
+                        match st.side.messages.try_send(m) {
+                            Ok(()) => progress = true,
+                            Err(mpsc::error::TrySendError::Full(m)) => {
+                                st.stalled_rx = Some(m);
+                                break;
+                            }
+                            Err(mpsc::error::TrySendError::Closed(_)) => {}
+                        }
+                    }
+                    // The application dropped its receiving end.
+                    Err(mpsc::error::TrySendError::Closed(_)) => {}
+                }
+            }
+            // Queued sends, while the core has room.
+            loop {
+                if let Some((stream, data, opts)) = st.stalled_tx.take() {
+                    let queued = c.queued_bytes();
+                    if queued > 0 && queued + data.len() as u64 > max_queue {
+                        st.stalled_tx = Some((stream, data, opts));
+                        break;
+                    }
+                    progress = true;
+                    if let Err(e) = c.send(now, stream, data, opts) {
+                        self.io.sends_refused += 1;
+                        tracing::debug!(error = %e, "message refused by the transport");
+                    }
+                }
+                if !st.data_open || c.is_closed() {
+                    break;
+                }
+                match st.side.data.poll_recv(cx) {
+                    Poll::Ready(Some(Outgoing::Message { stream, data, opts })) => {
+                        st.stalled_tx = Some((stream, data, opts));
+                    }
+                    Poll::Ready(Some(Outgoing::Finish(w))) => {
+                        progress = true;
+                        match &st.closed {
+                            Some(r) => {
+                                let _ = w.send(r.clone());
+                            }
+                            None => {
+                                st.finish_waiters.push(w);
+                                c.finish(now);
+                            }
+                        }
+                    }
+                    Poll::Ready(None) => {
+                        progress = true;
+                        st.data_open = false;
+                        c.finish(now);
+                    }
+                    Poll::Pending => break,
+                }
+            }
+            if c.is_closed() && st.stalled_rx.is_none() {
+                gone.push(h);
+            }
+        }
+        for h in gone {
+            self.core.remove(h);
+            if let Some(st) = self.conns.remove(&h) {
+                let reason = st.closed.unwrap_or(CloseReason::IdleTimeout);
+                for w in st.finish_waiters {
+                    let _ = w.send(reason.clone());
+                }
+                if let Some(p) = st.connect {
+                    let remote = p.conn.remote;
+                    let _ = p
+                        .reply
+                        .send(Err(RudpError::ConnectFailed { remote, reason }));
+                }
+            }
+        }
+        progress
+    }
+
+    fn done(&self) -> bool {
+        !self.cmd_open && self.conns.is_empty() && self.core.connection_count() == 0
+    }
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        for round in 0..MAX_ROUNDS {
+            let mut progress = this.poll_commands(cx);
+            progress |= this.poll_recv(cx);
+            this.run_timers();
+            progress |= this.service(cx);
+            progress |= this.poll_send(cx);
+            if this.done() {
+                return Poll::Ready(());
+            }
+            if !progress {
+                break;
+            }
+            if round + 1 == MAX_ROUNDS {
+                // Still busy: let other tasks run, then continue.
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+        }
+        this.arm_timer(cx);
+        Poll::Pending
+    }
+}

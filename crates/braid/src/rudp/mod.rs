@@ -1,0 +1,214 @@
+//! The tokio runtime of braid's adaptive reliable UDP transport (IQ-RUDP,
+//! seed 002 §2; the protocol is `docs/PROTOCOL.md`, the state machines are
+//! `braid_core::transport`).
+//!
+//! One driver task per UDP socket owns the sans-IO
+//! [`braid_core::transport::Endpoint`] and every connection on it. The
+//! application holds cheap handles that talk to the driver over bounded
+//! tokio channels; nothing in the data path is shared behind a lock.
+//!
+//! | type | what it is |
+//! | --- | --- |
+//! | [`Endpoint`] | a bound UDP socket: [`Endpoint::connect`], [`Endpoint::accept`], [`Endpoint::stats`] |
+//! | [`Connection`] | one connection: [`Connection::open_stream`], [`Connection::recv`], [`Connection::next_event`], [`Connection::stats`], [`Connection::finish`], [`Connection::close`] |
+//! | [`SendStream`] | a stream of messages of one reliability class; [`SendStream::send`] awaits when the transport's send queue is full |
+//! | [`EndpointConfig`] | transport settings plus the runtime's (server or not, handshake timeout, socket buffers) |
+//! | [`RudpError`] | what can go wrong, one variant per cause |
+//!
+//! # Driving (see `driver.rs`)
+//!
+//! The driver is a hand-written future. Each time it runs it: takes
+//! commands; reads datagrams (at most [`RECV_BATCH`] per round) into
+//! `handle_datagram`; runs due timers; moves events and received messages
+//! to the connections' channels and queued messages from them into the
+//! core; and writes everything `poll_transmit` yields (at most
+//! [`SEND_BATCH`] per round). Time comes from [`crate::clock::now`] only.
+//! Timers are tokio sleeps mapped from braid instants; a deadline closer
+//! than [`SPIN_THRESHOLD`] (packet pacing at high rates, finer than the
+//! tokio timer's millisecond) is met by yielding to the scheduler instead.
+//!
+//! I/O is one `sendto`/`recvfrom` per datagram on a tokio `UdpSocket`
+//! (no GSO/GRO or `sendmmsg` yet); the socket buffers are enlarged to
+//! [`EndpointConfig::socket_buffer`] so bursts are not dropped locally.
+//!
+//! # Invariants
+//! - Backpressure: a connection's queued messages move from its bounded
+//!   channel ([`SEND_QUEUE_MESSAGES`]) into the core only while the core's
+//!   send queue has room, so [`SendStream::send`] awaits when it is full.
+//! - Received messages go to a bounded channel ([`RECV_QUEUE_MESSAGES`]);
+//!   while it is full the driver leaves them in the core, whose
+//!   flow-control credit then stops the peer.
+//! - Events go to a bounded channel ([`EVENT_QUEUE`]); when the
+//!   application does not read them, newer ones are dropped and counted.
+//! - Per-message ordering of sends and [`Connection::finish`] is kept: both
+//!   travel on the same channel.
+
+mod connection;
+mod driver;
+mod endpoint;
+
+pub use braid_core::transport::{
+    AdaptReport, CloseReason, Condition, Config, CongestionKind, EndpointStats, ErrorCode, Event,
+    Reliability, SendOptions, Stats, StreamId, ThresholdEvent, ThresholdId,
+};
+pub use connection::{Connection, Message, SendStream};
+pub use endpoint::{DriverStats, Endpoint};
+
+use braid_core::Duration;
+use std::net::SocketAddr;
+
+/// Commands from handles to a driver waiting to be taken.
+pub const COMMAND_QUEUE: usize = 256;
+/// Messages a connection may have queued for the driver before `send`
+/// awaits (on top of the core's `Config::send_queue_bytes`).
+pub const SEND_QUEUE_MESSAGES: usize = 64;
+/// Received messages waiting for the application per connection.
+pub const RECV_QUEUE_MESSAGES: usize = 256;
+/// Events waiting for the application per connection.
+pub const EVENT_QUEUE: usize = 256;
+/// Accepted connections waiting for [`Endpoint::accept`].
+pub const ACCEPT_QUEUE: usize = 64;
+/// Datagrams read per driver round before other work gets a turn.
+pub const RECV_BATCH: usize = 64;
+/// Datagrams written per driver round before other work gets a turn.
+pub const SEND_BATCH: usize = 64;
+/// Rounds of work per wake-up before the driver yields to other tasks.
+pub const MAX_ROUNDS: usize = 16;
+/// Timer deadlines closer than this are met by yielding, not sleeping.
+pub const SPIN_THRESHOLD: Duration = Duration::from_micros(250);
+/// Largest datagram read (anything larger is truncated and then dropped
+/// by the decoder as malformed).
+pub const RECV_BUFFER: usize = 2048;
+
+/// Settings of an [`Endpoint`].
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// The transport's settings (checked by `Config::validate`).
+    pub transport: Config,
+    /// Whether to accept incoming connections.
+    pub server: bool,
+    /// How long [`Endpoint::connect`] waits for the handshake.
+    pub handshake_timeout: Duration,
+    /// `SO_SNDBUF` and `SO_RCVBUF` requested for the socket (the kernel
+    /// may cap it at `net.core.{w,r}mem_max`).
+    pub socket_buffer: usize,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        EndpointConfig {
+            transport: Config::default(),
+            server: false,
+            handshake_timeout: Duration::from_secs(5),
+            socket_buffer: 4 << 20,
+        }
+    }
+}
+
+impl EndpointConfig {
+    /// Default settings for an endpoint that accepts connections.
+    pub fn server() -> Self {
+        EndpointConfig {
+            server: true,
+            ..EndpointConfig::default()
+        }
+    }
+}
+
+/// What can go wrong with the RUDP runtime.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RudpError {
+    /// A transport setting is out of range.
+    #[error(transparent)]
+    Config(#[from] braid_core::transport::ConfigError),
+    /// The socket could not be created or bound.
+    #[error("cannot bind UDP socket to {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The operating system's random number generator failed.
+    #[error("cannot read OS randomness for the endpoint secret: {0}")]
+    Random(String),
+    /// No handshake completed within the handshake timeout.
+    #[error("no answer from {remote} within {after} (is a braid RUDP server listening there?)")]
+    ConnectTimeout {
+        /// Where we tried to connect.
+        remote: SocketAddr,
+        /// The timeout.
+        after: Duration,
+    },
+    /// The connection closed before the handshake completed.
+    #[error("connection to {remote} failed: {reason:?}")]
+    ConnectFailed {
+        /// Where we tried to connect.
+        remote: SocketAddr,
+        /// Why it closed.
+        reason: CloseReason,
+    },
+    /// The endpoint has as many connections as it may hold.
+    #[error("too many connections on this endpoint")]
+    TooManyConnections,
+    /// The endpoint does not accept connections (`server` is false).
+    #[error("this endpoint does not accept connections")]
+    NotServer,
+    /// The endpoint's driver has stopped (socket error or every handle
+    /// dropped).
+    #[error("the endpoint's driver has stopped")]
+    EndpointClosed,
+    /// The connection is closed.
+    #[error("connection closed")]
+    ConnectionClosed,
+    /// The message is larger than the maximum message size.
+    #[error("message of {size} bytes exceeds the maximum message size of {max} bytes")]
+    MessageTooLarge {
+        /// The message's size.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// A time to live over the protocol's bound of one hour.
+    #[error("time to live longer than one hour")]
+    InvalidTtl,
+    /// No tokio runtime is running (bind inside one).
+    #[error("no tokio runtime: bind the endpoint from within one")]
+    NoRuntime,
+    /// Every stream id is in use.
+    #[error("no stream id left on this connection")]
+    TooManyStreams,
+    /// The core refused a threshold condition.
+    #[error(transparent)]
+    Threshold(#[from] braid_core::transport::thresholds::ThresholdError),
+}
+
+/// 32 bytes from the operating system's random number generator (the
+/// endpoint secret that keys cookies and connection ids).
+pub(crate) fn os_secret() -> Result<[u8; 32], RudpError> {
+    use rand::TryRngCore;
+    let mut secret = [0u8; 32];
+    rand::rngs::OsRng
+        .try_fill_bytes(&mut secret)
+        .map_err(|e| RudpError::Random(e.to_string()))?;
+    Ok(secret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_differ() {
+        let a = os_secret().unwrap();
+        let b = os_secret().unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn default_config_is_valid() {
+        EndpointConfig::default().transport.validate().unwrap();
+        assert!(EndpointConfig::server().server);
+    }
+}
