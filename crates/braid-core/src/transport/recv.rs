@@ -17,7 +17,8 @@
 //!   (a peer that overruns it is a protocol violation); non-reliable bytes
 //!   buffered never exceed `max_unreliable_buffer` (the excess is dropped
 //!   and counted); entries per stream never exceed
-//!   [`MAX_PENDING_MESSAGES`].
+//!   [`MAX_PENDING_MESSAGES`], and across all streams
+//!   [`MAX_PENDING_TOTAL`].
 
 use super::stats::ClassCounters;
 use crate::time::{Duration, Instant};
@@ -26,6 +27,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// Most incomplete or undelivered messages remembered per stream.
 pub const MAX_PENDING_MESSAGES: usize = 4096;
+/// Most incomplete or undelivered messages remembered across all streams.
+pub const MAX_PENDING_TOTAL: usize = 16_384;
 /// Most fragment ranges tracked for one message before it is dropped.
 pub const MAX_FRAGMENT_RANGES: usize = 256;
 
@@ -101,6 +104,8 @@ pub struct RecvStreams {
     reliable_consumed: u64,
     max_unreliable_buffer: u64,
     unreliable_buffered: u64,
+    /// Entries across all streams.
+    entries: usize,
     counters: [ClassCounters; 3],
 }
 
@@ -127,6 +132,7 @@ impl RecvStreams {
             reliable_consumed: 0,
             max_unreliable_buffer,
             unreliable_buffered: 0,
+            entries: 0,
             counters: Default::default(),
         }
     }
@@ -153,7 +159,7 @@ impl RecvStreams {
             return Ok(());
         }
         if !s.entries.contains_key(&f.message) {
-            if s.entries.len() >= MAX_PENDING_MESSAGES {
+            if s.entries.len() >= MAX_PENDING_MESSAGES || self.entries >= MAX_PENDING_TOTAL {
                 // Reliable data will be retransmitted; non-reliable is lost.
                 if f.reliability != Reliability::Reliable {
                     self.counters[ci].dropped_on_receive += 1;
@@ -173,6 +179,7 @@ impl RecvStreams {
                 self.unreliable_buffered += f.message_len;
             }
             let deadline = f.ttl_us.map(|t| now + Duration::from_micros(t));
+            self.entries += 1;
             s.entries.insert(
                 f.message,
                 Entry {
@@ -240,7 +247,7 @@ impl RecvStreams {
                 e.state = State::Skipped;
             }
             None => {
-                if s.entries.len() >= MAX_PENDING_MESSAGES {
+                if s.entries.len() >= MAX_PENDING_MESSAGES || self.entries >= MAX_PENDING_TOTAL {
                     return Ok(()); // the skip is retransmitted until acked
                 }
                 if class == Reliability::Reliable {
@@ -250,6 +257,7 @@ impl RecvStreams {
                     self.reliable_seen += len;
                     self.reliable_consumed += len;
                 }
+                self.entries += 1;
                 s.entries.insert(
                     message,
                     Entry {
@@ -295,6 +303,7 @@ impl RecvStreams {
             let below: Vec<u64> = s.entries.range(..k).map(|(n, _)| *n).collect();
             for n in below {
                 if let Some(mut e) = s.entries.remove(&n) {
+                    self.entries -= 1;
                     self.counters[class_index(e.reliability)].dropped_on_receive += 1;
                     release(
                         &mut e,
@@ -305,6 +314,7 @@ impl RecvStreams {
             }
             // Invariant: k was found in the map above.
             let e = s.entries.remove(&k).expect("entry present");
+            self.entries -= 1;
             s.next = k + 1;
             if let State::Complete(data) = e.state {
                 self.ready.push_back(Ready {
@@ -565,6 +575,22 @@ mod tests {
             r.on_stream(t, &frame(0, 0, R, None, 0, 40, b"")),
             Err(RecvError::Inconsistent)
         );
+    }
+
+    #[test]
+    fn entries_are_bounded_across_streams() {
+        let mut r = RecvStreams::new(1 << 20, 1 << 20, 1 << 20);
+        for stream in 0..8u32 {
+            for m in 1..=(MAX_PENDING_MESSAGES as u64) {
+                // Zero-length unreliable messages beyond a gap: cost no buffer.
+                r.on_stream(Instant::ZERO, &frame(stream, m, R, Some(m), 0, 0, b""))
+                    .ok();
+                r.on_skip(StreamId(stream + 100), m + 5, 0, U).unwrap();
+            }
+        }
+        assert!(r.entries <= MAX_PENDING_TOTAL);
+        let held: usize = r.streams.values().map(|s| s.entries.len()).sum();
+        assert_eq!(held, r.entries);
     }
 
     #[test]
