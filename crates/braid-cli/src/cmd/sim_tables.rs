@@ -16,6 +16,9 @@ pub struct TableArgs {
     /// Seconds measured after the 300 s warm-up.
     #[arg(long, value_name = "SECS", default_value_t = 900)]
     pub measure: u64,
+    /// Write a throughput plot (the seed's Figs. 11/14/16 style) to this SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
     /// Exit with an error if any of issue 5's targets is missed.
     #[arg(long)]
     pub strict: bool,
@@ -57,6 +60,11 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
     match written {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
         other => other.context("writing the table")?,
+    }
+    if let Some(path) = &args.svg {
+        std::fs::write(path, report.to_svg())
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("wrote {}", path.display());
     }
     let missed = report.checks.iter().filter(|c| !c.1).count();
     if args.strict && missed > 0 {

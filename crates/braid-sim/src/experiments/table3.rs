@@ -22,6 +22,7 @@
 
 use super::harness::{self, Algo, HarnessConfig, PathSpec, StreamDef, Summary};
 use super::{cross_traffic_path, ExperimentError};
+use crate::report::{LineChart, Series};
 use braid_core::scheduler::{
     Msfq, OptSched, OptSchedConfig, PathId, Pgos, PgosConfig, StreamSpec, Wfq,
 };
@@ -41,6 +42,51 @@ pub struct TableReport {
     pub checks: Vec<(String, bool, String)>,
     /// (algorithm, stream, summary) for every row, for CSV/JSON and tests.
     pub rows: Vec<(String, String, Summary)>,
+    /// (algorithm, stream, throughput per 1 s bin in Mbit/s).
+    pub series: Vec<(String, String, Vec<f64>)>,
+    /// The stream the plot shows, and its target (Mbit/s).
+    pub plot: Option<(String, f64)>,
+    /// Title of the plot.
+    pub title: String,
+}
+
+impl TableReport {
+    /// An SVG line chart of the plotted stream's throughput under every
+    /// algorithm, with its target dashed (the seed's Figs. 11, 14, 16).
+    pub fn to_svg(&self) -> String {
+        let mut series: Vec<Series> = Vec::new();
+        let Some((stream, target)) = &self.plot else {
+            return LineChart {
+                title: self.title.clone(),
+                x_label: "time (s)".into(),
+                y_label: "Mbit/s".into(),
+                series,
+            }
+            .render();
+        };
+        for (alg, s, v) in &self.series {
+            if s == stream {
+                series.push(Series {
+                    name: format!("{s} {alg}"),
+                    points: v.iter().enumerate().map(|(i, &y)| (i as f64, y)).collect(),
+                    dashed: false,
+                });
+            }
+        }
+        let n = series.first().map_or(0, |s| s.points.len());
+        series.push(Series {
+            name: "target".into(),
+            points: vec![(0.0, *target), (n.saturating_sub(1) as f64, *target)],
+            dashed: true,
+        });
+        LineChart {
+            title: self.title.clone(),
+            x_label: "time since start (s)".into(),
+            y_label: format!("{stream} throughput (Mbit/s)"),
+            series,
+        }
+        .render()
+    }
 }
 
 /// The seed's Table III: (stream, algorithm, p95, p99, mean, std, jitter ms).
@@ -208,6 +254,8 @@ pub fn table3(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
         for (s, r) in streams.iter().zip(&res) {
             let sum = harness::summarize(r, s.target, s.period);
             rep.rows.push((name.to_string(), s.name.clone(), sum));
+            rep.series
+                .push((name.to_string(), s.name.clone(), r.throughput_mbps.clone()));
         }
     }
     let mut t = String::new();
@@ -313,6 +361,8 @@ pub fn table3(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
         let _ = writeln!(t, "[{}] {c}: {d}", if *ok { "ok" } else { "MISS" });
     }
     rep.text = t;
+    rep.plot = Some(("Bond1".into(), 22.148));
+    rep.title = "Table III: Bond1 (22.148 Mbit/s at 95 %) under WFQ, MSFQ, PGOS, OptSched".into();
     Ok(rep)
 }
 
@@ -331,6 +381,8 @@ pub fn table2(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
         for (s, r) in streams.iter().zip(&res) {
             let sum = harness::summarize(r, s.target, s.period);
             rep.rows.push((label.to_string(), s.name.clone(), sum));
+            rep.series
+                .push((label.to_string(), s.name.clone(), r.throughput_mbps.clone()));
         }
     }
     let mut t = String::new();
@@ -385,6 +437,8 @@ pub fn table2(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
         "(interval = frame inter-completion time; the seed's 4 ms interval is per message, ours per 40 ms frame)"
     );
     rep.text = t;
+    rep.plot = Some(("Bond1".into(), 22.148));
+    rep.title = "Table II: Bond1 on path A vs path B".into();
     Ok(rep)
 }
 
