@@ -777,3 +777,42 @@ fn uncoordinated_baseline_ignores_reports() {
     conn.report_adaptation(report(SHRINK_20, AdaptWhen::Now, Some(0.2)));
     assert_eq!(conn.window(), w);
 }
+
+/// How fast the state machines alone move data (no network, no loss):
+/// `cargo test -p braid-core --release core_throughput -- --ignored --nocapture`.
+/// Informational only; it prints and asserts nothing about speed.
+#[test]
+#[ignore]
+fn core_throughput() {
+    let mut net = Net::new(1, Config::default());
+    net.pipe.delay = Duration::from_micros(50);
+    let (c, s) = net.connect();
+    let total: u64 = 1 << 30;
+    let mut sent = 0u64;
+    let mut got = 0u64;
+    // The one clock read: measuring this test's own wall time.
+    #[allow(clippy::disallowed_methods)]
+    let start = std::time::Instant::now();
+    net.run(Duration::from_secs(3600), |n| {
+        let conn = n.client.connection_mut(c).unwrap();
+        while sent < total && conn.queued_bytes() < 4 << 20 {
+            conn.send(n.now, StreamId(0), vec![0; 64 << 10], SendOptions::RELIABLE)
+                .unwrap();
+            sent += 64 << 10;
+        }
+        let sc = n.server.connection_mut(s).unwrap();
+        while let Some(m) = sc.recv(n.now) {
+            got += m.data.len() as u64;
+        }
+        got >= total
+    });
+    let wall = start.elapsed().as_secs_f64();
+    let st = net.client.connection(c).unwrap().stats();
+    eprintln!(
+        "core: {} MiB in {wall:.2} s wall = {:.2} Gbit/s of state-machine work; virtual {:?}; packets {}",
+        got >> 20,
+        got as f64 * 8.0 / wall / 1e9,
+        net.now,
+        st.packets_sent
+    );
+}
