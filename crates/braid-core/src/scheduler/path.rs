@@ -238,6 +238,30 @@ mod tests {
         assert!((s - (b0 * f - m)).abs() < 1e-6);
     }
 
+    proptest::proptest! {
+        /// The estimate module's window and the sorted-sample distribution
+        /// read the same samples the same way.
+        #[test]
+        fn sliding_window_agrees_with_empirical(
+            mbps in proptest::collection::vec(0u64..200, 1..300),
+            p in 0.0f64..=1.0,
+            r in 0u64..200,
+        ) {
+            let samples: Vec<Bandwidth> = mbps.iter().map(|&m| Bandwidth::from_kbps(m * 100)).collect();
+            let e = EmpiricalDistribution::from_samples(samples.iter().copied());
+            let mut w = crate::estimate::SlidingWindow::new(samples.len());
+            for &b in &samples {
+                w.push(b);
+            }
+            let w: &dyn PathDistribution = &w;
+            let rate = Bandwidth::from_kbps(r * 100);
+            proptest::prop_assert_eq!(w.rate_at_probability(p), e.rate_at_probability(p));
+            proptest::prop_assert_eq!(w.probability_at_least(rate), e.probability_at_least(rate));
+            let (a, b) = (w.expected_shortfall_bps(rate), e.expected_shortfall_bps(rate));
+            proptest::prop_assert!((a - b).abs() <= 1e-6 * b.max(1.0));
+        }
+    }
+
     #[test]
     fn remaining_promise() {
         let v = PathView::new(one_to_hundred(), Duration::from_millis(20));

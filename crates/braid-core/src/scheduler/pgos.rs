@@ -80,8 +80,11 @@ impl Default for PgosConfig {
 pub struct PgosStats {
     /// Decisions by class: scheduled, other path, unscheduled.
     pub decisions: [u64; 3],
-    /// Re-maps run.
+    /// Re-maps run (including retries that changed nothing).
     pub remaps: u64,
+    /// Streams whose mapping changed (a new layout, mapped after being
+    /// unmapped, or unmapped with an upcall): what flapping would show.
+    pub mapping_changes: u64,
     /// Upcalls emitted.
     pub upcalls: u64,
     /// Stale heap entries dropped.
@@ -346,6 +349,7 @@ impl Pgos {
                     .collect();
                 st.parts = new_parts;
                 if old != new || st.status != Status::Mapped {
+                    self.stats.mapping_changes += 1;
                     events.push(SchedulerEvent::Mapped {
                         stream: id,
                         parts: parts.to_vec(),
@@ -358,6 +362,7 @@ impl Pgos {
                     if matches!(st.status, Status::New | Status::Mapped) {
                         st.status = Status::AwaitingAnswer;
                         self.stats.upcalls += 1;
+                        self.stats.mapping_changes += 1;
                         events.push(SchedulerEvent::Upcall {
                             stream: id,
                             spec,

@@ -165,7 +165,7 @@ fn infeasible_stream_upcalls_and_runs_best_effort_until_answered() {
 }
 
 /// Feed a stationary noisy path for `secs` seconds (a 500-sample window
-/// updated every 100 ms); return the re-maps after the first mapping.
+/// updated every 100 ms); return the mapping changes after the first mapping.
 fn remaps_on_stationary_path(cfg: PgosConfig, seed: u64, secs: u64) -> u64 {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let draw = |rng: &mut ChaCha8Rng| 8.0 + 4.0 * rng.random::<f64>();
@@ -181,13 +181,13 @@ fn remaps_on_stationary_path(cfg: PgosConfig, seed: u64, secs: u64) -> u64 {
         Instant::ZERO,
     )
     .unwrap();
-    let base = s.stats().remaps;
+    let base = s.stats().mapping_changes;
     for k in 1..=secs * 10 {
         window.remove(0);
         window.push(draw(&mut rng));
         s.handle_path_update(PathId(1), view(&window), ms(k * 100));
     }
-    s.stats().remaps - base
+    s.stats().mapping_changes - base
 }
 
 #[test]
@@ -259,4 +259,83 @@ fn blocked_path_is_skipped_with_exponential_backoff() {
     s.handle_blocked(y, at);
     let until = s.poll_timeout().unwrap();
     assert_eq!(until, at + Duration::from_millis(2));
+}
+
+/// 100 ms rates (Mbit/s) from a normalised `.tsv` trace, or `None` (with the
+/// reason printed) when the shared data is absent.
+fn tsv(rel: &str) -> Option<Vec<f64>> {
+    let root = std::env::var("BRAID_DATA").unwrap_or_else(|_| "../../../shared/data".into());
+    let path = std::path::Path::new(&root).join(rel);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!("skipping: {} not found (set BRAID_DATA)", path.display());
+        return None;
+    };
+    Some(
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+            .collect(),
+    )
+}
+
+/// Re-maps while a real, stationary path (100 Mbit/s minus the FCC "yahoo"
+/// trace as cross traffic, 1 s samples in a 300-sample window) is monitored
+/// for 1100 s, with a stream mapped at exactly its initial 95 % guarantee.
+fn remaps_on_real_path(cfg: PgosConfig) -> Option<u64> {
+    let x = tsv("traces/fcc/fcc_trace_7289_http---www.yahoo.com.tsv")?;
+    let mean = x.iter().sum::<f64>() / x.len() as f64;
+    let secs: Vec<f64> = x
+        .chunks(10)
+        .map(|c| {
+            c.iter()
+                .map(|v| (100.0 - 58.0 * v / mean).max(0.0))
+                .sum::<f64>()
+                / 10.0
+        })
+        .collect();
+    let mut w = crate::estimate::SlidingWindow::new(300);
+    for &v in &secs[..300] {
+        w.push(mb(v));
+    }
+    let mut s = Pgos::new(cfg);
+    s.handle_path_update(
+        PathId(1),
+        PathView::new(w.clone(), Duration::ZERO),
+        Instant::ZERO,
+    );
+    let g = PathView::new(w.clone(), Duration::ZERO).guarantee(0.95);
+    s.handle_stream_open(
+        StreamId(1),
+        StreamSpec::min_rate(g, 0.95).unwrap(),
+        Instant::ZERO,
+    )
+    .unwrap();
+    let base = s.stats().mapping_changes;
+    for (k, &v) in secs[300..].iter().enumerate() {
+        w.push(mb(v));
+        s.handle_path_update(
+            PathId(1),
+            PathView::new(w.clone(), Duration::ZERO),
+            ms((k as u64 + 1) * 1000),
+        );
+    }
+    Some(s.stats().mapping_changes - base)
+}
+
+#[test]
+fn real_stationary_path_does_not_flap() {
+    let Some(with_band) = remaps_on_real_path(PgosConfig::default()) else {
+        return;
+    };
+    let mut cfg = PgosConfig::default();
+    cfg.mapper.remap_tolerance = 0.0;
+    cfg.mapper.min_remap_interval = Duration::ZERO;
+    cfg.mapper.retry_interval = Duration::ZERO;
+    let without = remaps_on_real_path(cfg).unwrap_or(0);
+    eprintln!("mapping changes on the yahoo path: {with_band} with hysteresis, {without} without");
+    assert!(with_band <= 2, "{with_band} mapping changes");
+    // This real path drifts slowly (its 300 s p5 moves by about 5 %), so
+    // even without the band it changes little; the synthetic test above is
+    // the one that shows flapping. Here: at most one unmap and one re-map.
+    assert!(with_band <= without, "{with_band} vs {without}");
 }
