@@ -31,4 +31,7 @@ pub enum Command {
     Send(crate::cmd::send::SendArgs),
     /// Receive a `braid send` stream and write it, in order and verified.
     Recv(crate::cmd::recv::RecvArgs),
+    /// Measure one connection (braid RUDP or TCP), iperf-like.
+    #[command(subcommand)]
+    Perf(crate::cmd::perf::PerfCommand),
 }

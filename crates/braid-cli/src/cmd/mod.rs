@@ -2,6 +2,7 @@
 
 pub mod demo;
 pub mod eval;
+pub mod perf;
 pub mod recv;
 pub mod send;
 pub mod sim;
@@ -17,5 +18,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Eval(cmd) => eval::run(cmd),
         Command::Send(args) => send::run(args),
         Command::Recv(args) => recv::run(args),
+        Command::Perf(cmd) => perf::run(cmd),
     }
 }

@@ -1,0 +1,139 @@
+//! `braid perf` on loopback: a short RUDP and TCP test each produce interval
+//! lines and a summary in which the server received what the client sent,
+//! and a client with no server fails with one clear line. Behaviour, never
+//! speed.
+
+use std::process::{Child, Command, Output, Stdio};
+
+fn braid() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_braid"))
+}
+
+/// A port free for both UDP and TCP right now.
+fn free_port() -> u16 {
+    loop {
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+        let port = u.local_addr().expect("addr").port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// The server process and its stderr (kept open so it can still write).
+struct Server(Child, std::io::BufReader<std::process::ChildStderr>);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn server(port: u16) -> Server {
+    let child = braid()
+        .args(["perf", "server", "--once", "--format", "json"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start server");
+    // Wait until it listens: it says so on stderr.
+    let mut child = child;
+    let stderr = child.stderr.take().expect("piped");
+    let mut line = String::new();
+    let mut reader = std::io::BufReader::new(stderr);
+    std::io::BufRead::read_line(&mut reader, &mut line).expect("read server stderr");
+    assert!(line.contains("listening"), "server: {line}");
+    Server(child, reader)
+}
+
+fn client(port: u16, extra: &[&str]) -> Output {
+    braid()
+        .args(["perf", "client", "--duration", "1s", "--interval", "250ms"])
+        .args(["--to", &format!("127.0.0.1:{port}"), "--format", "json"])
+        .args(extra)
+        .output()
+        .expect("run client")
+}
+
+fn summary(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    assert!(lines.len() >= 2, "interval lines and a summary:\n{text}");
+    assert!(lines[0].get("goodput_mbps").is_some());
+    let s = lines.last().expect("non-empty").clone();
+    assert_eq!(s["summary"], true, "{text}");
+    s
+}
+
+#[test]
+fn rudp_reliable_delivers_everything_sent() {
+    let port = free_port();
+    let _srv = server(port);
+    let s = summary(&client(port, &["--transport", "rudp"]));
+    assert!(s["sent_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(s["delivered_bytes"], s["sent_bytes"], "{s}");
+    assert!(s["rtt_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn rudp_unreliable_rate_limited_runs() {
+    let port = free_port();
+    let _srv = server(port);
+    let s = summary(&client(
+        port,
+        &["--reliability", "unreliable", "--rate", "50mbit"],
+    ));
+    let sent = s["sent_messages"].as_u64().unwrap();
+    let got = s["delivered_messages"].as_u64().unwrap();
+    assert!(sent > 0 && got <= sent, "{s}");
+}
+
+#[test]
+fn tcp_delivers_everything_sent() {
+    let port = free_port();
+    let _srv = server(port);
+    let s = summary(&client(port, &["--transport", "tcp"]));
+    assert!(s["sent_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(s["delivered_bytes"], s["sent_bytes"], "{s}");
+}
+
+#[test]
+fn no_server_is_one_clear_line() {
+    let port = free_port();
+    let out = client(port, &["--transport", "tcp"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("connecting to"), "{err}");
+}
+
+#[test]
+fn rudp_no_server_is_one_clear_line() {
+    let port = free_port();
+    let out = client(port, &["--transport", "rudp"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("no answer"), "{err}");
+}
+
+#[test]
+fn bad_flag_values_are_one_clear_line() {
+    let out = braid()
+        .args(["perf", "client", "--to", "127.0.0.1:9", "--duration", "0s"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--duration"), "{err}");
+}
