@@ -55,6 +55,7 @@ pub mod experiments;
 pub mod link;
 pub mod node;
 pub mod report;
+pub mod rudp;
 pub mod scenario;
 pub mod seed;
 pub mod sim;
