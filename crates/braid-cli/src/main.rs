@@ -5,11 +5,15 @@
 mod args;
 mod cmd;
 
+use clap::error::ErrorKind;
 use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = args::Cli::parse();
+    let cli = match args::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => return usage_error(err),
+    };
     init_tracing(cli.verbose);
     match cmd::run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -20,6 +24,36 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Help and version go to stdout as clap prints them; a usage error becomes
+/// one line on stderr (clap's multi-line text folded, the usage block left
+/// out) and exit code 2, so scripts and logs see one clear line.
+fn usage_error(err: clap::Error) -> ExitCode {
+    if matches!(
+        err.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = err.print();
+        return if err.use_stderr() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let text = err.to_string();
+    let line = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:"))
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let line = line.strip_prefix("error: ").unwrap_or(&line);
+    eprintln!("braid: error: {line} (try --help)");
+    ExitCode::from(2)
 }
 
 fn init_tracing(verbose: u8) {

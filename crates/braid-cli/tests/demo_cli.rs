@@ -36,3 +36,20 @@ fn demo_rejects_a_duration_too_short_for_the_study() {
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
     assert!(err.contains("too short"), "{err}");
 }
+
+#[test]
+fn a_bad_flag_is_one_line_and_exit_code_2() {
+    for args in [
+        &["demo", "--duration", "100xs"][..],
+        &["demo", "--bogus"][..],
+        &["sim", "run"][..],
+    ] {
+        let out = braid(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("braid: error: "), "{err}");
+    }
+    let unit = braid(&["demo", "--duration", "100xs"]);
+    assert!(String::from_utf8_lossy(&unit.stderr).contains("xs"));
+}
