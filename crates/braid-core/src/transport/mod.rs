@@ -10,7 +10,7 @@
 //! | --- | --- |
 //! | [`recovery`] | packet numbers, SACK processing, RTT ([`rtt`]), loss detection, probe timeout |
 //! | [`ack`] | which packets arrived, duplicates, when to acknowledge |
-//! | [`congestion`] | the [`CongestionController`] trait: NewReno (default), CUBIC, fixed rate |
+//! | [`congestion`] | the [`CongestionController`] trait: CUBIC (default), NewReno, fixed rate |
 //! | [`pacing`] | spreading a window over the round trip |
 //! | [`send`], [`recv`] | message streams: classes, fragmentation, deadlines, discarding, reassembly, flow control |
 //! | [`stats`] | the [`Stats`] snapshot and per-interval loss and delivery-rate samples |
@@ -81,9 +81,9 @@ pub struct Transmit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CongestionKind {
-    /// Slow start and AIMD (the default; TCP-friendly like the seed's LDA).
+    /// Slow start and AIMD (TCP-friendly like the seed's LDA).
     NewReno,
-    /// CUBIC (RFC 9438).
+    /// CUBIC (RFC 9438), the default.
     Cubic,
     /// A fixed rate, for reserved capacity.
     Fixed(Bandwidth),
@@ -142,7 +142,7 @@ impl Default for Config {
             max_ack_delay: Duration::from_millis(25),
             initial_rtt: Duration::from_millis(100),
             stats_interval: Duration::from_millis(100),
-            congestion: CongestionKind::NewReno,
+            congestion: CongestionKind::Cubic,
             pacing: true,
             coordination: true,
             max_connections: 1024,
