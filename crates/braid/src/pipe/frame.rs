@@ -20,7 +20,7 @@ pub const VERSION: u16 = 1;
 /// Size of the sender's hello.
 pub const HELLO_LEN: usize = 48;
 /// Size of the receiver's hello-ack.
-pub const HELLO_ACK_LEN: usize = 16;
+pub const HELLO_ACK_LEN: usize = 24;
 /// Size of a data-frame header (sender to receiver).
 pub const HEADER_LEN: usize = 24;
 /// Size of a control frame (receiver to sender).
@@ -148,6 +148,9 @@ pub struct HelloAck {
     /// The reorder window the receiver grants, in blocks (the sender must not
     /// send block `seq` unless `seq < written + window_blocks`).
     pub window_blocks: u32,
+    /// The reorder window in bytes: the blocks from `written` on that the
+    /// sender has read must not add up to more.
+    pub window_bytes: u64,
 }
 
 impl HelloAck {
@@ -158,6 +161,7 @@ impl HelloAck {
         b[8..10].copy_from_slice(&VERSION.to_be_bytes());
         b[10] = self.status.code();
         b[12..16].copy_from_slice(&self.window_blocks.to_be_bytes());
+        b[16..24].copy_from_slice(&self.window_bytes.to_be_bytes());
         b
     }
 
@@ -174,6 +178,7 @@ impl HelloAck {
         Ok(HelloAck {
             status: HelloStatus::from_code(b[10]),
             window_blocks: u32::from_be_bytes([b[12], b[13], b[14], b[15]]),
+            window_bytes: u64::from_be_bytes(b[16..24].try_into().unwrap_or([0; 8])),
         })
     }
 }

@@ -152,7 +152,7 @@ impl Receiver {
         let sh = Arc::new(Shared {
             st: Mutex::new(State {
                 session: None,
-                reorder: Reorder::new(0),
+                reorder: Reorder::new(0, 0),
                 end: None,
                 fatal: None,
                 conns: Vec::new(),
@@ -292,6 +292,7 @@ fn write_loop(
             }
         };
         let n = batch.len() as u64;
+        let before = bytes;
         for (_, data) in &batch {
             out.write_all(data)
                 .map_err(|e| PipeError::Output { bytes, source: e })?;
@@ -301,7 +302,7 @@ fn write_loop(
         drop(batch);
         let (written, ctls) = {
             let mut g = sh.lock();
-            g.reorder.mark_written(n);
+            g.reorder.mark_written(n, bytes - before);
             g.bytes = bytes;
             let ctls: Vec<_> = g
                 .conns
@@ -420,24 +421,25 @@ fn admit(sh: &Shared, s: &mut TcpStream, peer: SocketAddr) -> Result<(usize, u32
         }
         _ => HelloStatus::Ok,
     };
-    let window = if status != HelloStatus::Ok {
-        0
+    let (window, window_bytes) = if status != HelloStatus::Ok {
+        (0, 0)
     } else if g.session.is_some() {
-        g.reorder.window()
+        (g.reorder.window(), g.reorder.window_bytes())
     } else {
-        let w = (sh.window_bytes / u64::from(hello.max_block))
-            .min(u64::from(hello.window_blocks))
-            .clamp(2, MAX_WINDOW_BLOCKS);
+        // At least two full blocks; memory is bounded by the byte window.
+        let bytes = sh.window_bytes.max(2 * u64::from(hello.max_block));
+        let w = u64::from(hello.window_blocks).clamp(2, MAX_WINDOW_BLOCKS);
         g.session = Some(Session {
             id: hello.session,
             max_block: hello.max_block,
         });
-        g.reorder = Reorder::new(w);
-        w
+        g.reorder = Reorder::new(w, bytes);
+        (w, bytes)
     };
     let ack = HelloAck {
         status,
         window_blocks: window as u32,
+        window_bytes,
     };
     if status != HelloStatus::Ok {
         drop(g);
@@ -520,7 +522,7 @@ fn serve_frames(
                 sh.cv.notify_all();
             }
             DataKind::Data => {
-                let verdict = sh.lock().reorder.verdict(h.seq);
+                let verdict = sh.lock().reorder.verdict(h.seq, u64::from(h.len));
                 match verdict {
                     Verdict::Violation => {
                         return Err(PipeError::Protocol(format!(

@@ -6,9 +6,9 @@
 //! ([`Reorder::mark_written`]).
 //!
 //! Invariant: every block held or being written has
-//! `written <= seq < written + window`, so memory is bounded by
-//! `window × max_block`. A block outside the window is a protocol violation
-//! (the sender was told the window and must respect it).
+//! `written <= seq < written + window`, and their bytes add up to at most
+//! `window_bytes`, so memory is bounded by `window_bytes`. A block outside
+//! either bound is a protocol violation (the sender was told both).
 
 use std::collections::BTreeMap;
 
@@ -27,6 +27,8 @@ pub enum Verdict {
 #[derive(Debug)]
 pub struct Reorder {
     window: u64,
+    window_bytes: u64,
+    out_bytes: u64,
     written: u64,
     popped: u64,
     held: BTreeMap<u64, Vec<u8>>,
@@ -37,10 +39,12 @@ pub struct Reorder {
 }
 
 impl Reorder {
-    /// An empty window of `window` blocks.
-    pub fn new(window: u64) -> Self {
+    /// An empty window of `window` blocks and `window_bytes` bytes.
+    pub fn new(window: u64, window_bytes: u64) -> Self {
         Reorder {
             window,
+            window_bytes,
+            out_bytes: 0,
             written: 0,
             popped: 0,
             held: BTreeMap::new(),
@@ -51,11 +55,13 @@ impl Reorder {
         }
     }
 
-    /// Classifies block `seq` before its payload is read.
-    pub fn verdict(&self, seq: u64) -> Verdict {
+    /// Classifies block `seq` of `len` bytes before its payload is read.
+    pub fn verdict(&self, seq: u64, len: u64) -> Verdict {
         if seq < self.popped || self.held.contains_key(&seq) {
             Verdict::Duplicate
-        } else if seq >= self.written.saturating_add(self.window) {
+        } else if seq >= self.written.saturating_add(self.window)
+            || self.held_bytes + self.out_bytes + len > self.window_bytes
+        {
             Verdict::Violation
         } else {
             Verdict::Take
@@ -65,7 +71,7 @@ impl Reorder {
     /// Stores a verified block; returns false (and drops it) if it is a
     /// duplicate or outside the window.
     pub fn insert(&mut self, seq: u64, data: Vec<u8>) -> bool {
-        if self.verdict(seq) != Verdict::Take {
+        if self.verdict(seq, data.len() as u64) != Verdict::Take {
             self.duplicates += 1;
             return false;
         }
@@ -87,15 +93,17 @@ impl Reorder {
         let mut out = Vec::new();
         while let Some(data) = self.held.remove(&self.popped) {
             self.held_bytes -= data.len() as u64;
+            self.out_bytes += data.len() as u64;
             out.push((self.popped, data));
             self.popped += 1;
         }
         out
     }
 
-    /// The writer wrote `n` more blocks.
-    pub fn mark_written(&mut self, n: u64) {
+    /// The writer wrote `n` more blocks of `bytes` bytes in all.
+    pub fn mark_written(&mut self, n: u64, bytes: u64) {
         self.written = (self.written + n).min(self.popped);
+        self.out_bytes = self.out_bytes.saturating_sub(bytes);
     }
 
     /// Blocks written in order.
@@ -106,6 +114,11 @@ impl Reorder {
     /// Window in blocks.
     pub fn window(&self) -> u64 {
         self.window
+    }
+
+    /// Window in bytes.
+    pub fn window_bytes(&self) -> u64 {
+        self.window_bytes
     }
 
     /// (peak blocks, peak bytes, duplicates).
@@ -120,8 +133,9 @@ mod tests {
 
     #[test]
     fn in_order_within_window() {
-        let mut r = Reorder::new(3);
-        assert_eq!(r.verdict(3), Verdict::Violation);
+        let mut r = Reorder::new(3, 100);
+        assert_eq!(r.verdict(3, 1), Verdict::Violation);
+        assert_eq!(r.verdict(0, 101), Verdict::Violation);
         assert!(r.insert(2, vec![2]));
         assert!(r.insert(1, vec![1]));
         assert!(r.pop_ready().is_empty());
@@ -129,10 +143,11 @@ mod tests {
         let got: Vec<u64> = r.pop_ready().into_iter().map(|(s, _)| s).collect();
         assert_eq!(got, vec![0, 1, 2]);
         // Not yet written: the window has not moved.
-        assert_eq!(r.verdict(3), Verdict::Violation);
-        r.mark_written(3);
-        assert_eq!(r.verdict(3), Verdict::Take);
-        assert_eq!(r.verdict(1), Verdict::Duplicate);
+        assert_eq!(r.verdict(3, 1), Verdict::Violation);
+        assert_eq!(r.verdict(2, 98), Verdict::Duplicate);
+        r.mark_written(3, 3);
+        assert_eq!(r.verdict(3, 100), Verdict::Take);
+        assert_eq!(r.verdict(1, 1), Verdict::Duplicate);
         assert!(!r.insert(1, vec![1]));
         assert_eq!(r.peaks(), (3, 3, 1));
     }

@@ -40,9 +40,19 @@ pub const DUP_MARGIN: f64 = 1.5;
 pub const STALL_MIN: Duration = Duration::from_millis(500);
 /// Rate samples cover at least this much busy time.
 pub const RATE_SAMPLE_MIN: Duration = Duration::from_millis(50);
-/// Weighted mode reads at most this many rounds (N blocks each) ahead of
-/// what the connections have taken.
-pub const WEIGHTED_READ_AHEAD: u64 = 2;
+/// How many of the lowest unacknowledged blocks an idle connection
+/// considers for a copy.
+pub const COPY_SCAN: usize = 64;
+/// The reader stays at most this many rounds (N blocks each) ahead of what
+/// the connections have taken.
+pub const READ_AHEAD_ROUNDS: u64 = 2;
+/// ... but may always read this many blocks ahead.
+pub const READ_AHEAD_MIN: u64 = 8;
+/// Adaptive mode sizes blocks so the slowest live connection sends one in
+/// about this long ...
+pub const BLOCK_TIME: Duration = Duration::from_millis(50);
+/// ... but never smaller than this.
+pub const MIN_ADAPTIVE_BLOCK: u32 = 16 << 10;
 /// Weight of a new rate sample in the moving average.
 pub const RATE_GAIN: f64 = 0.25;
 
@@ -121,6 +131,9 @@ pub struct Scheduler {
     layout: Layout,
     block: u32,
     window: u64,
+    window_bytes: u64,
+    read_bytes: u64,
+    starts: BTreeMap<u64, u64>,
     total_hint: Option<u64>,
     conns: Vec<Conn>,
     read_upto: u64,
@@ -152,6 +165,9 @@ impl Scheduler {
             layout,
             block,
             window: window.max(1),
+            window_bytes: window.max(1).saturating_mul(u64::from(block)),
+            read_bytes: 0,
+            starts: BTreeMap::new(),
             total_hint: total_blocks,
             conns: vec![Conn::default(); n],
             read_upto: 0,
@@ -164,20 +180,35 @@ impl Scheduler {
         }
     }
 
-    /// Sets the receiver's window (blocks), as granted in its hello-ack.
-    pub fn set_window(&mut self, window: u64) {
+    /// Sets the receiver's window (blocks and bytes), as granted in its
+    /// hello-ack.
+    pub fn set_window(&mut self, window: u64, window_bytes: u64) {
         self.window = window.max(1);
+        self.window_bytes = window_bytes.max(u64::from(self.block));
+    }
+
+    /// Bytes of the blocks read but not yet written by the receiver.
+    fn bytes_in_window(&self) -> u64 {
+        match self.starts.get(&self.written) {
+            Some(start) => self.read_bytes - start,
+            None => 0,
+        }
     }
 
     /// True while the driver may read the next block from the input.
     ///
-    /// In weighted mode a block's length is fixed when it is read, so the
-    /// reader stays at most [`WEIGHTED_READ_AHEAD`] rounds ahead of the
-    /// connections (the seed fills each connection's buffer just in time).
+    /// A block's length is fixed when it is read (weighted: the owner's
+    /// buffer; adaptive: sized to the slowest connection), so the reader
+    /// stays at most [`READ_AHEAD_ROUNDS`] rounds (N blocks each, at least
+    /// [`READ_AHEAD_MIN`] blocks) ahead of the connections; the seed, too,
+    /// fills each connection's buffer just in time.
     pub fn may_read(&self) -> bool {
-        let ahead_ok = self.weighted.is_none()
-            || (self.unsent.len() as u64) < WEIGHTED_READ_AHEAD * self.conns.len() as u64;
-        self.eof.is_none() && ahead_ok && self.read_upto < self.written.saturating_add(self.window)
+        let ahead = (READ_AHEAD_ROUNDS * self.conns.len() as u64).max(READ_AHEAD_MIN);
+        let ahead_ok = (self.unsent.len() as u64) < ahead;
+        self.eof.is_none()
+            && ahead_ok
+            && self.read_upto < self.written.saturating_add(self.window)
+            && self.bytes_in_window() + u64::from(self.next_len()) <= self.window_bytes
     }
 
     /// Number of the next block to read.
@@ -187,15 +218,31 @@ impl Scheduler {
 
     /// Length of the next block to read.
     pub fn next_len(&self) -> u32 {
-        match &self.weighted {
-            Some(w) => w.block_len((self.read_upto % self.conns.len() as u64) as usize),
-            None => self.block,
+        match (&self.weighted, self.mode) {
+            (Some(w), _) => w.block_len((self.read_upto % self.conns.len() as u64) as usize),
+            (None, Mode::Adaptive) => {
+                let slowest = self
+                    .conns
+                    .iter()
+                    .filter(|k| k.alive)
+                    .filter_map(|k| k.rate)
+                    .fold(f64::INFINITY, f64::min);
+                if slowest.is_finite() {
+                    let want = slowest * BLOCK_TIME.as_secs_f64();
+                    (want.min(f64::from(self.block)) as u32).max(MIN_ADAPTIVE_BLOCK.min(self.block))
+                } else {
+                    self.block
+                }
+            }
+            (None, _) => self.block,
         }
     }
 
     /// The driver read block [`Self::next_seq`] with `len` bytes.
     pub fn handle_block_read(&mut self, len: u32) {
         let seq = self.read_upto;
+        self.starts.insert(seq, self.read_bytes);
+        self.read_bytes += u64::from(len);
         self.unacked.insert(seq, len);
         self.unsent.insert(seq);
         self.read_upto += 1;
@@ -273,7 +320,11 @@ impl Scheduler {
     /// The receiver acknowledged block `seq` (or `u64::MAX`: none) over
     /// connection `c` and has written `written` blocks.
     pub fn handle_ack(&mut self, c: usize, seq: u64, written: u64, now: Instant) {
-        self.written = self.written.max(written.min(self.read_upto));
+        let written = written.min(self.read_upto);
+        if written > self.written {
+            self.written = written;
+            self.starts = self.starts.split_off(&written);
+        }
         if seq == u64::MAX {
             return;
         }
@@ -317,18 +368,10 @@ impl Scheduler {
             }
         }
         if let Some(len) = first {
+            // Another copy stays in its connection's flight list until its
+            // own ack: its bytes are still in that pipe, and its ack is a
+            // rate sample for that connection.
             k.counters.acked_bytes += u64::from(len);
-            // The other copy (if any) no longer matters for scheduling.
-            for (i, o) in self.conns.iter_mut().enumerate() {
-                if i == c {
-                    continue;
-                }
-                if let Some(pos) = o.inflight.iter().position(|f| f.seq == seq) {
-                    if let Some(f) = o.inflight.remove(pos) {
-                        o.inflight_bytes -= u64::from(f.len);
-                    }
-                }
-            }
         }
     }
 
@@ -396,7 +439,8 @@ impl Scheduler {
         };
         let expected = match k.rate {
             Some(r) if r > 0.0 => Duration::from_secs_f64(f64::from(f.len) / r),
-            _ => Duration::ZERO,
+            // No rate yet (first block, slow start): be patient.
+            _ => STALL_MIN.saturating_mul(4),
         };
         let limit = STALL_MIN.max(expected.saturating_mul(4));
         now.saturating_duration_since(k.last_progress) > limit
@@ -430,7 +474,7 @@ impl Scheduler {
                 }
             }
         }
-        let window_bytes = self.window as f64 * f64::from(self.block);
+        let window_bytes = self.window_bytes as f64;
         let horizon = if sum_rate > 0.0 {
             THROTTLE_FRACTION * window_bytes / sum_rate
         } else {
@@ -446,29 +490,36 @@ impl Scheduler {
                 return Some((s, false));
             }
         }
-        // Nothing new for this connection: help the head of line.
-        let (&h, &len) = self.unacked.first_key_value()?;
-        if self.unsent.contains(&h) {
-            return None;
-        }
-        let mut holder = None;
-        let mut copies = 0;
-        for (d, k) in self.conns.iter().enumerate() {
-            if k.inflight.iter().any(|f| f.seq == h) {
-                if d == c {
-                    return None;
+        // Nothing new for this connection: copy the lowest unacknowledged
+        // block that a copy here would deliver sooner (the head of line
+        // first; at the end of the stream, the tail held by slow paths).
+        for (&h, &len) in self.unacked.iter().take(COPY_SCAN) {
+            if self.unsent.contains(&h) {
+                continue;
+            }
+            let mut holder = None;
+            let mut copies = 0;
+            let mut mine_already = false;
+            for (d, k) in self.conns.iter().enumerate() {
+                if k.inflight.iter().any(|f| f.seq == h) {
+                    mine_already |= d == c;
+                    copies += 1;
+                    holder.get_or_insert(d);
                 }
-                copies += 1;
-                holder.get_or_insert(d);
+            }
+            let Some(d) = holder else { continue };
+            if mine_already || copies >= MAX_COPIES {
+                continue;
+            }
+            let (Some(remaining), Some(mine)) = (self.remaining(d, h, now), self.eta(c, len, now))
+            else {
+                continue;
+            };
+            if mine * DUP_MARGIN < remaining {
+                return Some((h, true));
             }
         }
-        let d = holder?;
-        if copies >= MAX_COPIES {
-            return None;
-        }
-        let remaining = self.remaining(d, h, now)?;
-        let mine = self.eta(c, len, now)?;
-        (mine * DUP_MARGIN < remaining).then_some((h, true))
+        None
     }
 
     /// Expected time until block `h`, in flight on `d`, arrives.
@@ -513,7 +564,7 @@ mod tests {
             let len = s.next_len();
             s.handle_block_read(len);
         }
-        assert_eq!(s.next_seq(), 10);
+        assert_eq!(s.next_seq(), READ_AHEAD_MIN);
         assert_eq!(s.poll_send(1, ms(1)).unwrap().seq, 1);
         assert_eq!(s.poll_send(1, ms(1)).unwrap().seq, 4);
         assert_eq!(s.poll_send(0, ms(1)).unwrap().seq, 0);

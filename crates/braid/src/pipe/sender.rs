@@ -16,7 +16,7 @@ use super::frame::{
     self, Control, DataHeader, DataKind, Hello, HelloAck, HelloStatus, SessionId, FLAG_REJOIN,
 };
 use super::net::{self, SockOpts};
-use super::sched::{Layout, Mode, Scheduler};
+use super::sched::{Layout, Mode, Scheduler, MIN_ADAPTIVE_BLOCK};
 use super::stats::{Progress, SendConn, SendReport};
 use super::{PipeError, MAX_CONNECTIONS, MAX_WINDOW_BLOCKS};
 use crate::clock;
@@ -126,8 +126,13 @@ pub fn send(
     let total_blocks = cfg
         .total_size
         .map(|s| s.div_ceil(u64::from(cfg.block_size)));
-    let window = (cfg.window_bytes / u64::from(cfg.block_size)).clamp(2, MAX_WINDOW_BLOCKS);
-    if cfg.layout == Layout::Partitioned && total_blocks.is_none_or(|t| t > window) {
+    // Blocks may be as small as MIN_ADAPTIVE_BLOCK; the byte window bounds memory.
+    let window = (cfg.window_bytes / u64::from(MIN_ADAPTIVE_BLOCK.min(cfg.block_size)))
+        .clamp(2, MAX_WINDOW_BLOCKS);
+    if cfg.layout == Layout::Partitioned
+        && (total_blocks.is_none_or(|t| t > window)
+            || cfg.total_size.is_none_or(|t| t > cfg.window_bytes))
+    {
         return Err(PipeError::Config(
             "--layout partitioned needs a file whose size is known and fits in the window".into(),
         ));
@@ -334,7 +339,7 @@ fn reader(sh: Arc<Shared>, mut input: Box<dyn Read + Send>) {
 }
 
 /// Connects and exchanges hellos.
-fn open(sh: &Shared, c: usize, rejoin: bool, window: u64) -> Result<(TcpStream, u64), String> {
+fn open(sh: &Shared, c: usize, rejoin: bool, window: u64) -> Result<(TcpStream, u64, u64), String> {
     let addr = addr_of(&sh.cfg, c);
     let mut s = net::connect(&addr, &sh.cfg.sock, CONNECT_TIMEOUT)
         .map_err(|e| format!("connecting to {addr}: {e}"))?;
@@ -354,7 +359,9 @@ fn open(sh: &Shared, c: usize, rejoin: bool, window: u64) -> Result<(TcpStream, 
     s.set_read_timeout(None).map_err(io)?;
     let ack = HelloAck::decode(&b).map_err(|e| format!("{addr}: {e}"))?;
     match ack.status {
-        HelloStatus::Ok if ack.window_blocks >= 2 => Ok((s, u64::from(ack.window_blocks))),
+        HelloStatus::Ok if ack.window_blocks >= 2 => {
+            Ok((s, u64::from(ack.window_blocks), ack.window_bytes))
+        }
         HelloStatus::Ok => Err(format!("{addr}: receiver window too small")),
         st => Err(format!("{addr} refused the connection: {st:?}")),
     }
@@ -371,7 +378,7 @@ fn worker(sh: Arc<Shared>, c: usize) {
             (g.session_up, g.window_blocks)
         };
         match open(&sh, c, rejoin, window) {
-            Ok((stream, granted)) => {
+            Ok((stream, granted, granted_bytes)) => {
                 attempts = 0;
                 let Ok(ctl) = stream.try_clone() else {
                     continue;
@@ -386,7 +393,8 @@ fn worker(sh: Arc<Shared>, c: usize) {
                     }
                     if !g.session_up {
                         g.window_blocks = granted;
-                        g.sched.set_window(granted);
+                        let bytes = granted_bytes.min(sh.cfg.window_bytes);
+                        g.sched.set_window(granted, bytes);
                         g.session_up = true;
                     }
                     let slot = &mut g.slots[c];
