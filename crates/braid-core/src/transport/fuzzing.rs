@@ -213,6 +213,7 @@ mod tests {
                 message: 1,
                 message_len: 5,
                 reliability: Reliability::Reliable,
+                depends_back: None,
             },
         ];
         for (i, f) in frames.iter().enumerate() {

@@ -53,6 +53,8 @@ pub enum SentFrame {
         message: u64,
         /// The message's length.
         len: u64,
+        /// The message's dependency (see the STREAM frame).
+        depends_back: Option<u64>,
     },
     /// A MAX_DATA (resent with the current limit if lost).
     MaxData,

@@ -196,6 +196,12 @@ impl RecvStreams {
         }
         // Invariant: the entry was found or inserted just above.
         let e = s.entries.get_mut(&f.message).expect("entry present");
+        if matches!(e.state, State::Skipped) {
+            // Skipped (by the sender, or expired here): a late or duplicated
+            // fragment changes nothing. A skip carries no dependency, so
+            // there is nothing to check it against either.
+            return Ok(());
+        }
         if e.len != f.message_len
             || e.reliability != f.reliability
             || e.depends_back != f.depends_back
@@ -222,6 +228,8 @@ impl RecvStreams {
     }
 
     /// Handles a MESSAGE_SKIP: the sender will never complete the message.
+    /// `depends_back` keeps order: the skip takes effect only once the
+    /// reliable message it depends on is delivered or skipped.
     ///
     /// # Errors
     /// [`RecvError::FlowControl`] if an unseen reliable message's length
@@ -232,6 +240,7 @@ impl RecvStreams {
         message: u64,
         len: u64,
         class: Reliability,
+        depends_back: Option<u64>,
     ) -> Result<(), RecvError> {
         let s = self.streams.entry(stream).or_default();
         if message < s.next {
@@ -263,7 +272,7 @@ impl RecvStreams {
                     Entry {
                         reliability: class,
                         len,
-                        depends_back: None,
+                        depends_back,
                         deadline: None,
                         state: State::Skipped,
                     },
@@ -531,7 +540,7 @@ mod tests {
         let t = Instant::ZERO;
         r.on_stream(t, &frame(0, 1, R, Some(1), 0, 10, &[0; 10]))
             .unwrap();
-        r.on_skip(StreamId(0), 0, 90, R).unwrap();
+        r.on_skip(StreamId(0), 0, 90, R, None).unwrap();
         assert_eq!(drain(&mut r), vec![1]);
         assert_eq!(r.max_data_update(), Some(200));
         // Overrunning the credit is a violation.
@@ -578,6 +587,25 @@ mod tests {
     }
 
     #[test]
+    fn fragments_of_a_skipped_message_are_ignored() {
+        let mut r = RecvStreams::new(1 << 20, 1 << 20, 1 << 20);
+        let t = Instant::ZERO;
+        // Message 2 waits for reliable 1; the sender skips 2, then a late
+        // fragment of 2 (with its dependency) arrives.
+        r.on_skip(StreamId(0), 2, 5, R, Some(1)).unwrap();
+        assert_eq!(
+            r.on_stream(t, &frame(0, 2, R, Some(1), 0, 5, b"hello")),
+            Ok(())
+        );
+        r.on_stream(t, &frame(0, 0, R, None, 0, 1, b"a")).unwrap();
+        r.on_stream(t, &frame(0, 1, R, Some(1), 0, 1, b"b"))
+            .unwrap();
+        r.on_stream(t, &frame(0, 3, R, Some(1), 0, 1, b"d"))
+            .unwrap();
+        assert_eq!(drain(&mut r), vec![0, 1, 3]);
+    }
+
+    #[test]
     fn entries_are_bounded_across_streams() {
         let mut r = RecvStreams::new(1 << 20, 1 << 20, 1 << 20);
         for stream in 0..8u32 {
@@ -585,7 +613,8 @@ mod tests {
                 // Zero-length unreliable messages beyond a gap: cost no buffer.
                 r.on_stream(Instant::ZERO, &frame(stream, m, R, Some(m), 0, 0, b""))
                     .ok();
-                r.on_skip(StreamId(stream + 100), m + 5, 0, U).unwrap();
+                r.on_skip(StreamId(stream + 100), m + 5, 0, U, None)
+                    .unwrap();
             }
         }
         assert!(r.entries <= MAX_PENDING_TOTAL);

@@ -143,6 +143,7 @@ struct Skip {
     message: u64,
     len: u64,
     reliability: Reliability,
+    depends_back: Option<u64>,
 }
 
 /// Why a message was refused.
@@ -378,6 +379,7 @@ impl SendStreams {
                     message: m.number,
                     len: m.len(),
                     reliability: m.reliability,
+                    depends_back: m.depends_back,
                 });
             }
         } else {
@@ -449,13 +451,20 @@ impl SendStreams {
 
     /// A MESSAGE_SKIP was lost: send it again (only reliable messages are
     /// skipped).
-    pub fn on_skip_lost(&mut self, stream: StreamId, message: u64, len: u64) {
+    pub fn on_skip_lost(
+        &mut self,
+        stream: StreamId,
+        message: u64,
+        len: u64,
+        depends_back: Option<u64>,
+    ) {
         if self.skips.len() < MAX_PENDING_SKIPS {
             self.skips.push_back(Skip {
                 stream,
                 message,
                 len,
                 reliability: Reliability::Reliable,
+                depends_back,
             });
         }
     }
@@ -479,6 +488,7 @@ impl SendStreams {
                 message: sk.message,
                 message_len: sk.len,
                 reliability: sk.reliability,
+                depends_back: sk.depends_back,
             };
             if !b.push(&f)? {
                 return Ok(written);
@@ -488,6 +498,7 @@ impl SendStreams {
                 stream: sk.stream,
                 message: sk.message,
                 len: sk.len,
+                depends_back: sk.depends_back,
             });
         }
         self.expire(now);
@@ -829,7 +840,8 @@ mod tests {
             vec![SentFrame::Skip {
                 stream: StreamId(0),
                 message: 0,
-                len: 10
+                len: 10,
+                depends_back: None
             }]
         );
         assert_eq!(s.counters()[0].expired, 1);

@@ -31,6 +31,9 @@ mod code {
     pub const HANDSHAKE: u8 = 0x12;
 }
 
+/// MESSAGE_SKIP flag: a `depends_back` varint follows.
+const SKIP_FLAG_DEP: u8 = 0x04;
+
 /// A stream of messages within a connection (`0..MAX_STREAMS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct StreamId(pub u32);
@@ -695,6 +698,9 @@ pub enum Frame<'a> {
         message_len: u64,
         /// Its class.
         reliability: Reliability,
+        /// As in STREAM: how far back the nearest earlier reliable message
+        /// is, so the receiver keeps order across the skipped message.
+        depends_back: Option<u64>,
     },
     /// Flow-control credit: the peer may send reliable message bytes up to
     /// this cumulative total.
@@ -737,11 +743,13 @@ impl<'a> Frame<'a> {
                 stream,
                 message,
                 message_len,
+                depends_back,
                 ..
             } => {
                 2 + varint_len(u64::from(stream.0))
                     + varint_len(*message)
                     + varint_len(*message_len)
+                    + depends_back.map_or(0, varint_len)
             }
             Frame::MaxData { limit } => 1 + varint_len(*limit),
             Frame::Close(c) => {
@@ -773,12 +781,21 @@ impl<'a> Frame<'a> {
                 message,
                 message_len,
                 reliability,
+                depends_back,
             } => {
                 out.push(code::MESSAGE_SKIP);
-                out.push(reliability.code());
+                let dep = if depends_back.is_some() {
+                    SKIP_FLAG_DEP
+                } else {
+                    0
+                };
+                out.push(reliability.code() | dep);
                 put_varint(out, u64::from(stream.0));
                 put_varint(out, *message);
                 put_varint(out, *message_len);
+                if let Some(d) = depends_back {
+                    put_varint(out, *d);
+                }
             }
             Frame::MaxData { limit } => {
                 out.push(code::MAX_DATA);
@@ -820,10 +837,12 @@ impl<'a> Frame<'a> {
                 stream,
                 message,
                 message_len,
+                depends_back,
                 ..
             } if stream.0 >= MAX_STREAMS
                 || *message > VARINT_MAX
-                || *message_len > MAX_MESSAGE_SIZE =>
+                || *message_len > MAX_MESSAGE_SIZE
+                || depends_back.is_some_and(|d| d == 0 || d > *message) =>
             {
                 bad("message skip")
             }
@@ -866,12 +885,33 @@ impl<'a> Frame<'a> {
             code::ACK => Frame::Ack(AckFrame::decode(r)?),
             code::STREAM => Frame::Stream(StreamFrame::decode(r)?),
             code::MESSAGE_SKIP => {
-                let reliability = Reliability::from_code(r.u8()?).ok_or(WireError::Reserved)?;
+                let flags = r.u8()?;
+                if flags & !(0x03 | SKIP_FLAG_DEP) != 0 {
+                    return Err(WireError::Reserved);
+                }
+                let reliability =
+                    Reliability::from_code(flags & 0x03).ok_or(WireError::Reserved)?;
+                let stream =
+                    StreamId(r.varint_max(u64::from(MAX_STREAMS) - 1, "stream id")? as u32);
+                let message = r.varint()?;
+                let message_len = r.varint_max(MAX_MESSAGE_SIZE, "message length")?;
+                let depends_back = if flags & SKIP_FLAG_DEP != 0 {
+                    let d = r.varint()?;
+                    if d == 0 || d > message {
+                        return Err(WireError::OutOfRange {
+                            field: "depends back",
+                        });
+                    }
+                    Some(d)
+                } else {
+                    None
+                };
                 Frame::MessageSkip {
                     reliability,
-                    stream: StreamId(r.varint_max(u64::from(MAX_STREAMS) - 1, "stream id")? as u32),
-                    message: r.varint()?,
-                    message_len: r.varint_max(MAX_MESSAGE_SIZE, "message length")?,
+                    stream,
+                    message,
+                    message_len,
+                    depends_back,
                 }
             }
             code::MAX_DATA => Frame::MaxData { limit: r.varint()? },
@@ -978,6 +1018,14 @@ pub(crate) mod tests {
                 message: 9,
                 message_len: 44,
                 reliability: Reliability::Reliable,
+                depends_back: Some(3),
+            },
+            Frame::MessageSkip {
+                stream: StreamId(1),
+                message: 0,
+                message_len: 0,
+                reliability: Reliability::Unreliable,
+                depends_back: None,
             },
             Frame::MaxData { limit: 1 << 40 },
             Frame::Close(CloseFrame {

@@ -635,9 +635,10 @@ impl Connection {
                 message,
                 message_len,
                 reliability,
+                depends_back,
             } => self
                 .recv
-                .on_skip(*stream, *message, *message_len, *reliability)
+                .on_skip(*stream, *message, *message_len, *reliability, *depends_back)
                 .map_err(recv_code)?,
             Frame::MaxData { limit } => self.send.on_max_data(*limit),
             Frame::Close(c) => {
@@ -689,7 +690,8 @@ impl Connection {
                         stream,
                         message,
                         len,
-                    } => self.send.on_skip_lost(stream, message, len),
+                        depends_back,
+                    } => self.send.on_skip_lost(stream, message, len, depends_back),
                     SentFrame::MaxData => self.max_data_pending = true,
                     SentFrame::Adapt(a) if self.adapt_out.len() < MAX_ADAPT_OUT => {
                         self.adapt_out.push_back(a)
