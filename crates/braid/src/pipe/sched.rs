@@ -187,6 +187,14 @@ impl Scheduler {
         self.window_bytes = window_bytes.max(u64::from(self.block));
     }
 
+    /// True if the receiver's window (not the input) keeps the reader from
+    /// reading the next block.
+    fn window_blocked(&self) -> bool {
+        self.eof.is_none()
+            && (self.read_upto >= self.written.saturating_add(self.window)
+                || self.bytes_in_window() + u64::from(self.next_len()) > self.window_bytes)
+    }
+
     /// Bytes of the blocks read but not yet written by the receiver.
     fn bytes_in_window(&self) -> u64 {
         match self.starts.get(&self.written) {
@@ -493,6 +501,10 @@ impl Scheduler {
         // Nothing new for this connection: copy the lowest unacknowledged
         // block that a copy here would deliver sooner (the head of line
         // first; at the end of the stream, the tail held by slow paths).
+        // Copies only pay when the receiver waits: at the end of the stream,
+        // when the window stops new blocks, or when a path stalled. A reader
+        // that is merely behind (input-limited) is no reason to copy.
+        let waiting = self.all_sent() || self.window_blocked();
         for (&h, &len) in self.unacked.iter().take(COPY_SCAN) {
             if self.unsent.contains(&h) {
                 continue;
@@ -508,7 +520,7 @@ impl Scheduler {
                 }
             }
             let Some(d) = holder else { continue };
-            if mine_already || copies >= MAX_COPIES {
+            if mine_already || copies >= MAX_COPIES || !(waiting || self.stalled(d, now)) {
                 continue;
             }
             let (Some(remaining), Some(mine)) = (self.remaining(d, h, now), self.eta(c, len, now))
@@ -622,7 +634,10 @@ mod tests {
         let fast = s.poll_send(1, ms(100)).unwrap();
         assert_eq!(fast.seq, 3);
         s.handle_ack(1, 3, 2, ms(101));
-        // Nothing new to send; the fast one copies block 2.
+        // Not at the end yet and the window is open: no copy.
+        assert!(s.poll_send(1, ms(102)).is_none());
+        // End of stream: the fast one copies block 2.
+        s.handle_eof();
         let copy = s.poll_send(1, ms(102)).unwrap();
         assert_eq!((copy.seq, copy.copy), (2, true));
         // No third copy.
