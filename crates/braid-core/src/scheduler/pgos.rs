@@ -26,8 +26,9 @@
 //!    idles, mapped streams' backlog on other paths, earliest deadline first.
 //!
 //! A part's tag never lags `now` by more than one window, so a starved part
-//! catches up by at most one window's worth. Blocked paths are skipped in
-//! push mode with exponential back-off ([`PgosConfig::backoff_initial`] up to
+//! catches up by at most one window's worth. A transmit handed back through
+//! `handle_blocked` rolls back the clocks it advanced. Blocked paths are
+//! skipped in push mode with exponential back-off ([`PgosConfig::backoff_initial`] up to
 //! [`PgosConfig::backoff_max`]).
 //!
 //! Cost per decision: O(L + log n) for L paths and n streams (heap pops and
@@ -172,6 +173,20 @@ pub struct Pgos {
     last_retry: Option<Instant>,
     events: VecDeque<SchedulerEvent>,
     stats: PgosStats,
+    /// Part served by the decision in progress: (slot, part, tag before).
+    undo_part: Option<(usize, usize, u64)>,
+    /// How to undo the last decision if the driver hands it back.
+    undo: Option<Undo>,
+}
+
+/// State to roll back when the last transmit comes back through
+/// [`Scheduler::handle_blocked`].
+#[derive(Debug, Clone, Copy)]
+struct Undo {
+    stream: StreamId,
+    path: usize,
+    part: Option<(usize, usize, u64)>,
+    vp_prev: u64,
 }
 
 const SCFQ_SCALE: u128 = 1 << 40;
@@ -200,6 +215,8 @@ impl Pgos {
             last_retry: None,
             events: VecDeque::new(),
             stats: PgosStats::default(),
+            undo_part: None,
+            undo: None,
         }
     }
 
@@ -464,6 +481,7 @@ impl Pgos {
         let floor = now.as_nanos().saturating_sub(self.cfg.window.as_nanos());
         if let Some(Some(st)) = self.streams.get_mut(slot) {
             let p = &mut st.parts[part];
+            self.undo_part = Some((slot, part, p.tag));
             p.tag = p.tag.max(floor).saturating_add(ns_for(bytes, p.rate_bps));
             p.heap_gen = 0;
         }
@@ -473,6 +491,7 @@ impl Pgos {
 
     /// The decision for path `j` (Table I).
     fn decide(&mut self, j: usize, now: Instant) -> Option<Transmit> {
+        self.undo_part = None;
         let horizon = now.as_nanos().saturating_add(self.cfg.window.as_nanos());
         let path = self.paths[j].id;
         // 1. Scheduled on this path.
@@ -578,6 +597,15 @@ impl Pgos {
         })
     }
 
+    fn record_undo(&mut self, t: Transmit, j: usize) {
+        self.undo = Some(Undo {
+            stream: t.stream,
+            path: j,
+            part: self.undo_part.take(),
+            vp_prev: self.paths[j].vp_tag,
+        });
+    }
+
     fn path_index(&self, path: PathId) -> Option<usize> {
         self.paths.iter().position(|p| p.id == path)
     }
@@ -678,6 +706,7 @@ impl Scheduler for Pgos {
         self.paths[j].backoff = self.cfg.backoff_initial;
         self.paths[j].blocked_until = Instant::ZERO;
         let t = self.decide(j, now)?;
+        self.record_undo(t, j);
         let p = &mut self.paths[j];
         p.vp_tag = p.vp_tag.max(now.as_nanos()) + ns_for(t.bytes, p.vp_rate);
         Some(t)
@@ -695,6 +724,7 @@ impl Scheduler for Pgos {
         order.sort_unstable();
         for (_, j) in order {
             if let Some(t) = self.decide(j, now) {
+                self.record_undo(t, j);
                 let p = &mut self.paths[j];
                 p.vp_tag = p.vp_tag.max(now.as_nanos()) + ns_for(t.bytes, p.vp_rate);
                 return Some(t);
@@ -704,12 +734,26 @@ impl Scheduler for Pgos {
     }
 
     fn handle_blocked(&mut self, t: Transmit, now: Instant) {
-        if let Ok(slot) = self.queues.slot_of(t.stream) {
-            let was_empty = self.queues.head(slot).is_none();
-            self.queues.push_front(slot, t.bytes);
-            if was_empty {
-                self.activate(slot, now);
+        // Roll back the virtual clocks if this is the last decision.
+        let undo = self.undo.take().filter(|u| {
+            u.stream == t.stream && self.paths.get(u.path).is_some_and(|p| p.id == t.path)
+        });
+        if let Some(u) = undo {
+            self.paths[u.path].vp_tag = u.vp_prev;
+            if let Some((slot, part, tag)) = u.part {
+                if let Some(p) = self.streams[slot]
+                    .as_mut()
+                    .and_then(|s| s.parts.get_mut(part))
+                {
+                    p.tag = tag;
+                    // Its heap entry (if any) carries the advanced deadline.
+                    p.heap_gen = 0;
+                }
             }
+        }
+        if let Ok(slot) = self.queues.slot_of(t.stream) {
+            self.queues.push_front(slot, t.bytes);
+            self.activate(slot, now);
         }
         if let Some(j) = self.path_index(t.path) {
             let p = &mut self.paths[j];

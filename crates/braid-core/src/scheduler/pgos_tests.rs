@@ -339,3 +339,31 @@ fn real_stationary_path_does_not_flap() {
     // the one that shows flapping. Here: at most one unmap and one re-map.
     assert!(with_band <= without, "{with_band} vs {without}");
 }
+
+#[test]
+fn a_handed_back_packet_does_not_cost_its_stream_virtual_time() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let t = Instant::ZERO;
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    s.handle_stream_open(StreamId(1), StreamSpec::min_rate(mb(2.0), 0.95).unwrap(), t)
+        .unwrap();
+    // 20 packets of 5 ms each at 2 Mbit/s: exactly one 100 ms window.
+    for _ in 0..20 {
+        s.handle_enqueue(StreamId(1), 1250, t).unwrap();
+    }
+    // Handing the same packet back 30 times must not push the stream's
+    // deadline out of the window (without the rollback it would after 20).
+    for _ in 0..30 {
+        let x = s.poll_transmit_on(PathId(1), t).unwrap();
+        assert_eq!(x.class, Class::Scheduled);
+        s.handle_blocked(x, t);
+    }
+    assert_eq!(s.backlog(StreamId(1)), 20);
+    let classes: Vec<Class> = (0..20)
+        .map(|_| s.poll_transmit_on(PathId(1), t).unwrap().class)
+        .collect();
+    assert!(
+        classes.iter().all(|&c| c == Class::Scheduled),
+        "{classes:?}"
+    );
+}
