@@ -21,7 +21,10 @@ fn free_port() -> u16 {
 }
 
 /// The server process and its stderr (kept open so it can still write).
-struct Server(Child, std::io::BufReader<std::process::ChildStderr>);
+struct Server(
+    Child,
+    #[allow(dead_code)] std::io::BufReader<std::process::ChildStderr>,
+);
 
 impl Drop for Server {
     fn drop(&mut self) {

@@ -136,13 +136,27 @@ pub struct ClientArgs {
     pub no_pacing: bool,
 }
 
+/// Runtime threads, from `BRAID_PERF_THREADS` (default 2; 1 runs
+/// everything on the calling thread).
+fn threads() -> usize {
+    std::env::var("BRAID_PERF_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
 /// Runs `braid perf`.
 pub fn run(cmd: PerfCommand) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let rt = match threads() {
+        0 | 1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+    }
+    .context("starting the async runtime")?;
     match cmd {
         PerfCommand::Server(a) => rt.block_on(server(a)),
         PerfCommand::Client(a) => rt.block_on(client(a)),

@@ -23,6 +23,7 @@
 
 use super::connection::{Connection, DriverSide, Message};
 use super::endpoint::{DriverStats, IoStats};
+use super::io::{Flushed, GsoBatch, UdpIo};
 use super::{EndpointConfig, RudpError, MAX_ROUNDS, RECV_BATCH, SEND_BATCH, SPIN_THRESHOLD};
 use crate::clock;
 use braid_core::transport::thresholds::ThresholdError;
@@ -37,8 +38,6 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use tokio::io::ReadBuf;
-use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot};
 
 /// A request from a handle.
@@ -118,7 +117,7 @@ impl Conn {
 
 /// The task that owns one socket's endpoint.
 pub(crate) struct Driver {
-    socket: UdpSocket,
+    udp: UdpIo,
     core: CoreEndpoint,
     config: EndpointConfig,
     cmd_rx: mpsc::Receiver<Command>,
@@ -128,9 +127,11 @@ pub(crate) struct Driver {
     cmd_weak: mpsc::WeakSender<Command>,
     accept_tx: Option<mpsc::Sender<Connection>>,
     conns: HashMap<ConnectionHandle, Conn>,
-    rx_buf: Vec<u8>,
-    tx_buf: Vec<u8>,
-    tx_pending: Option<Transmit>,
+    batch: GsoBatch,
+    /// The datagram `poll_transmit` wrote last; it belongs to `held` when
+    /// that is set.
+    scratch: Vec<u8>,
+    held: Option<Transmit>,
     sleep: Pin<Box<tokio::time::Sleep>>,
     /// One instant on both time lines, to map braid deadlines to tokio's.
     tokio_base: tokio::time::Instant,
@@ -149,7 +150,7 @@ impl std::fmt::Debug for Driver {
 
 impl Driver {
     pub(crate) fn new(
-        socket: UdpSocket,
+        udp: UdpIo,
         core: CoreEndpoint,
         config: EndpointConfig,
         cmd_rx: mpsc::Receiver<Command>,
@@ -163,7 +164,7 @@ impl Driver {
         let tokio_base = sleep.deadline();
         let braid_base = clock::now();
         Driver {
-            socket,
+            udp,
             core,
             config,
             cmd_rx,
@@ -171,9 +172,9 @@ impl Driver {
             cmd_weak,
             accept_tx,
             conns: HashMap::new(),
-            rx_buf: vec![0; super::RECV_BUFFER],
-            tx_buf: Vec::with_capacity(super::RECV_BUFFER),
-            tx_pending: None,
+            batch: GsoBatch::default(),
+            scratch: Vec::with_capacity(super::RECV_BUFFER),
+            held: None,
             sleep,
             tokio_base,
             braid_base,
@@ -274,15 +275,14 @@ impl Driver {
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> bool {
         let mut got = 0;
         while got < RECV_BATCH {
-            let mut rb = ReadBuf::new(&mut self.rx_buf);
-            match self.socket.poll_recv_from(cx, &mut rb) {
-                Poll::Ready(Ok(from)) => {
-                    got += 1;
-                    self.io.datagrams_received += 1;
-                    let n = rb.filled().len();
-                    self.core
-                        .handle_datagram(clock::now(), from, &self.rx_buf[..n]);
-                }
+            let (core, io) = (&mut self.core, &mut self.io);
+            let now = clock::now();
+            let r = self.udp.poll_recv(cx, |from, d| {
+                io.datagrams_received += 1;
+                core.handle_datagram(now, from, d);
+            });
+            match r {
+                Poll::Ready(Ok(n)) => got += n.max(1),
                 Poll::Ready(Err(e)) => {
                     got += 1;
                     self.io.recv_errors += 1;
@@ -294,45 +294,47 @@ impl Driver {
         got > 0
     }
 
+    /// Collects datagrams from the core into the next (GSO) batch.
+    fn fill_batch(&mut self) {
+        let max = self.udp.max_segments();
+        loop {
+            let t = match self.held.take() {
+                Some(t) => t,
+                None => match self.core.poll_transmit(clock::now(), &mut self.scratch) {
+                    Some(t) => t,
+                    None => return,
+                },
+            };
+            let size = t.size.min(self.scratch.len());
+            if !self.batch.push(t.destination, &self.scratch[..size], max) {
+                // Starts the next batch; its bytes stay in `scratch`.
+                self.held = Some(t);
+                return;
+            }
+        }
+    }
+
     /// Writes what the core has to send; true if anything was written.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> bool {
-        let mut sent = 0;
+        let mut progress = false;
+        let mut sends = 0;
         loop {
-            let t = match self.tx_pending {
-                Some(t) => t,
-                None => {
-                    if sent >= SEND_BATCH {
-                        return true;
-                    }
-                    match self.core.poll_transmit(clock::now(), &mut self.tx_buf) {
-                        Some(t) => t,
-                        None => return sent > 0,
-                    }
+            if self.batch.is_empty() {
+                if sends >= SEND_BATCH {
+                    return true;
                 }
-            };
-            let size = t.size.min(self.tx_buf.len());
-            match self
-                .socket
-                .poll_send_to(cx, &self.tx_buf[..size], t.destination)
-            {
-                Poll::Ready(Ok(_)) => {
-                    self.io.datagrams_sent += 1;
-                    self.tx_pending = None;
-                    sent += 1;
-                }
-                Poll::Ready(Err(e)) => {
-                    // The datagram is lost; the transport recovers as from
-                    // any loss.
-                    self.io.send_errors += 1;
-                    tracing::debug!(error = %e, to = %t.destination, "udp send error");
-                    self.tx_pending = None;
-                    sent += 1;
-                }
-                Poll::Pending => {
-                    self.tx_pending = Some(t);
-                    return sent > 0;
+                self.fill_batch();
+                if self.batch.is_empty() {
+                    return progress;
                 }
             }
+            match self.udp.poll_flush(cx, &mut self.batch) {
+                Poll::Ready(Flushed::Sent(n)) => self.io.datagrams_sent += n as u64,
+                Poll::Ready(Flushed::Failed(n)) => self.io.send_errors += n as u64,
+                Poll::Pending => return progress,
+            }
+            progress = true;
+            sends += 1;
         }
     }
 

@@ -9,6 +9,7 @@
 
 use super::connection::Connection;
 use super::driver::{Command, Driver};
+use super::io::UdpIo;
 use super::{os_secret, EndpointConfig, EndpointStats, RudpError, ACCEPT_QUEUE, COMMAND_QUEUE};
 use braid_core::transport::Endpoint as CoreEndpoint;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -77,11 +78,11 @@ impl Endpoint {
         sock.set_nonblocking(true).map_err(bind_err)?;
         sock.bind(&addr.into()).map_err(bind_err)?;
         let std_sock: std::net::UdpSocket = sock.into();
-        let socket = {
+        let udp = {
             let _guard = runtime.enter();
-            tokio::net::UdpSocket::from_std(std_sock).map_err(bind_err)?
+            UdpIo::new(std_sock).map_err(bind_err)?
         };
-        let local_addr = socket.local_addr().map_err(bind_err)?;
+        let local_addr = udp.local_addr().map_err(bind_err)?;
         let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
         let (accept_tx, accept_rx) = if config.server {
             let (t, r) = mpsc::channel(ACCEPT_QUEUE);
@@ -89,7 +90,7 @@ impl Endpoint {
         } else {
             (None, None)
         };
-        let driver = Driver::new(socket, core, config, cmd_rx, cmd.downgrade(), accept_tx);
+        let driver = Driver::new(udp, core, config, cmd_rx, cmd.downgrade(), accept_tx);
         runtime.spawn(driver);
         tracing::debug!(%local_addr, "rudp endpoint bound");
         Ok(Endpoint {

@@ -27,8 +27,9 @@
 //! than [`SPIN_THRESHOLD`] (packet pacing at high rates, finer than the
 //! tokio timer's millisecond) is met by yielding to the scheduler instead.
 //!
-//! I/O is one `sendto`/`recvfrom` per datagram on a tokio `UdpSocket`
-//! (no GSO/GRO or `sendmmsg` yet); the socket buffers are enlarged to
+//! I/O is batched through quinn-udp ([`io`]): consecutive datagrams to one
+//! peer leave in one GSO send, and receives use GRO and `recvmmsg`, where
+//! the kernel offers them. The socket buffers are enlarged to
 //! [`EndpointConfig::socket_buffer`] so bursts are not dropped locally.
 //!
 //! # Invariants
@@ -46,6 +47,7 @@
 mod connection;
 mod driver;
 mod endpoint;
+pub mod io;
 
 pub use braid_core::transport::{
     AdaptReport, CloseReason, Condition, Config, CongestionKind, EndpointStats, ErrorCode, Event,
@@ -69,15 +71,15 @@ pub const EVENT_QUEUE: usize = 256;
 /// Accepted connections waiting for [`Endpoint::accept`].
 pub const ACCEPT_QUEUE: usize = 64;
 /// Datagrams read per driver round before other work gets a turn.
-pub const RECV_BATCH: usize = 64;
-/// Datagrams written per driver round before other work gets a turn.
-pub const SEND_BATCH: usize = 64;
+pub const RECV_BATCH: usize = 256;
+/// Sends (each a GSO batch of datagrams, or one) per driver round before
+/// other work gets a turn.
+pub const SEND_BATCH: usize = 16;
 /// Rounds of work per wake-up before the driver yields to other tasks.
 pub const MAX_ROUNDS: usize = 16;
 /// Timer deadlines closer than this are met by yielding, not sleeping.
 pub const SPIN_THRESHOLD: Duration = Duration::from_micros(250);
-/// Largest datagram read (anything larger is truncated and then dropped
-/// by the decoder as malformed).
+/// Capacity of the buffer a datagram is built in.
 pub const RECV_BUFFER: usize = 2048;
 
 /// Settings of an [`Endpoint`].
