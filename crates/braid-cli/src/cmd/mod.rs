@@ -6,6 +6,7 @@ pub mod perf;
 pub mod recv;
 pub mod send;
 pub mod sim;
+pub mod sim_rudp;
 pub mod sim_tables;
 
 use crate::args::Command;

@@ -46,6 +46,10 @@ pub enum SimCommand {
     Table5(crate::cmd::sim_tables::TableArgs),
     /// Violation-bound streams: Lemma 2's E[Z] vs realised misses (real traces).
     Violation(crate::cmd::sim_tables::TableArgs),
+    /// Seed 002 Tables 3-8: uncoordinated RUDP vs coordinated IQ-RUDP.
+    Rudp(crate::cmd::sim_rudp::RudpArgs),
+    /// RUDP goodput vs the Reno model (20 Mbit/s, 30 ms RTT, random loss).
+    RudpReno(crate::cmd::sim_rudp::RenoArgs),
 }
 
 /// Runs a simulator subcommand.
@@ -98,5 +102,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
         SimCommand::Violation(args) => {
             crate::cmd::sim_tables::run(crate::cmd::sim_tables::Table::Violation, args)
         }
+        SimCommand::Rudp(args) => crate::cmd::sim_rudp::run(args),
+        SimCommand::RudpReno(args) => crate::cmd::sim_rudp::run_reno(args),
     }
 }

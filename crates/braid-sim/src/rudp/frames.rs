@@ -338,7 +338,7 @@ impl FrameApp {
         if tagged || self.unmark_p <= 0.0 {
             return Reliability::Reliable;
         }
-        if self.rng.gen::<f64>() < self.unmark_p {
+        if self.rng.random::<f64>() < self.unmark_p {
             self.counters.unmarked += 1;
             if self.coordinated() {
                 Reliability::Discardable

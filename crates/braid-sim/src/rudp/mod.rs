@@ -21,7 +21,7 @@ pub mod app;
 pub mod experiments;
 pub mod frames;
 pub mod node;
-mod seed_tables;
+pub mod tables;
 
 pub use node::{route_addr, App, RudpNode};
 
