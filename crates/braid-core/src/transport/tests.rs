@@ -130,7 +130,11 @@ impl Net {
         .into_iter()
         .flatten()
         .min();
-        let Some(next) = next else { return false };
+        let Some(next) = next else {
+            // Nothing will ever happen again: jump to the limit.
+            self.now = self.now.max(limit);
+            return false;
+        };
         if next > limit {
             self.now = limit;
             return false;
@@ -814,5 +818,143 @@ fn core_throughput() {
         got as f64 * 8.0 / wall / 1e9,
         net.now,
         st.packets_sent
+    );
+}
+
+// ---- close, reset, idle timeout, keep-alive --------------------------
+
+fn closed_reason(c: &mut Connection) -> Option<CloseReason> {
+    std::iter::from_fn(|| c.poll_event()).find_map(|e| match e {
+        Event::Closed(r) => Some(r),
+        _ => None,
+    })
+}
+
+#[test]
+fn finish_delivers_everything_then_closes_both_sides() {
+    let mut net = Net::new(31, Config::default());
+    let (c, s) = net.connect();
+    lossy(&mut net);
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    for i in 0..50u8 {
+        conn.send(now, StreamId(0), vec![i; 4000], SendOptions::RELIABLE)
+            .unwrap();
+    }
+    conn.finish(now);
+    assert_eq!(
+        conn.send(now, StreamId(0), vec![0], SendOptions::RELIABLE),
+        Err(SendError::NotOpen)
+    );
+    let mut got = 0;
+    let done = net.run(Duration::from_secs(30), |n| {
+        while n.server.connection_mut(s).unwrap().recv(n.now).is_some() {
+            got += 1;
+        }
+        n.client.connection(c).unwrap().is_closed() && n.server.connection(s).unwrap().is_closed()
+    });
+    assert!(done, "both sides close");
+    assert_eq!(got, 50);
+    assert_eq!(
+        closed_reason(net.client.connection_mut(c).unwrap()),
+        Some(CloseReason::Local(ErrorCode::NO_ERROR))
+    );
+    assert!(matches!(
+        closed_reason(net.server.connection_mut(s).unwrap()),
+        Some(CloseReason::Peer {
+            code: ErrorCode::NO_ERROR,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn reset_aborts_and_the_peer_hears_the_code() {
+    let mut net = Net::new(32, Config::default());
+    let (c, s) = net.connect();
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    conn.send(now, StreamId(0), vec![0; 100_000], SendOptions::RELIABLE)
+        .unwrap();
+    conn.reset(now);
+    net.run(Duration::from_secs(5), |_| false);
+    assert!(net.client.connection(c).unwrap().is_closed());
+    assert!(matches!(
+        closed_reason(net.server.connection_mut(s).unwrap()),
+        Some(CloseReason::Peer {
+            code: ErrorCode::RESET,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn silence_times_out_and_keep_alive_prevents_it() {
+    let cfg = Config {
+        idle_timeout: Duration::from_secs(3),
+        keep_alive: Some(Duration::from_secs(1)),
+        ..Config::default()
+    };
+    let mut net = Net::new(33, cfg);
+    let (c, s) = net.connect();
+    net.run(Duration::from_secs(60), |_| false);
+    assert!(
+        net.client.connection(c).unwrap().is_established(),
+        "kept alive"
+    );
+    assert!(net.server.connection(s).unwrap().is_established());
+    // The network goes silent: both sides time out.
+    net.pipe.loss = 1.0;
+    net.run(Duration::from_secs(10), |_| false);
+    for (ep, h) in [(&mut net.client, c), (&mut net.server, s)] {
+        let conn = ep.connection_mut(h).unwrap();
+        assert!(conn.is_closed());
+        assert_eq!(closed_reason(conn), Some(CloseReason::IdleTimeout));
+    }
+}
+
+#[test]
+fn a_handshake_that_never_completes_times_out() {
+    let cfg = Config {
+        idle_timeout: Duration::from_secs(2),
+        ..Config::default()
+    };
+    let mut net = Net::new(34, cfg);
+    net.pipe.loss = 1.0;
+    let c = net.client.connect(net.now, addr(SERVER)).unwrap();
+    net.run(Duration::from_secs(5), |_| false);
+    let conn = net.client.connection_mut(c).unwrap();
+    assert!(conn.is_closed());
+    assert_eq!(closed_reason(conn), Some(CloseReason::IdleTimeout));
+    assert_eq!(net.server.connection_count(), 0);
+}
+
+#[test]
+fn oversized_messages_are_refused_with_the_limit() {
+    let mut net = Net::new(35, Config::default());
+    let (c, _) = net.connect();
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    let max = Config::default().max_message_size;
+    assert_eq!(
+        conn.send(
+            now,
+            StreamId(0),
+            vec![0; max as usize + 1],
+            SendOptions::RELIABLE
+        ),
+        Err(SendError::MessageTooLarge { size: max + 1, max })
+    );
+    assert!(conn
+        .send(
+            now,
+            StreamId(0),
+            vec![0; max as usize],
+            SendOptions::RELIABLE
+        )
+        .is_ok());
+    assert_eq!(
+        conn.send(now, StreamId(5000), vec![0], SendOptions::RELIABLE),
+        Err(SendError::InvalidStream)
     );
 }
