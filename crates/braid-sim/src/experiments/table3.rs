@@ -21,7 +21,7 @@
 //! deviation of frame completion intervals from 40 ms.
 
 use super::harness::{self, Algo, HarnessConfig, PathSpec, StreamDef, Summary};
-use super::{cross_traffic_path, ExperimentError};
+use super::{cross_traffic_path, ExperimentError, RunSpan};
 use crate::report::{LineChart, Series};
 use braid_core::scheduler::{
     Msfq, OptSched, OptSchedConfig, PathId, Pgos, PgosConfig, StreamSpec, Wfq,
@@ -176,10 +176,11 @@ pub(super) fn sched(e: braid_core::scheduler::SpecError) -> ExperimentError {
     ExperimentError::Sched(e.into())
 }
 
-pub(super) fn config(measure_s: u64) -> HarnessConfig {
+pub(super) fn config(span: RunSpan) -> HarnessConfig {
+    let warmup = span.warmup_s.max(1);
     HarnessConfig {
-        start: Instant::ZERO + Duration::from_secs(300),
-        end: Instant::ZERO + Duration::from_secs(300 + measure_s),
+        start: Instant::ZERO + Duration::from_secs(warmup),
+        end: Instant::ZERO + Duration::from_secs(warmup + span.measure_s),
         sample: Duration::from_secs(1),
         window_samples: 300,
         max_backlog: Duration::from_secs(2),
@@ -227,14 +228,14 @@ pub(super) fn pct(x: f64, of: f64) -> f64 {
     }
 }
 
-/// Seed Table III (see the module docs). `measure_s` seconds are measured.
+/// Seed Table III (see the module docs), over `span`.
 ///
 /// # Errors
 /// Missing or unreadable traces.
-pub fn table3(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentError> {
+pub fn table3(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
     let paths = paths(data)?;
     let streams = smartpointer(true)?;
-    let cfg = config(measure_s);
+    let cfg = config(span);
     let algos: Vec<(&str, Algo)> = vec![
         // One path: B, the higher-mean path a mean-based choice would take.
         ("wfq", Algo::Online(Box::new(Wfq::new(Some(PathId(1)))))),
@@ -261,7 +262,8 @@ pub fn table3(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "Table III — SmartPointer over two paths ({measure_s} s measured, 1 s bins; ours | seed)"
+        "Table III — SmartPointer over two paths ({} s measured after {} s, 1 s bins; ours | seed)",
+        span.measure_s, span.warmup_s
     );
     t.push_str(&path_stats(&paths, &cfg));
     let _ = writeln!(
@@ -370,10 +372,10 @@ pub fn table3(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
 ///
 /// # Errors
 /// Missing or unreadable traces.
-pub fn table2(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentError> {
+pub fn table2(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
     let paths = paths(data)?;
     let streams = smartpointer(false)?;
-    let cfg = config(measure_s);
+    let cfg = config(span);
     let mut rep = TableReport::default();
     for (label, j) in [("patha", 0u32), ("pathb", 1u32)] {
         let algo = Algo::Online(Box::new(Wfq::new(Some(PathId(j)))));
@@ -388,7 +390,8 @@ pub fn table2(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "Table II — Atom + Bond1 on one path ({measure_s} s measured; ours | seed)"
+        "Table II — Atom + Bond1 on one path ({} s measured after {} s; ours | seed)",
+        span.measure_s, span.warmup_s
     );
     let _ = writeln!(
         t,
@@ -464,8 +467,22 @@ mod tests {
     #[test]
     fn table3_is_deterministic_and_pgos_protects_critical_streams() {
         let Some(d) = data() else { return };
-        let a = table3(&d, 60).unwrap();
-        let b = table3(&d, 60).unwrap();
+        let a = table3(
+            &d,
+            RunSpan {
+                warmup_s: 300,
+                measure_s: 60,
+            },
+        )
+        .unwrap();
+        let b = table3(
+            &d,
+            RunSpan {
+                warmup_s: 300,
+                measure_s: 60,
+            },
+        )
+        .unwrap();
         assert_eq!(a.text, b.text);
         let get = |alg: &str, s: &str| a.rows.iter().find(|r| r.0 == alg && r.1 == s).unwrap().2;
         assert!(get("pgos", "Atom").p95 > get("msfq", "Atom").p95);
@@ -489,10 +506,13 @@ mod print {
             eprintln!("skipping: traces not found at {}", d.display());
             return;
         }
-        let secs = std::env::var("BRAID_MEASURE_S")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(600);
+        let secs = RunSpan {
+            warmup_s: 300,
+            measure_s: std::env::var("BRAID_MEASURE_S")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(900),
+        };
         println!("{}", table2(&d, secs).unwrap().text);
         println!("{}", table3(&d, secs).unwrap().text);
         println!("{}", super::super::table4(&d, secs).unwrap().text);

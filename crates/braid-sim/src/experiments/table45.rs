@@ -24,7 +24,7 @@
 
 use super::harness::{self, Algo, HarnessConfig, PathSpec, StreamDef};
 use super::table3::{config, path_stats, pct, sched, TableReport};
-use super::{cross_traffic_path, ExperimentError};
+use super::{cross_traffic_path, ExperimentError, RunSpan};
 use crate::capacity::Capacity;
 use braid_core::scheduler::{Msfq, Pgos, PgosConfig, RoundRobin, StreamSpec};
 use braid_core::{Bandwidth, Duration};
@@ -64,7 +64,7 @@ fn record_stream(name: &str, kb: f64, spec: StreamSpec) -> StreamDef {
 ///
 /// # Errors
 /// Missing or unreadable traces.
-pub fn table4(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentError> {
+pub fn table4(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
     let link = Bandwidth::from_mbps(100);
     let paths = vec![
         cross_traffic_path(
@@ -95,7 +95,7 @@ pub fn table4(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
             StreamSpec::best_effort(76_800_000).map_err(sched)?,
         ),
     ];
-    let cfg = config(measure_s);
+    let cfg = config(span);
     // 64 KB blocks ≈ 44 packets of 1500 bytes; partitioned: 1 s of data
     // (≈ 11 400 packets) per run.
     let algos: Vec<(&str, Algo)> = vec![
@@ -132,7 +132,9 @@ pub fn table4(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "Table IV — GridFTP records over two paths ({measure_s} s measured, 1 s bins; ours | seed)"
+        "Table IV — GridFTP records over two paths ({} s measured after {} s, 1 s bins; ours | seed)",
+        span.measure_s,
+        span.warmup_s
     );
     t.push_str(&path_stats(&paths, &cfg));
     let _ = writeln!(
@@ -213,7 +215,7 @@ fn scaled(p: PathSpec, k: f64) -> PathSpec {
 ///
 /// # Errors
 /// Missing or unreadable traces.
-pub fn table5(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentError> {
+pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
     let link = Bandwidth::from_mbps(100);
     let paths = vec![
         scaled(
@@ -261,7 +263,7 @@ pub fn table5(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
     let base_rate = Bandwidth::from_bps(per_s[per_s.len() / 20]);
     let cfg = HarnessConfig {
         max_backlog: Duration::from_secs(2),
-        ..config(measure_s)
+        ..config(span)
     };
     let base_spec = StreamSpec::min_rate(base_rate, 0.95).map_err(sched)?;
     let enh_target = mean_rate(&enh);
@@ -314,13 +316,15 @@ pub fn table5(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentErro
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "Table V — layered video, base guaranteed at {:.3} Mbit/s (95 %) ({measure_s} s measured; ours | seed)",
-        base_rate.mbps()
+        "Table V — layered video, base guaranteed at {:.3} Mbit/s (95 %) ({} s measured after {} s; ours | seed)",
+        base_rate.mbps(),
+        span.measure_s,
+        span.warmup_s
     );
     t.push_str(&path_stats(&paths, &cfg));
     // What the base source itself offers over the measured span (frames
     // 0.. at 24/s, looped): no scheduler can deliver more.
-    let offered: Vec<f64> = (0..measure_s as usize)
+    let offered: Vec<f64> = (0..span.measure_s as usize)
         .map(|k| {
             (0..24)
                 .map(|f| f64::from(rep0[(k * 24 + f) % rep0.len()]) * 8.0)

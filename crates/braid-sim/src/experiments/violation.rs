@@ -12,7 +12,7 @@
 //! end), so Z_k = t_w/(8s) · Σ_j max(0, r_j − b_j(k)).
 
 use super::table3::{config, TableReport};
-use super::ExperimentError;
+use super::{ExperimentError, RunSpan};
 use braid_core::scheduler::mapping::{map_streams, MapRequest, MapperConfig};
 use braid_core::scheduler::{PathId, PathView, StreamId, StreamSpec};
 use braid_core::{Bandwidth, Duration, Instant};
@@ -25,9 +25,9 @@ const MSG: u32 = 1500;
 ///
 /// # Errors
 /// Missing or unreadable traces.
-pub fn violation(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentError> {
+pub fn violation(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
     let paths = super::table3::paths(data)?;
-    let cfg = config(measure_s);
+    let cfg = config(span);
     let tw = Duration::from_secs(1);
     // Monitor windows as the harness builds them (1 s samples before start).
     let views: Vec<PathView> = paths
@@ -50,7 +50,9 @@ pub fn violation(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentE
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "Violation bound (Lemma 2): predicted vs realised misses per 1 s window ({measure_s} s measured)"
+        "Violation bound (Lemma 2): predicted vs realised misses per 1 s window ({} s measured after {} s)",
+        span.measure_s,
+        span.warmup_s
     );
     let _ = writeln!(
         t,
@@ -120,7 +122,8 @@ pub fn violation(data: &Path, measure_s: u64) -> Result<TableReport, ExperimentE
     }
     let _ = writeln!(
         t,
-        "(bound = the smallest E[Z] the mapper reaches, i.e. Lemma 2 on the 300 s window; the realised\n column is the next {measure_s} s; a ratio above 1 means the window was optimistic about the future)"
+        "(bound = the smallest E[Z] the mapper reaches, i.e. Lemma 2 on the 300 s window; the realised\n column is the next {} s; a ratio above 1 means the window was optimistic about the future)",
+        span.measure_s
     );
     for (c, ok, d) in &rep.checks {
         let _ = writeln!(t, "[{}] {c}: {d}", if *ok { "ok" } else { "MISS" });
