@@ -220,7 +220,7 @@ impl App for BulkSender {
                     self.refused += 1;
                 }
                 self.side_next += 1;
-                self.side_at = self.side_at + side.period;
+                self.side_at += side.period;
             }
         }
         while self.queued < self.total && conn.queued_bytes() < self.backlog {

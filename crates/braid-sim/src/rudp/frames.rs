@@ -255,7 +255,7 @@ impl FrameApp {
             Adaptation::None => {}
             Adaptation::Marking { .. } => {
                 self.unmark_p = if upper {
-                    (1.25 * eratio).max(0.40).min(1.0)
+                    (1.25 * eratio).clamp(0.40, 1.0)
                 } else {
                     self.unmark_p * 0.8
                 };

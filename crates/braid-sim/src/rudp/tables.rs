@@ -12,7 +12,7 @@
 //! | 4 | changing network: 1000-byte messages as fast as allowed | marking | 10 Mbit/s CBR + trace VBR (4 Mbit/s mean) |
 //! | 5 | changing app | resolution, 15 % / 1 %, at once | 10 Mbit/s CBR |
 //! | 6 | changing network | resolution at once | 12, 16, 18 Mbit/s CBR + trace VBR |
-//! | 7 | changing app | resolution at frames divisible by 20 | 10 Mbit/s CBR |
+//! | 7 | changing app | resolution at frames divisible by 20 | 18 Mbit/s CBR (the seed's Table 7 RUDP row equals Table 1's row 4, whose text says 18 Mbit/s) |
 //! | 8 | 30 frames/s of 8 × 1000 bytes, 125 ms each way | resolution, every 20th frame, with and without ADAPT_COND | 14 Mbit/s CBR + trace VBR |
 //!
 //! Values the seed does not state (the changing application's load, the VBR
@@ -144,6 +144,7 @@ fn changing_app(
     w: Workload,
     adaptation: Adaptation,
     coordination: Coordination,
+    cbr_mbps: u64,
 ) -> Result<Setup, ExperimentError> {
     let packets = frame_packets(data, APP_FPS, APP_MEAN, MESSAGE, w.app_frames)?;
     let messages = packets.iter().map(|p| u64::from(*p)).sum();
@@ -160,7 +161,7 @@ fn changing_app(
         queue_limit: APP_QUEUE,
     };
     let cross = Cross {
-        cbr: Bandwidth::from_mbps(10),
+        cbr: Bandwidth::from_mbps(cbr_mbps),
         vbr_mean: None,
     };
     Ok(base(seed, data, w, app, cross))
@@ -383,8 +384,8 @@ pub fn table(n: u32, data: &Path, seed: u64, w: Workload) -> Result<TableOut, Ex
             "Table 3: coordination against conflict, changing application (marking; 10 Mbit/s CBR)",
             &SEED_T3,
             [
-                changing_app(seed, data, w, MARKING, Iq)?,
-                changing_app(seed, data, w, MARKING, Ru)?,
+                changing_app(seed, data, w, MARKING, Iq, 10)?,
+                changing_app(seed, data, w, MARKING, Ru, 10)?,
             ],
         )?,
         4 => marking_table(
@@ -398,8 +399,8 @@ pub fn table(n: u32, data: &Path, seed: u64, w: Workload) -> Result<TableOut, Ex
         )?,
         5 => {
             let rows = vec![
-                ("IQ-RUDP".into(), changing_app(seed, data, w, resolution(1), Iq)?, SEED_T5[0]),
-                ("RUDP".into(), changing_app(seed, data, w, resolution(1), Ru)?, SEED_T5[1]),
+                ("IQ-RUDP".into(), changing_app(seed, data, w, resolution(1), Iq, 10)?, SEED_T5[0]),
+                ("RUDP".into(), changing_app(seed, data, w, resolution(1), Ru, 10)?, SEED_T5[1]),
             ];
             rate_table(&mut out, "Table 5: over-reaction, changing application (resolution; 10 Mbit/s CBR)", "tdlj", rows)?;
             let (c, u) = (out.runs[0].1, out.runs[1].1);
@@ -419,10 +420,10 @@ pub fn table(n: u32, data: &Path, seed: u64, w: Workload) -> Result<TableOut, Ex
         }
         7 => {
             let rows = vec![
-                ("IQ-RUDP w/o COND".into(), changing_app(seed, data, w, resolution(20), Iq)?, SEED_T7[0]),
-                ("RUDP".into(), changing_app(seed, data, w, resolution(20), Ru)?, SEED_T7[1]),
+                ("IQ-RUDP w/o COND".into(), changing_app(seed, data, w, resolution(20), Iq, 18)?, SEED_T7[0]),
+                ("RUDP".into(), changing_app(seed, data, w, resolution(20), Ru, 18)?, SEED_T7[1]),
             ];
-            rate_table(&mut out, "Table 7: limited granularity (every 20th frame), changing application", "dtlj", rows)?;
+            rate_table(&mut out, "Table 7: limited granularity (every 20th frame), changing application (18 Mbit/s CBR)", "dtlj", rows)?;
             let (c, u) = (out.runs[0].1, out.runs[1].1);
             rate_checks(&mut out, c, u, "");
         }
