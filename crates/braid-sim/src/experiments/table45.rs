@@ -401,3 +401,50 @@ pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
     rep.title = "Table V: base layer under MSFQ and PGOS (guarantee dashed)".into();
     Ok(rep)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data() -> Option<std::path::PathBuf> {
+        let d = std::path::PathBuf::from(
+            std::env::var("BRAID_DATA").unwrap_or_else(|_| "../../../shared/data".into()),
+        );
+        if d.join("traces").exists() && d.join("video").exists() {
+            Some(d)
+        } else {
+            eprintln!(
+                "skipping: data not found at {} (set BRAID_DATA)",
+                d.display()
+            );
+            None
+        }
+    }
+
+    fn span() -> RunSpan {
+        RunSpan {
+            warmup_s: 300,
+            measure_s: 120,
+        }
+    }
+
+    #[test]
+    fn table4_pgos_steadies_the_record_streams() {
+        let Some(d) = data() else { return };
+        let a = table4(&d, span()).unwrap();
+        assert_eq!(a.text, table4(&d, span()).unwrap().text, "deterministic");
+        let get = |alg: &str, s: &str| a.rows.iter().find(|r| r.0 == alg && r.1 == s).unwrap().2;
+        for s in ["DT1", "DT2"] {
+            assert!(get("pgos", s).std * 3.0 <= get("blocked", s).std, "{s}");
+        }
+    }
+
+    #[test]
+    fn table5_pgos_delivers_more_of_the_base_layer() {
+        let Some(d) = data() else { return };
+        let a = table5(&d, span()).unwrap();
+        let get = |alg: &str, s: &str| a.rows.iter().find(|r| r.0 == alg && r.1 == s).unwrap().2;
+        assert!(get("pgos", "Base").mean > get("msfq", "Base").mean);
+        assert!(a.to_svg().starts_with("<svg") || a.to_svg().starts_with("<?xml"));
+    }
+}
