@@ -338,6 +338,8 @@ impl SendStreams {
                     m.reliability == Reliability::Discardable && m.sent_offset == 0 && allowed > 0;
                 if drop {
                     allowed -= 1;
+                    // Invariant: the `while let` just found stream `sid`
+                    // with an unsent message at index `i`.
                     let s = self.streams.get_mut(&sid).expect("stream looked up above");
                     let m = s.unsent.remove(i).expect("index in bounds");
                     s.rtx.remove(&m.number);
@@ -574,6 +576,8 @@ impl SendStreams {
             return Ok(0);
         };
         self.retransmitted_bytes += take;
+        // Invariant: `retransmit.front()` was `Some` above and nothing
+        // popped it since.
         let front = m
             .retransmit
             .front_mut()
@@ -613,6 +617,7 @@ impl SendStreams {
                 && (policy.congested || policy.discard_unmarked)
                 && tolerated;
             if discard {
+                // Invariant: `front_mut` returned this message above.
                 let m = s.unsent.pop_front().expect("front exists");
                 s.rtx.remove(&m.number);
                 self.queued_bytes -= m.len();
@@ -645,6 +650,7 @@ impl SendStreams {
             if m.sent_offset >= m.len() {
                 m.first_done = true;
                 self.counters[class_index(class)].sent += 1;
+                // Invariant: `m` is the front message, borrowed above.
                 let m = s.unsent.pop_front().expect("front exists");
                 if class == Reliability::Reliable {
                     s.sent.push_back(m);
