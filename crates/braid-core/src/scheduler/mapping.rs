@@ -281,7 +281,7 @@ impl<'a> State<'a> {
         }
         parts
             .iter()
-            .map(|&(j, r)| Some(self.p_at_least(j, self.committed[j] + r)))
+            .map(|&(j, r)| Some(self.p_at_least(j, self.committed[j].saturating_add(r))))
             .collect()
     }
 
@@ -405,7 +405,7 @@ fn place_probabilistic(
         return Some(vec![(j, need)]);
     }
     let best = (0..n).filter(|&j| fits(j)).max_by(|&a, &b| {
-        let slack = |j: usize| st.p_at_least(j, st.committed[j] + need);
+        let slack = |j: usize| st.p_at_least(j, st.committed[j].saturating_add(need));
         let head = |j: usize| st.cap_at(j, p, max_adds[j]);
         slack(a)
             .total_cmp(&slack(b))
@@ -458,7 +458,7 @@ fn place_violation(st: &State<'_>, need: u64, vb: &Vb) -> (Vec<(usize, u64)>, f6
     let max_adds: Vec<u64> = (0..n).map(|j| st.max_add(j)).collect();
     let loss = |j: usize, r: u64| {
         let c = st.committed[j];
-        st.shortfall(j, c + r) - st.shortfall(j, c)
+        st.shortfall(j, c.saturating_add(r)) - st.shortfall(j, c)
     };
     // One path first: fewest misses among paths that can take it all.
     let single = (0..n)
@@ -477,10 +477,10 @@ fn place_violation(st: &State<'_>, need: u64, vb: &Vb) -> (Vec<(usize, u64)>, f6
     while left > 0 {
         let s = step.min(left);
         let pick = (0..n)
-            .filter(|&j| parts[j] + s <= max_adds[j])
+            .filter(|&j| parts[j].saturating_add(s) <= max_adds[j])
             .min_by(|&a, &b| {
-                let da = loss(a, parts[a] + s) - loss(a, parts[a]);
-                let db = loss(b, parts[b] + s) - loss(b, parts[b]);
+                let da = loss(a, parts[a].saturating_add(s)) - loss(a, parts[a]);
+                let db = loss(b, parts[b].saturating_add(s)) - loss(b, parts[b]);
                 da.total_cmp(&db)
             });
         let Some(j) = pick else {

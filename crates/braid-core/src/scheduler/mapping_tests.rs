@@ -262,3 +262,24 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn extreme_inputs_do_not_panic() {
+    let a = view(&[10.0, 20.0]);
+    let empty = PathView::new(EmpiricalDistribution::default(), Duration::ZERO);
+    let paths = [(PathId(1), &a), (PathId(2), &empty)];
+    let huge = MapRequest {
+        id: StreamId(1),
+        spec: StreamSpec::min_rate(Bandwidth::MAX, 0.999_999).unwrap(),
+        sticky: Some(PathId(9)),
+    };
+    let vb = MapRequest {
+        id: StreamId(2),
+        spec: StreamSpec::violation_bound(u32::MAX, Duration::from_nanos(1), 1, 0.0).unwrap(),
+        sticky: None,
+    };
+    let m = map_streams(&[huge, vb], &paths, &MapperConfig::default());
+    assert_eq!(m.infeasible.len(), 2);
+    let m = map_streams(&[huge], &[], &MapperConfig::default());
+    assert_eq!(m.infeasible.len(), 1);
+}
