@@ -6,9 +6,15 @@
 //!
 //! Main types: [`Condition`], [`Thresholds`], [`ThresholdEvent`].
 //!
-//! Invariants: at most [`MAX_THRESHOLDS`] conditions; each alternates
-//! strictly between `Crossed` and `Cleared` events, never two in a row of
-//! the same kind; the clear level lies on the safe side of the trigger.
+//! Two modes: *edge* conditions ([`Thresholds::add`]) report each crossing
+//! once — `crossed` then `cleared`, strictly alternating; *repeating*
+//! conditions ([`Thresholds::add_repeating`]) also report every further
+//! interval in which the condition still holds (the seed's callbacks,
+//! which an application that adapts step by step needs, §3.4).
+//!
+//! Invariants: at most [`MAX_THRESHOLDS`] conditions; the clear level lies
+//! on the safe side of the trigger; a `cleared` event only ever follows a
+//! `crossed` one.
 
 use super::stats::IntervalSample;
 use crate::time::Duration;
@@ -123,7 +129,8 @@ pub enum ThresholdError {
 /// The registered conditions and whether each currently holds.
 #[derive(Debug, Default)]
 pub struct Thresholds {
-    entries: Vec<(ThresholdId, Condition, bool)>,
+    /// (id, condition, currently holds, repeating)
+    entries: Vec<(ThresholdId, Condition, bool, bool)>,
     next_id: u32,
 }
 
@@ -133,6 +140,20 @@ impl Thresholds {
     /// # Errors
     /// [`ThresholdError`] if full or invalid.
     pub fn add(&mut self, c: Condition) -> Result<ThresholdId, ThresholdError> {
+        self.insert(c, false)
+    }
+
+    /// Registers a condition that reports every interval while it holds
+    /// (after the first `crossed`, further `crossed` events each interval
+    /// until it clears).
+    ///
+    /// # Errors
+    /// [`ThresholdError`] if full or invalid.
+    pub fn add_repeating(&mut self, c: Condition) -> Result<ThresholdId, ThresholdError> {
+        self.insert(c, true)
+    }
+
+    fn insert(&mut self, c: Condition, repeat: bool) -> Result<ThresholdId, ThresholdError> {
         if self.entries.len() >= MAX_THRESHOLDS {
             return Err(ThresholdError::TooMany);
         }
@@ -141,7 +162,7 @@ impl Thresholds {
         }
         let id = ThresholdId(self.next_id);
         self.next_id += 1;
-        self.entries.push((id, c, false));
+        self.entries.push((id, c, false, repeat));
         Ok(id)
     }
 
@@ -159,13 +180,18 @@ impl Thresholds {
         srtt: Duration,
         mut emit: impl FnMut(ThresholdEvent),
     ) {
-        for (id, c, active) in self.entries.iter_mut() {
+        for (id, c, active, repeat) in self.entries.iter_mut() {
             let Some((trig, clear)) = c.check(s, srtt) else {
                 continue;
             };
             let flip = if *active { clear } else { trig };
-            if flip {
-                *active = !*active;
+            // A repeating condition reports again while it holds, i.e. when
+            // it is active, does not clear, and still meets its trigger.
+            let again = *repeat && *active && !clear && trig;
+            if flip || again {
+                if flip {
+                    *active = !*active;
+                }
                 emit(ThresholdEvent {
                     id: *id,
                     condition: *c,
@@ -249,6 +275,22 @@ mod tests {
         );
         // An app-limited interval says nothing about the path's rate.
         assert!(run(&mut t, sample(0.05, 1, true), 30).is_empty());
+    }
+
+    #[test]
+    fn repeating_conditions_report_every_interval_while_holding() {
+        let mut t = Thresholds::default();
+        t.add_repeating(Condition::LossAbove {
+            above: 0.15,
+            clear: 0.10,
+        })
+        .unwrap();
+        assert_eq!(run(&mut t, sample(0.2, 1, false), 10), vec![true]);
+        assert_eq!(run(&mut t, sample(0.3, 1, false), 10), vec![true]);
+        // In the hysteresis band: neither holds nor clears.
+        assert!(run(&mut t, sample(0.12, 1, false), 10).is_empty());
+        assert_eq!(run(&mut t, sample(0.05, 1, false), 10), vec![false]);
+        assert!(run(&mut t, sample(0.05, 1, false), 10).is_empty());
     }
 
     #[test]

@@ -394,6 +394,15 @@ impl Connection {
         self.thresholds.add(c)
     }
 
+    /// Registers a condition that also reports every stats interval while
+    /// it holds (the seed's level-triggered callbacks).
+    ///
+    /// # Errors
+    /// [`ThresholdError`] if invalid or too many.
+    pub fn add_threshold_repeating(&mut self, c: Condition) -> Result<ThresholdId, ThresholdError> {
+        self.thresholds.add_repeating(c)
+    }
+
     /// Removes a threshold condition; false if unknown.
     pub fn remove_threshold(&mut self, id: ThresholdId) -> bool {
         self.thresholds.remove(id)
