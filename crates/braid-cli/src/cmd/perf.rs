@@ -37,6 +37,8 @@ pub const GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 pub const FINAL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Size of one encoded [`Report`].
 pub const REPORT_LEN: usize = 33;
+/// The RUDP client's send queue (the core's `send_queue_bytes`).
+pub const SEND_QUEUE_BYTES: u64 = 2 << 20;
 /// TCP read and write buffer size.
 const TCP_CHUNK: usize = 128 << 10;
 
@@ -119,7 +121,7 @@ pub struct ClientArgs {
     /// Message class (RUDP).
     #[arg(long, value_enum, default_value = "reliable")]
     pub reliability: ReliabilityArg,
-    /// Message size (default 64KiB reliable, 1200 otherwise: one datagram).
+    /// Message size (default 16KiB reliable, 1200 otherwise: one datagram).
     #[arg(long, value_parser = parse_size)]
     pub message_size: Option<u64>,
     /// Output format.
@@ -478,6 +480,11 @@ struct Summary {
     sent_bytes: u64,
     sent_messages: u64,
     send_seconds: f64,
+    /// The server's last report before the client stopped sending: the
+    /// goodput over the test's duration (what is still queued then only
+    /// drains afterwards).
+    at_stop: Report,
+    /// The final report (everything delivered, drain included).
     report: Report,
     client_cpu_us: u64,
     rtt_ms: f64,
@@ -488,7 +495,19 @@ struct Summary {
 fn print_summary(format: Format, transport: &str, s: &Summary) {
     let secs = s.report.elapsed_ns as f64 / 1e9;
     let gbit = s.report.bytes as f64 * 8.0 / 1e9;
-    let mbps = if secs > 0.0 { gbit * 1e3 / secs } else { 0.0 };
+    let rate = |r: &Report| {
+        if r.elapsed_ns > 0 {
+            r.bytes as f64 * 8.0 / (r.elapsed_ns as f64 / 1e9) / 1e6
+        } else {
+            0.0
+        }
+    };
+    let total_mbps = rate(&s.report);
+    let mbps = if s.at_stop.elapsed_ns > 0 {
+        rate(&s.at_stop)
+    } else {
+        total_mbps
+    };
     let per_gbit = |us: u64| {
         if gbit > 0.0 {
             us as f64 / 1e6 / gbit
@@ -509,6 +528,7 @@ fn print_summary(format: Format, transport: &str, s: &Summary) {
                 "send_seconds": s.send_seconds,
                 "delivered_bytes": s.report.bytes, "delivered_messages": s.report.messages,
                 "receive_seconds": secs, "goodput_mbps": mbps,
+                "goodput_with_drain_mbps": total_mbps,
                 "rtt_ms": s.rtt_ms, "loss_pct": s.loss_pct, "retrans": s.retrans,
                 "client_cpu_s": s.client_cpu_us as f64 / 1e6,
                 "server_cpu_s": s.report.cpu_us as f64 / 1e6,
@@ -525,7 +545,9 @@ fn print_summary(format: Format, transport: &str, s: &Summary) {
                 "  delivered {} bytes ({delivered_pct:.2} %), {} messages in {secs:.2} s",
                 s.report.bytes, s.report.messages
             );
-            println!("  goodput   {mbps:.1} Mbit/s");
+            println!(
+                "  goodput   {mbps:.1} Mbit/s during the test ({total_mbps:.1} Mbit/s with the drain)"
+            );
             println!(
                 "  rtt {:.3} ms, loss {:.2} %, retransmitted {}",
                 s.rtt_ms, s.loss_pct, s.retrans
@@ -593,6 +615,9 @@ async fn client_rudp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
     };
     let mut cfg = EndpointConfig::default();
     cfg.transport.pacing = !a.no_pacing;
+    // A backlog of a few milliseconds at loopback rates, not seconds at
+    // WAN rates: the test ends soon after --duration.
+    cfg.transport.send_queue_bytes = SEND_QUEUE_BYTES;
     cfg.transport.congestion = match a.congestion {
         CongestionArg::Newreno => CongestionKind::NewReno,
         CongestionArg::Cubic => CongestionKind::Cubic,
@@ -605,7 +630,7 @@ async fn client_rudp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
     let size = a
         .message_size
         .unwrap_or(if reliability == Reliability::Reliable {
-            64 << 10
+            16 << 10
         } else {
             1200
         });
@@ -655,6 +680,7 @@ async fn client_rudp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
     let mut latest = Report::default();
     let mut sender = Some(sender);
     let mut sent = (0, 0, 0.0);
+    let mut at_stop = Report::default();
     let mut final_wait: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
         tokio::select! {
@@ -673,6 +699,7 @@ async fn client_rudp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
             r = async { sender.as_mut().expect("guarded by the branch condition").await }, if sender.is_some() => {
                 sender = None;
                 sent = r.context("sender task")?;
+                at_stop = latest;
                 final_wait = Some(Box::pin(tokio::time::sleep(FINAL_WAIT)));
             }
             _ = async { final_wait.as_mut().expect("guarded by the branch condition").await }, if final_wait.is_some() => {
@@ -685,6 +712,7 @@ async fn client_rudp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
         sent_bytes: sent.0,
         sent_messages: sent.1,
         send_seconds: sent.2,
+        at_stop,
         report: latest,
         client_cpu_us: cpu_us().saturating_sub(cpu0),
         rtt_ms: s.srtt.as_secs_f64() * 1e3,
@@ -780,6 +808,7 @@ async fn client_tcp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
     let mut rbuf = [0u8; REPORT_LEN];
     let mut sender = Some(sender);
     let mut sent = (0, 0, 0.0);
+    let mut at_stop = Report::default();
     loop {
         tokio::select! {
             r = rd.read_exact(&mut rbuf) => {
@@ -803,11 +832,13 @@ async fn client_tcp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
             r = async { sender.as_mut().expect("guarded by the branch condition").await }, if sender.is_some() => {
                 sender = None;
                 sent = r.context("sender task")?;
+                at_stop = latest;
             }
         }
     }
     if let Some(task) = sender {
         sent = task.await.context("sender task")?;
+        at_stop = latest;
     }
     let i = tcp_info(rd.as_ref()).unwrap_or_default();
     let segs = i.segs_out.wrapping_sub(first.segs_out);
@@ -816,6 +847,7 @@ async fn client_tcp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
         sent_bytes: sent.0,
         sent_messages: sent.1,
         send_seconds: sent.2,
+        at_stop,
         report: latest,
         client_cpu_us: cpu_us().saturating_sub(cpu0),
         rtt_ms: f64::from(i.rtt_us) / 1e3,
