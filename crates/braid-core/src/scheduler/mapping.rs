@@ -21,7 +21,10 @@
 //!   Why slack and not best fit: the strictest streams are mapped first, and a
 //!   promise with the most probability to spare survives the most estimation
 //!   error and drift, so it needs the fewest remaps; later (weaker) streams
-//!   can still be split.
+//!   can still be split. One step of lookahead comes first: among the paths
+//!   that fit, keep those that leave the fewest later streams without a
+//!   single path (mapped greedily by the same rule), so a margin choice does
+//!   not force a later split another choice would avoid.
 //! * **Split only when needed, combining with a union bound** (default,
 //!   [`Combine::UnionBound`]): part j fails with probability ε_j =
 //!   1 − P(B_j ≥ C_j + r_j); the stream's rate holds whenever every part
@@ -182,6 +185,7 @@ fn vb_of(spec: &StreamSpec) -> Option<Vb> {
 }
 
 /// Mapper working state: committed load and constraints per path.
+#[derive(Clone)]
 struct State<'a> {
     views: Vec<&'a PathView>,
     ids: Vec<PathId>,
@@ -395,6 +399,7 @@ fn place_probabilistic(
     need: u64,
     p: f64,
     sticky: Option<usize>,
+    rest: &[&MapRequest],
     cfg: &MapperConfig,
 ) -> Option<Vec<(usize, u64)>> {
     let n = st.ids.len();
@@ -404,14 +409,36 @@ fn place_probabilistic(
     if let Some(j) = sticky.filter(|&j| fits(j)) {
         return Some(vec![(j, need)]);
     }
-    let best = (0..n).filter(|&j| fits(j)).max_by(|&a, &b| {
-        let slack = |j: usize| st.p_at_least(j, st.committed[j].saturating_add(need));
-        let head = |j: usize| st.cap_at(j, p, max_adds[j]);
-        slack(a)
-            .total_cmp(&slack(b))
-            .then(head(a).cmp(&head(b)))
-            .then(b.cmp(&a))
-    });
+    let candidates: Vec<usize> = (0..n).filter(|&j| fits(j)).collect();
+    let best = if candidates.len() > 1 && !rest.is_empty() {
+        // Lookahead: prefer the path that leaves the fewest later streams
+        // without a single path; ties by margin.
+        let misses: Vec<usize> = candidates
+            .iter()
+            .map(|&j| {
+                let mut sim = st.clone();
+                sim.commit(
+                    &[(j, need)],
+                    &[Some(p)],
+                    &StreamSpec::MinRate {
+                        rate: Bandwidth::from_bps(need),
+                        probability: p,
+                    },
+                );
+                single_path_misses(sim, rest)
+            })
+            .collect();
+        let fewest = misses.iter().copied().min().unwrap_or(0);
+        let kept: Vec<usize> = candidates
+            .iter()
+            .zip(&misses)
+            .filter(|(_, &m)| m == fewest)
+            .map(|(&j, _)| j)
+            .collect();
+        by_margin(st, &kept, need, p, &max_adds)
+    } else {
+        by_margin(st, &candidates, need, p, &max_adds)
+    };
     if let Some(j) = best {
         return Some(vec![(j, need)]);
     }
@@ -433,6 +460,47 @@ fn place_probabilistic(
         }
     }
     None
+}
+
+/// The candidate with the largest probability slack P(B_j ≥ C_j + need),
+/// ties to the larger rate headroom, then the lower index.
+fn by_margin(
+    st: &State<'_>,
+    candidates: &[usize],
+    need: u64,
+    p: f64,
+    max_adds: &[u64],
+) -> Option<usize> {
+    candidates.iter().copied().max_by(|&a, &b| {
+        let slack = |j: usize| st.p_at_least(j, st.committed[j].saturating_add(need));
+        let head = |j: usize| st.cap_at(j, p, max_adds[j]);
+        slack(a)
+            .total_cmp(&slack(b))
+            .then(head(a).cmp(&head(b)))
+            .then(b.cmp(&a))
+    })
+}
+
+/// How many of the later probabilistic streams `rest` would find no single
+/// path if mapped greedily by margin on `sim` (the lookahead's score).
+fn single_path_misses(mut sim: State<'_>, rest: &[&MapRequest]) -> usize {
+    let n = sim.ids.len();
+    let mut misses = 0;
+    for req in rest {
+        let (Some(p), Some(rate)) = (req.spec.probability(), req.spec.required_rate()) else {
+            continue;
+        };
+        let need = rate.bps();
+        let max_adds: Vec<u64> = (0..n).map(|j| sim.max_add(j)).collect();
+        let candidates: Vec<usize> = (0..n)
+            .filter(|&j| sim.cap_at(j, p, max_adds[j]) >= need)
+            .collect();
+        match by_margin(&sim, &candidates, need, p, &max_adds) {
+            Some(j) => sim.commit(&[(j, need)], &[Some(p)], &req.spec),
+            None => misses += 1,
+        }
+    }
+    misses
 }
 
 /// Largest rate placeable at probability `p` (single path or split).
@@ -524,20 +592,21 @@ pub fn map_streams(
     });
     let mut st = State::new(paths);
     let mut out = Mapping::default();
-    for req in order {
+    for (i, req) in order.iter().enumerate() {
         // Every guaranteed spec has a required rate (validated specs).
         let need = req.spec.required_rate().unwrap_or(Bandwidth::ZERO).bps();
         let sticky = req
             .sticky
             .and_then(|s| st.ids.iter().position(|&id| id == s));
+        let rest = &order[i + 1..];
         let placed = if let Some(p) = req.spec.probability() {
-            place_probabilistic(&st, need, p, sticky, cfg).ok_or_else(|| {
+            place_probabilistic(&st, need, p, sticky, rest, cfg).ok_or_else(|| {
                 let rate = achievable_rate(&st, p, cfg);
                 // Largest probability at which `need` fits: bisection.
                 let (mut lo, mut hi) = (0.0f64, p);
                 for _ in 0..30 {
                     let mid = 0.5 * (lo + hi);
-                    if place_probabilistic(&st, need, mid, None, cfg).is_some() {
+                    if place_probabilistic(&st, need, mid, None, &[], cfg).is_some() {
                         lo = mid;
                     } else {
                         hi = mid;
