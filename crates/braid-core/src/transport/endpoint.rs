@@ -31,6 +31,19 @@ pub const MAX_STATELESS_QUEUE: usize = 256;
 /// Most accepted cookies remembered for replay detection.
 pub const MAX_REPLAY_ENTRIES: usize = 65_536;
 
+/// Several datagrams to one destination, laid out for UDP GSO: every
+/// `segment_size` bytes of the buffer is one datagram (the last may be
+/// shorter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch {
+    /// Where to send them.
+    pub destination: SocketAddr,
+    /// Total bytes in the buffer.
+    pub size: usize,
+    /// Bytes per datagram.
+    pub segment_size: usize,
+}
+
 /// Identifies a connection within its endpoint; never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnectionHandle(pub u64);
@@ -365,6 +378,53 @@ impl Endpoint {
             }
         }
         None
+    }
+
+    /// Like [`Endpoint::poll_transmit`], but packs up to `max_segments`
+    /// datagrams for the same destination back to back into `buf`, all of
+    /// `segment_size` bytes except possibly a shorter last one — the layout
+    /// UDP GSO (`UDP_SEGMENT`) sends with one system call. Returns the
+    /// destination, the total size and the segment size.
+    pub fn poll_transmit_batch(
+        &mut self,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        max_segments: usize,
+    ) -> Option<Batch> {
+        let stateless = !self.stateless.is_empty();
+        let first = self.poll_transmit(now, buf)?;
+        let mut batch = Batch {
+            destination: first.destination,
+            size: first.size,
+            segment_size: first.size,
+        };
+        // Only a connection's own datagrams are batched: stateless answers
+        // go out one by one. `poll_transmit` left the cursor just after the
+        // connection that sent.
+        if stateless {
+            return Some(batch);
+        }
+        let Some(&k) = self.conns.range(..self.cursor).next_back().map(|(k, _)| k) else {
+            return Some(batch);
+        };
+        let mut scratch = Vec::new();
+        for _ in 1..max_segments.max(1) {
+            let Some(c) = self.conns.get_mut(&k) else {
+                break;
+            };
+            if c.remote() != batch.destination {
+                break;
+            }
+            let Some(t) = c.poll_peek_size_fits(now, &mut scratch, batch.segment_size) else {
+                break;
+            };
+            buf.extend_from_slice(&scratch[..t]);
+            batch.size += t;
+            if t < batch.segment_size {
+                break; // a short segment must be the last
+            }
+        }
+        Some(batch)
     }
 
     /// The earliest timer of any connection.

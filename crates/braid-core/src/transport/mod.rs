@@ -52,7 +52,7 @@ mod tests;
 
 pub use congestion::CongestionController;
 pub use connection::{CloseReason, Connection, Event, Side};
-pub use endpoint::{ConnectError, ConnectionHandle, Endpoint, EndpointStats};
+pub use endpoint::{Batch, ConnectError, ConnectionHandle, Endpoint, EndpointStats};
 pub use recv::ReceivedMessage;
 pub use send::{SendError, SendOptions};
 pub use stats::{ClassCounters, Stats};

@@ -958,3 +958,30 @@ fn oversized_messages_are_refused_with_the_limit() {
         Err(SendError::InvalidStream)
     );
 }
+
+#[test]
+fn batches_are_laid_out_for_gso() {
+    let mut net = Net::new(36, Config::default());
+    let (c, s) = net.connect();
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    for _ in 0..20 {
+        conn.send(now, StreamId(0), vec![9; 5000], SendOptions::RELIABLE)
+            .unwrap();
+    }
+    let mut buf = Vec::new();
+    let b = net.client.poll_transmit_batch(now, &mut buf, 8).unwrap();
+    assert_eq!(b.destination, addr(SERVER));
+    assert_eq!(b.size, buf.len());
+    assert!(b.size > b.segment_size, "several datagrams: {b:?}");
+    assert!(b.size <= 8 * b.segment_size);
+    let segments: Vec<&[u8]> = buf.chunks(b.segment_size).collect();
+    for (i, seg) in segments.iter().enumerate() {
+        assert!(Packet::decode(seg).is_ok());
+        assert!(seg.len() == b.segment_size || i == segments.len() - 1);
+        net.server.handle_datagram(now, addr(CLIENT), seg);
+    }
+    let st = net.server.connection(s).unwrap().stats();
+    assert_eq!(st.malformed, 0);
+    assert!(st.packets_received >= segments.len() as u64);
+}
