@@ -622,6 +622,111 @@ mod tests {
         assert_eq!(held, r.entries);
     }
 
+    /// One arrival at the receiver in the property test.
+    #[derive(Debug, Clone)]
+    enum Arrival {
+        Fragment(u64, u64, usize),
+        Skip(u64),
+    }
+
+    proptest::proptest! {
+        /// Whatever the arrival order, duplication and loss: delivery is in
+        /// increasing order, at most once, with the bytes that were sent;
+        /// every reliable message that was not skipped is delivered; no
+        /// skipped or lost message is.
+        #[test]
+        fn delivery_invariants_hold_for_any_arrival_order(
+            msgs in proptest::collection::vec((0u8..3, 0usize..3000, proptest::bool::ANY), 1..30),
+            order in proptest::collection::vec(proptest::num::usize::ANY, 0..400),
+            dups in proptest::collection::vec(proptest::num::usize::ANY, 0..20),
+        ) {
+            let classes = [R, U, Reliability::Discardable];
+            let mut last_rel = None;
+            let mut meta = Vec::new(); // (class, dep, data, gone: skipped or lost)
+            for (i, (c, len, gone)) in msgs.iter().enumerate() {
+                let i = i as u64;
+                let class = classes[*c as usize];
+                let dep = last_rel.map(|r| i - r);
+                if class == R {
+                    last_rel = Some(i);
+                }
+                let data: Vec<u8> = (0..*len).map(|b| (b as u64 * 7 + i) as u8).collect();
+                meta.push((class, dep, data, *gone));
+            }
+            let mut arrivals = Vec::new();
+            for (i, (class, _, data, gone)) in meta.iter().enumerate() {
+                let i = i as u64;
+                if *gone && *class == R {
+                    // Abandoned by the sender: maybe after a first fragment
+                    // (never the whole message, or it could be delivered).
+                    if data.len() > 1000 {
+                        arrivals.push(Arrival::Fragment(i, 0, 1000));
+                    }
+                    arrivals.push(Arrival::Skip(i));
+                    continue;
+                }
+                if *gone {
+                    continue; // a lost non-reliable message
+                }
+                let mut off = 0;
+                loop {
+                    let take = (data.len() - off).min(1000);
+                    arrivals.push(Arrival::Fragment(i, off as u64, take));
+                    off += take;
+                    if off >= data.len() {
+                        break;
+                    }
+                }
+            }
+            for d in &dups {
+                if !arrivals.is_empty() {
+                    let a = arrivals[d % arrivals.len()].clone();
+                    arrivals.push(a);
+                }
+            }
+            for (k, o) in order.iter().enumerate() {
+                if !arrivals.is_empty() {
+                    let n = arrivals.len();
+                    arrivals.swap(k % n, o % n);
+                }
+            }
+            let mut r = RecvStreams::new(1 << 20, 1 << 20, 1 << 20);
+            let mut got = Vec::new();
+            for a in &arrivals {
+                match *a {
+                    Arrival::Fragment(i, off, take) => {
+                        let (class, dep, data, _) = &meta[i as usize];
+                        let f = frame(0, i, *class, *dep, off, data.len() as u64,
+                                      &data[off as usize..off as usize + take]);
+                        proptest::prop_assert!(r.on_stream(Instant::ZERO, &f).is_ok());
+                    }
+                    Arrival::Skip(i) => {
+                        let (class, dep, data, _) = &meta[i as usize];
+                        proptest::prop_assert!(r.on_skip(StreamId(0), i, data.len() as u64, *class, *dep).is_ok());
+                    }
+                }
+                while let Some(m) = r.pop(Instant::ZERO) {
+                    got.push(m);
+                }
+            }
+            let mut prev = None;
+            for m in &got {
+                proptest::prop_assert!(prev < Some(m.number), "increasing, once");
+                prev = Some(m.number);
+                let (class, _, data, gone) = &meta[m.number as usize];
+                proptest::prop_assert!(!gone, "skipped or lost message delivered");
+                proptest::prop_assert_eq!(&m.data, data);
+                proptest::prop_assert_eq!(m.reliability, *class);
+            }
+            for (i, (class, _, _, gone)) in meta.iter().enumerate() {
+                if *class == R && !gone {
+                    proptest::prop_assert!(got.iter().any(|m| m.number == i as u64),
+                        "reliable message {} not delivered", i);
+                }
+            }
+        }
+    }
+
     #[test]
     fn range_insertion_merges() {
         let mut h = Vec::new();
