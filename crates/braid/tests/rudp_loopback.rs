@@ -43,7 +43,7 @@ fn payload(len: usize, seed: u64) -> Vec<u8> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reliable_20mb_arrives_intact() {
+async fn rudp_reliable_20mb_arrives_intact() {
     const TOTAL: usize = 20 << 20;
     const MSG: usize = 64 << 10;
     let (_server, _client, c, mut s) = pair().await;
@@ -75,7 +75,7 @@ async fn reliable_20mb_arrives_intact() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unreliable_messages_never_delivered_twice() {
+async fn rudp_unreliable_messages_never_delivered_twice() {
     const N: u32 = 20_000;
     let (_server, _client, c, mut s) = pair().await;
     let stream = c.open_stream(SendOptions::UNRELIABLE).unwrap();
@@ -111,7 +111,7 @@ async fn unreliable_messages_never_delivered_twice() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn messages_both_ways_and_stats() {
+async fn rudp_messages_both_ways_and_stats() {
     let (_server, _client, mut c, mut s) = pair().await;
     let cs = c.open_stream(SendOptions::RELIABLE).unwrap();
     let ss = s.open_stream(SendOptions::RELIABLE).unwrap();
@@ -169,7 +169,7 @@ fn initial_packet(cookie: &[u8], dst: [u8; CID_LEN], src: [u8; CID_LEN]) -> Vec<
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn garbage_and_spoofed_datagrams_create_no_connection() {
+async fn rudp_garbage_and_spoofed_datagrams_create_no_connection() {
     const EACH: usize = 2000;
     let server = Endpoint::bind(local(), EndpointConfig::server()).unwrap();
     let to = server.local_addr();
@@ -239,7 +239,7 @@ async fn garbage_and_spoofed_datagrams_create_no_connection() {
 }
 
 #[tokio::test]
-async fn connect_to_nothing_times_out_clearly() {
+async fn rudp_connect_to_nothing_times_out_clearly() {
     // A port that was bound a moment ago and is closed now.
     let port = std::net::UdpSocket::bind(local())
         .unwrap()
@@ -262,7 +262,7 @@ async fn connect_to_nothing_times_out_clearly() {
 }
 
 #[tokio::test]
-async fn client_endpoint_does_not_accept() {
+async fn rudp_client_endpoint_does_not_accept() {
     let mut client = Endpoint::bind(local(), EndpointConfig::default()).unwrap();
     assert!(matches!(client.accept().await, Err(RudpError::NotServer)));
 }
