@@ -5,9 +5,10 @@
 //! stay the same size); virtual time advances 10 µs per decision.
 #![allow(missing_docs)]
 
+use braid_core::scheduler::mapping::{map_streams, MapRequest};
 use braid_core::scheduler::{
-    EmpiricalDistribution, Msfq, PathId, PathView, Pgos, PgosConfig, Scheduler, StreamId,
-    StreamSpec,
+    EmpiricalDistribution, MapperConfig, Msfq, PathId, PathView, Pgos, PgosConfig, Scheduler,
+    StreamId, StreamSpec,
 };
 use braid_core::{Bandwidth, Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -90,6 +91,41 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    // Resource mapping (off the fast path): 8 streams over 4 paths, with the
+    // lookahead and one stream that has to be split.
+    let views: Vec<PathView> = (0..4u32)
+        .map(|j| {
+            let base = 50.0 * f64::from(j + 1);
+            let samples: Vec<f64> = (0..300)
+                .map(|k| base * (0.8 + 0.4 * f64::from(k) / 300.0))
+                .collect();
+            PathView::new(
+                EmpiricalDistribution::from_mbps(&samples),
+                Duration::from_millis(10),
+            )
+        })
+        .collect();
+    let paths: Vec<(PathId, &PathView)> = views
+        .iter()
+        .enumerate()
+        .map(|(j, v)| (PathId(j as u32), v))
+        .collect();
+    let rates = [20u64, 30, 40, 150, 45, 60, 35, 250];
+    let reqs: Vec<MapRequest> = rates
+        .iter()
+        .enumerate()
+        .map(|(i, &r)| MapRequest {
+            id: StreamId(i as u32),
+            // Valid by construction.
+            spec: StreamSpec::min_rate(Bandwidth::from_mbps(r), 0.9 + 0.01 * i as f64)
+                .expect("valid bench spec"),
+            sticky: None,
+        })
+        .collect();
+    c.bench_function("map_streams_8x4", |b| {
+        b.iter(|| black_box(map_streams(&reqs, &paths, &MapperConfig::default())))
+    });
 }
 
 criterion_group!(benches, bench);

@@ -602,11 +602,14 @@ pub fn map_streams(
         let placed = if let Some(p) = req.spec.probability() {
             place_probabilistic(&st, need, p, sticky, rest, cfg).ok_or_else(|| {
                 let rate = achievable_rate(&st, p, cfg);
-                // Largest probability at which `need` fits: bisection.
+                // Largest probability at which `need` fits: bisection. A
+                // placement exists iff the best total over all paths (the
+                // split programme, which includes every subset and the
+                // single paths) reaches `need`.
                 let (mut lo, mut hi) = (0.0f64, p);
-                for _ in 0..30 {
+                for _ in 0..24 {
                     let mid = 0.5 * (lo + hi);
-                    if place_probabilistic(&st, need, mid, None, &[], cfg).is_some() {
+                    if achievable_rate(&st, mid, cfg) >= need {
                         lo = mid;
                     } else {
                         hi = mid;
