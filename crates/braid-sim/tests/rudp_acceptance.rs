@@ -103,14 +103,14 @@ fn check(o: &Outcome, bytes: u64) {
 }
 
 #[test]
-fn reliable_transfer_survives_loss_duplication_and_reordering() {
+fn rudp_reliable_transfer_survives_loss_duplication_and_reordering() {
     let bytes = 2 << 20;
     let o = transfer(1, bytes, None, 120);
     check(&o, bytes);
 }
 
 #[test]
-fn unreliable_and_expired_messages_are_never_late_or_twice() {
+fn rudp_unreliable_and_expired_messages_are_never_late_or_twice() {
     let bytes = 1 << 20;
     for (seed, class) in [(2, Reliability::Unreliable), (3, Reliability::Discardable)] {
         let side = SideTraffic {
@@ -125,7 +125,7 @@ fn unreliable_and_expired_messages_are_never_late_or_twice() {
         check(&o, bytes);
         // Deadlines hold to within the one-way transit of the message's
         // first fragment: the receiver learns the remaining time to live,
-        // not the sender's clock (see `receiver_deadline_ignores_transit`).
+        // not the sender's clock (see `rudp_receiver_deadline_ignores_transit`).
         assert!(
             o.max_lateness <= o.max_transit,
             "{:?} > {:?}",
@@ -145,7 +145,7 @@ fn unreliable_and_expired_messages_are_never_late_or_twice() {
 /// one-way delay (e.g. min RTT / 2) on either side would close it.
 #[test]
 #[ignore = "core gap: receiver deadline ignores one-way transit (docs/rudp-experiments.md)"]
-fn receiver_deadline_ignores_transit() {
+fn rudp_receiver_deadline_ignores_transit() {
     let side = SideTraffic {
         period: Duration::from_millis(5),
         size: 3000,
@@ -158,7 +158,7 @@ fn receiver_deadline_ignores_transit() {
 }
 
 #[test]
-fn same_seed_same_run() {
+fn rudp_same_seed_same_run() {
     let a = transfer(4, 256 << 10, None, 60);
     let b = transfer(4, 256 << 10, None, 60);
     assert_eq!(a.finished, b.finished);
@@ -169,7 +169,7 @@ fn same_seed_same_run() {
 /// `cargo test --release -p braid-sim --test rudp_acceptance -- --ignored`.
 #[test]
 #[ignore = "100 MB: slow in debug builds; run in release (see module docs)"]
-fn reliable_100_mb_arrives_intact() {
+fn rudp_reliable_100_mb_arrives_intact() {
     let bytes = 100_000_000;
     let o = transfer(5, bytes, None, 3600);
     check(&o, bytes);

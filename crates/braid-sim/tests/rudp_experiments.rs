@@ -31,7 +31,7 @@ fn data() -> Option<PathBuf> {
 }
 
 #[test]
-fn table4_small_is_deterministic_and_coordination_reaches_the_transport() {
+fn rudp_table4_small_is_deterministic_and_coordination_reaches_the_transport() {
     let Some(d) = data() else { return };
     let a = table(4, &d, 7, Workload::SMALL).unwrap();
     let b = table(4, &d, 7, Workload::SMALL).unwrap();
@@ -51,7 +51,7 @@ fn table4_small_is_deterministic_and_coordination_reaches_the_transport() {
 }
 
 #[test]
-fn table5_small_resolution_runs_both_variants() {
+fn rudp_table5_small_resolution_runs_both_variants() {
     let Some(d) = data() else { return };
     let t = table(5, &d, 1, Workload::SMALL).unwrap();
     assert_eq!(t.runs.len(), 2);
@@ -68,7 +68,7 @@ fn table5_small_resolution_runs_both_variants() {
 }
 
 #[test]
-fn table8_small_three_schemes() {
+fn rudp_table8_small_three_schemes() {
     let Some(d) = data() else { return };
     let t = table(8, &d, 1, Workload::SMALL).unwrap();
     assert_eq!(t.runs.len(), 3);
@@ -79,7 +79,7 @@ fn table8_small_three_schemes() {
 }
 
 #[test]
-fn unknown_table_is_an_error() {
+fn rudp_unknown_table_is_an_error() {
     let d = PathBuf::from("/nonexistent");
     assert!(table(9, &d, 1, Workload::SMALL).is_err());
     // Missing traces are an error, not a panic.
@@ -87,7 +87,7 @@ fn unknown_table_is_an_error() {
 }
 
 #[test]
-fn reno_benchmark_small_is_intact() {
+fn rudp_reno_benchmark_small_is_intact() {
     let r = reno_benchmark(1, 0.01, 10, CongestionKind::NewReno);
     assert!(r.intact, "{r:?}");
     let (mathis, _) = reno_models(1400.0, 0.03, 0.01, 0.2);
