@@ -17,14 +17,15 @@
 //!
 //! The layout is specified byte by byte in `docs/PROTOCOL.md`.
 
+mod adapt;
 mod codec;
 mod frame;
 mod header;
 
+pub use adapt::{AdaptAction, AdaptCond, AdaptFrame, AdaptWhen, Ratio, TransportParams};
 pub use codec::{put_varint, varint_len, Reader, VARINT_MAX};
 pub use frame::{
-    AckFrame, AckRange, AdaptAction, AdaptCond, AdaptFrame, AdaptWhen, CloseFrame, ErrorCode,
-    Frame, Ratio, Reliability, StreamFrame, StreamId, TransportParams,
+    AckFrame, AckRange, CloseFrame, ErrorCode, Frame, Reliability, StreamFrame, StreamId,
 };
 pub use header::{ConnectionId, Header, PacketType, CID_LEN};
 
