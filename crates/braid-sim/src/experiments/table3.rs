@@ -250,8 +250,20 @@ pub fn table3(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
         ),
     ];
     let mut rep = TableReport::default();
+    let mut notes = String::new();
     for (name, algo) in algos {
         let res = harness::run(&paths, &streams, algo, &cfg)?;
+        let dropped: Vec<String> = streams
+            .iter()
+            .zip(&res)
+            .map(|(s, r)| format!("{} {}", s.name, r.frames_dropped))
+            .collect();
+        let _ = writeln!(
+            notes,
+            "{name}: upcalls {}, frames dropped at the source: {}",
+            res.first().map_or(0, |r| r.upcalls),
+            dropped.join(", ")
+        );
         for (s, r) in streams.iter().zip(&res) {
             let sum = harness::summarize(r, s.target, s.period);
             rep.rows.push((name.to_string(), s.name.clone(), sum));
@@ -359,6 +371,7 @@ pub fn table3(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
         total("pgos"),
         total("optsched")
     );
+    t.push_str(&notes);
     for (c, ok, d) in &rep.checks {
         let _ = writeln!(t, "[{}] {c}: {d}", if *ok { "ok" } else { "MISS" });
     }
