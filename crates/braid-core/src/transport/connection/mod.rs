@@ -17,8 +17,8 @@ use super::ack::AckTracker;
 use super::congestion::{Cubic, FixedRate, NewReno, WindowController};
 use super::coordination::{CoordContext, Coordinator, Readjust};
 use super::pacing::Pacer;
-use super::recovery::{Recovery, SentFrame, SentPacket};
-use super::recv::{ReceivedMessage, RecvError, RecvStreams};
+use super::recovery::Recovery;
+use super::recv::{ReceivedMessage, RecvStreams};
 use super::send::{SendError, SendOptions, SendStreams};
 use super::stats::{IntervalMeter, Stats};
 use super::thresholds::{Condition, ThresholdError, ThresholdEvent, ThresholdId, Thresholds};
@@ -26,12 +26,13 @@ use super::{Config, CongestionController, CongestionKind};
 use crate::time::{Duration, Instant};
 use crate::units::Bandwidth;
 use crate::wire::{
-    AdaptAction, AdaptFrame, ConnectionId, ErrorCode, Frame, Header, Packet, PacketType, Ratio,
-    StreamId, TransportParams, MAX_STREAMS, MIN_DATAGRAM_SIZE,
+    AdaptFrame, ConnectionId, ErrorCode, Ratio, StreamId, TransportParams, MAX_STREAMS,
+    MIN_DATAGRAM_SIZE,
 };
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
+mod input;
 mod output;
 
 /// Most events queued for the application; older ones are dropped.
@@ -488,233 +489,6 @@ impl Connection {
         }
     }
 
-    // ---- input --------------------------------------------------------
-
-    /// Handles one datagram from `remote` received at `now`. Anything
-    /// malformed, misaddressed or duplicated is counted in [`Stats`] and
-    /// dropped.
-    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, data: &[u8]) {
-        if self.state == State::Closed {
-            return;
-        }
-        if remote != self.remote {
-            self.stats.malformed += 1;
-            return;
-        }
-        let Ok(packet) = Packet::decode(data) else {
-            self.stats.malformed += 1;
-            return;
-        };
-        let h = packet.header;
-        match (self.side, h.ty) {
-            (Side::Client, PacketType::Retry) | (Side::Client, PacketType::Handshake)
-                if h.dst_cid != self.local_cid =>
-            {
-                self.stats.malformed += 1;
-                return;
-            }
-            (Side::Client, PacketType::Retry) => {
-                self.on_retry(&packet);
-                return;
-            }
-            (Side::Server, PacketType::Initial) => {
-                // The client did not get our HANDSHAKE: send it again.
-                if self.state == State::HandshakeSent {
-                    self.handshake_pending = true;
-                }
-                return;
-            }
-            (_, PacketType::Data) | (Side::Client, PacketType::Handshake)
-                if h.dst_cid == self.local_cid => {}
-            _ => {
-                self.stats.malformed += 1;
-                return;
-            }
-        }
-        if self.state == State::Draining {
-            return;
-        }
-        if self.state == State::Closing {
-            // Answer with our CLOSE again (at most one per packet in).
-            self.close_send = true;
-            return;
-        }
-        if h.ty == PacketType::Data && self.state == State::Initial {
-            // Data before the HANDSHAKE (reordered): the sender retransmits.
-            self.stats.malformed += 1;
-            return;
-        }
-        if self.ack.is_duplicate(h.pn) {
-            self.stats.duplicates += 1;
-            return;
-        }
-        self.last_received = now;
-        self.stats.packets_received += 1;
-        self.stats.bytes_received += data.len() as u64;
-        let mut eliciting = false;
-        for f in packet.frames() {
-            // Invariant: `Packet::decode` validated every frame.
-            let Ok(f) = f else { break };
-            eliciting |= f.is_ack_eliciting();
-            if let Err(code) = self.on_frame(now, &h, &f) {
-                self.fail(now, code);
-                return;
-            }
-            if matches!(self.state, State::Draining | State::Closed) {
-                return;
-            }
-        }
-        self.ack
-            .on_packet(now, h.pn, eliciting, self.config.max_ack_delay);
-        if self.side == Side::Server && self.state == State::HandshakeSent {
-            self.state = State::Established;
-            self.push_event(Event::Connected);
-        }
-        self.check_finish(now);
-    }
-
-    /// The client sent its INITIAL again: it has not got our HANDSHAKE.
-    pub(crate) fn on_initial_retransmit(&mut self) {
-        if self.state == State::HandshakeSent {
-            self.handshake_pending = true;
-        }
-    }
-
-    fn on_retry(&mut self, p: &Packet<'_>) {
-        if self.state != State::Initial || self.cookie.is_some() {
-            self.stats.malformed += 1;
-            return;
-        }
-        if p.header.src_cid != Some(self.remote_cid) {
-            self.stats.malformed += 1;
-            return;
-        }
-        for f in p.frames() {
-            if let Ok(Frame::Retry { cookie }) = f {
-                self.cookie = Some(cookie.to_vec());
-                self.initial_pending = true;
-            }
-        }
-    }
-
-    fn on_frame(&mut self, now: Instant, h: &Header, f: &Frame<'_>) -> Result<(), ErrorCode> {
-        match f {
-            Frame::Handshake { params } if self.state == State::Initial => {
-                // Invariant: long headers always carry a source id.
-                self.remote_cid = h.src_cid.unwrap_or(self.remote_cid);
-                self.apply_peer_params(*params);
-                self.state = State::Established;
-                self.initial_pending = false;
-                self.push_event(Event::Connected);
-            }
-            Frame::Ack(a) => {
-                let out = self
-                    .recovery
-                    .on_ack(now, a)
-                    .map_err(|_| ErrorCode::PROTOCOL_VIOLATION)?;
-                for (_, p) in &out.acked {
-                    if p.in_flight {
-                        self.cc.on_ack(
-                            now,
-                            p.time_sent,
-                            p.size,
-                            p.app_limited,
-                            self.recovery.rtt(),
-                        );
-                        self.meter.on_ack(p.size);
-                    }
-                    for fr in &p.frames {
-                        if let SentFrame::Stream {
-                            stream,
-                            message,
-                            len,
-                            reliability,
-                            ..
-                        } = *fr
-                        {
-                            self.send.on_acked(stream, message, len, reliability);
-                        }
-                    }
-                }
-                self.on_lost(now, out.lost);
-            }
-            Frame::Stream(s) => self.recv.on_stream(now, s).map_err(recv_code)?,
-            Frame::MessageSkip {
-                stream,
-                message,
-                message_len,
-                reliability,
-                depends_back,
-            } => self
-                .recv
-                .on_skip(*stream, *message, *message_len, *reliability, *depends_back)
-                .map_err(recv_code)?,
-            Frame::MaxData { limit } => self.send.on_max_data(*limit),
-            Frame::Close(c) => {
-                self.state = State::Draining;
-                self.close_deadline = Some(now + self.recovery.pto() * CLOSE_PTOS);
-                self.recovery.drain();
-                self.push_event(Event::Closed(CloseReason::Peer {
-                    code: c.code,
-                    reason: String::from_utf8_lossy(c.reason).into_owned(),
-                }));
-            }
-            Frame::Adapt(a) => {
-                if let AdaptAction::LossTolerance { tolerance } = a.action {
-                    self.peer_tolerance = tolerance;
-                }
-                self.push_event(Event::PeerAdapt(*a));
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    fn on_lost(&mut self, now: Instant, lost: Vec<(u64, SentPacket)>) {
-        let Some(latest) = lost.iter().map(|(_, p)| p.time_sent).max() else {
-            return;
-        };
-        let mut bytes = 0;
-        for (_, p) in lost {
-            if !p.ack_eliciting {
-                continue;
-            }
-            self.stats.packets_lost += 1;
-            self.meter.on_loss(1);
-            if p.in_flight {
-                bytes += p.size;
-            }
-            for fr in p.frames {
-                match fr {
-                    SentFrame::Stream {
-                        stream,
-                        message,
-                        offset,
-                        len,
-                        reliability,
-                    } => self
-                        .send
-                        .on_lost(now, stream, message, offset, len, reliability),
-                    SentFrame::Skip {
-                        stream,
-                        message,
-                        len,
-                        depends_back,
-                    } => self.send.on_skip_lost(stream, message, len, depends_back),
-                    SentFrame::MaxData => self.max_data_pending = true,
-                    SentFrame::Adapt(a) if self.adapt_out.len() < MAX_ADAPT_OUT => {
-                        self.adapt_out.push_back(a)
-                    }
-                    SentFrame::Handshake => self.handshake_pending = true,
-                    _ => {}
-                }
-            }
-        }
-        if bytes > 0 {
-            self.cc.on_loss(now, latest, bytes);
-        }
-    }
-
     // ---- timers -------------------------------------------------------
 
     /// When [`Connection::handle_timeout`] should next be called.
@@ -816,12 +590,5 @@ impl Connection {
     /// A rough pacing rate (for drivers that want to size batches).
     pub fn pacing_rate(&self) -> Bandwidth {
         self.cc.pacing_rate(self.recovery.rtt())
-    }
-}
-
-fn recv_code(e: RecvError) -> ErrorCode {
-    match e {
-        RecvError::FlowControl => ErrorCode::FLOW_CONTROL,
-        _ => ErrorCode::PROTOCOL_VIOLATION,
     }
 }
