@@ -110,8 +110,9 @@ def dynamic(out, svg_path):
         for ft, r in flaps:
             hit = next((t - ft for t, v in series if t >= ft and v >= 0.9 * (100 + r)), None)
             delays.append("–" if hit is None else f"{hit:.1f}")
-        rss = open(os.path.join(out, f"dyn-{m}.rss")).read().split()[-1] if os.path.exists(
-            os.path.join(out, f"dyn-{m}.rss")) else "?"
+        rp = os.path.join(out, f"dyn-{m}.rss")
+        words = open(rp).read().split() if os.path.exists(rp) else []
+        rss = words[-1] if words else "?"
         print(f"| {m} | {util * 100:.1f} % | {', '.join(delays)} | {int(rss) / 1024:.0f} MiB |"
               if rss.isdigit() else f"| {m} | {util * 100:.1f} % | {', '.join(delays)} | ? |")
     if svg_path:

@@ -182,6 +182,7 @@ impl Weighted {
         }
         self.last_weighting = now;
         self.reweights += 1;
+        tracing::debug!(lens = ?self.lens, times = ?t_i, phase = ?self.phase, "re-weighted");
     }
 }
 
