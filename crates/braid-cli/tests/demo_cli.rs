@@ -18,7 +18,13 @@ fn demo_runs_without_files_and_is_reproducible() {
     let a = braid(&["demo", "--duration", "60s"]);
     assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
     let text = String::from_utf8_lossy(&a.stdout);
-    for needle in ["seed 1", "bulk", "Average predictors", "Percentile predictor", "0.950"] {
+    for needle in [
+        "seed 1",
+        "bulk",
+        "Average predictors",
+        "Percentile predictor",
+        "0.950",
+    ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
     let b = braid(&["demo", "--duration", "60s"]);

@@ -55,7 +55,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
     let scenario = Scenario::from_toml_str(DEMO_SCENARIO).context("built-in demo scenario")?;
     let env = std::env::var(SEED_ENV).ok();
-    let seed = resolve_seed(args.seed, env.as_deref(), scenario.seed).map_err(anyhow::Error::msg)?;
+    let seed =
+        resolve_seed(args.seed, env.as_deref(), scenario.seed).map_err(anyhow::Error::msg)?;
     let mut scenario = scenario.with_seed(seed);
     // Flows that ran to the end of the built-in scenario run to the end of
     // the requested one.
