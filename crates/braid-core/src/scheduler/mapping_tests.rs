@@ -263,6 +263,68 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Mixed probabilistic and violation-bound streams: at the end every
+    /// probabilistic part still holds at the path's *final* load, and every
+    /// violation-bound stream's E[Z] (Lemma 2, at the final loads) is within
+    /// its bound.
+    #[test]
+    fn mixed_specs_hold_every_constraint(
+        paths in prop::collection::vec(prop::collection::vec(0.0f64..50.0, 20..60), 1..4),
+        streams in prop::collection::vec((0.5f64..30.0, 0.5f64..0.99, any::<bool>(), 0.0f64..20.0), 1..6),
+    ) {
+        let views: Vec<PathView> = paths.iter().map(|s| view(s)).collect();
+        let pv: Vec<(PathId, &PathView)> =
+            views.iter().enumerate().map(|(j, v)| (PathId(j as u32), v)).collect();
+        // Violation-bound streams: x messages of 1250 B per 100 ms (x = rate / 0.1 Mbit/s).
+        let reqs: Vec<MapRequest> = streams
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, p, vb, bound))| {
+                if vb {
+                    let x = ((r * 10.0) as u32).max(1);
+                    MapRequest {
+                        id: StreamId(i as u32),
+                        spec: StreamSpec::violation_bound(x, Duration::from_millis(100), 1250, bound)
+                            .unwrap(),
+                        sticky: None,
+                    }
+                } else {
+                    rate(i as u32, r, p)
+                }
+            })
+            .collect();
+        let m = map_streams(&reqs, &pv, &MapperConfig::default());
+        let load: Vec<Bandwidth> = (0..views.len()).map(|j| m.load(PathId(j as u32))).collect();
+        for (id, parts) in &m.assigned {
+            let spec = reqs.iter().find(|r| r.id == *id).unwrap().spec;
+            let total: u64 = parts.iter().map(|q| q.rate.bps()).sum();
+            prop_assert_eq!(total, spec.required_rate().unwrap().bps());
+            if let StreamSpec::ViolationBound { window, message_size, max_expected_misses, .. } = spec {
+                let coeff = window.as_secs_f64() / (8.0 * f64::from(message_size));
+                let z: f64 = parts
+                    .iter()
+                    .map(|q| {
+                        let d = &views[q.path.0 as usize].distribution;
+                        let c = load[q.path.0 as usize];
+                        d.expected_shortfall_bps(c) - d.expected_shortfall_bps(c.saturating_sub(q.rate))
+                    })
+                    .sum::<f64>()
+                    * coeff;
+                prop_assert!(z <= max_expected_misses + 1e-6, "E[Z] {} > {}", z, max_expected_misses);
+            } else {
+                for q in parts {
+                    let d = &views[q.path.0 as usize].distribution;
+                    prop_assert!(
+                        d.probability_at_least(load[q.path.0 as usize]) >= q.probability.unwrap() - 1e-12
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn extreme_inputs_do_not_panic() {
     let a = view(&[10.0, 20.0]);
