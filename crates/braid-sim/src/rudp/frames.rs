@@ -245,7 +245,14 @@ impl FrameApp {
         });
     }
 
-    fn on_threshold(&mut self, conn: &mut Connection, upper: bool, eratio: f64, rate_bps: u64) {
+    fn on_threshold(
+        &mut self,
+        now: Instant,
+        conn: &mut Connection,
+        upper: bool,
+        eratio: f64,
+        rate_bps: u64,
+    ) {
         if upper {
             self.counters.upper_events += 1;
         } else {
@@ -293,7 +300,7 @@ impl FrameApp {
                     rate_bps,
                 };
                 if granularity <= 1 {
-                    self.apply_resize(conn, p, AdaptWhen::Now);
+                    self.apply_resize(now, conn, p, AdaptWhen::Now);
                 } else {
                     if self.pending.is_none() {
                         self.report(
@@ -313,11 +320,17 @@ impl FrameApp {
         }
     }
 
-    fn apply_resize(&mut self, conn: &mut Connection, p: PendingResize, when: AdaptWhen) {
+    fn apply_resize(
+        &mut self,
+        now: Instant,
+        conn: &mut Connection,
+        p: PendingResize,
+        when: AdaptWhen,
+    ) {
         let old = self.size;
         self.size = p.new_size;
         self.counters.adaptations += 1;
-        self.size_log.push((Instant::ZERO, self.size as u32));
+        self.size_log.push((now, self.size as u32));
         let cond = (self.cfg.coordination == Coordination::CoordinatedCond).then_some(AdaptCond {
             error_ratio: Ratio::from_f64(p.eratio),
             rate_bps: p.rate_bps,
@@ -378,7 +391,7 @@ impl FrameApp {
 
     /// Starts frame `self.frame`: applies a pending resolution change if
     /// this frame may carry it.
-    fn start_frame(&mut self, conn: &mut Connection) {
+    fn start_frame(&mut self, now: Instant, conn: &mut Connection) {
         if let (Some(p), Adaptation::Resolution { granularity, .. }) =
             (self.pending, self.cfg.adaptation)
         {
@@ -388,7 +401,7 @@ impl FrameApp {
                     stream: FRAME_STREAM,
                     message: self.counters.messages,
                 };
-                self.apply_resize(conn, p, when);
+                self.apply_resize(now, conn, p, when);
             }
         }
         self.frame_left = match &self.cfg.pattern {
@@ -427,7 +440,7 @@ impl FrameApp {
                 if !room {
                     return;
                 }
-                self.start_frame(conn);
+                self.start_frame(now, conn);
                 self.frame += 1;
             }
             if !self.send_one(now, conn) {
@@ -462,15 +475,10 @@ impl App for FrameApp {
                     continue;
                 }
                 let upper = matches!(t.condition, Condition::LossAbove { .. });
-                self.on_threshold(conn, upper, t.loss_ratio, t.delivery_rate.bps());
+                self.on_threshold(now, conn, upper, t.loss_ratio, t.delivery_rate.bps());
             }
         }
         self.produce(now, conn);
-        if let Some(last) = self.size_log.last_mut() {
-            if last.0 == Instant::ZERO {
-                last.0 = now;
-            }
-        }
     }
 
     fn next_wakeup(&self) -> Option<Instant> {

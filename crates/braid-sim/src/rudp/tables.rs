@@ -504,3 +504,26 @@ pub fn table(n: u32, data: &Path, seed: u64, w: Workload) -> Result<TableOut, Ex
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_respect_direction_and_ties() {
+        assert_eq!(better("d", 9.0, 10.0, true).1, Verdict::Win);
+        assert_eq!(better("d", 11.0, 10.0, true).1, Verdict::Loss);
+        assert_eq!(better("t", 11.0, 10.0, false).1, Verdict::Win);
+        assert_eq!(better("t", 10.01, 10.0, false).1, Verdict::Tie);
+        assert_eq!(better("t", 1.0, 0.0, false).1, Verdict::Tie);
+    }
+
+    #[test]
+    fn seed_numbers_are_transcribed_in_order() {
+        // IQ-RUDP first and better than RUDP on the seed's headline metric.
+        assert!(SEED_T3[0][0] < SEED_T3[1][0] && SEED_T4[0][0] < SEED_T4[1][0]);
+        assert!(SEED_T5[0][0] > SEED_T5[1][0]);
+        assert!(SEED_T6.iter().all(|(_, iq, ru)| iq[0] > ru[0]));
+        assert!(SEED_T8[0][1] > SEED_T8[1][1] && SEED_T8[1][1] > SEED_T8[2][1]);
+    }
+}
