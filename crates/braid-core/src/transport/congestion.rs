@@ -48,6 +48,10 @@ pub trait CongestionController: Debug + Send {
     );
     /// `bytes` declared lost, the latest of them sent at `sent_time`.
     fn on_loss(&mut self, now: Instant, sent_time: Instant, bytes: u64);
+    /// Persistent congestion (RFC 9002 §7.6): everything sent over several
+    /// probe timeouts was lost. Window-based controllers collapse to the
+    /// minimum window; the default does nothing.
+    fn on_persistent_congestion(&mut self, _now: Instant) {}
     /// The congestion window in bytes.
     fn window(&self) -> u64;
     /// The rate at which to pace packets.
@@ -268,6 +272,11 @@ impl<R: WindowRule> CongestionController for WindowController<R> {
         self.ssthresh = self.cwnd;
     }
 
+    fn on_persistent_congestion(&mut self, now: Instant) {
+        self.cwnd = MIN_WINDOW_PACKETS * self.mss;
+        self.recovery_start = Some(now);
+    }
+
     fn window(&self) -> u64 {
         self.cwnd
     }
@@ -371,6 +380,18 @@ mod tests {
             c.on_ack(t1, t1, MSS, false, &rtt());
         }
         assert_eq!(c.window(), 6000);
+    }
+
+    #[test]
+    fn persistent_congestion_collapses_to_the_minimum() {
+        let mut c = NewReno::new_reno(MSS);
+        c.on_ack(Instant::ZERO, Instant::ZERO, 40 * MSS, false, &rtt());
+        c.on_persistent_congestion(Instant::ZERO);
+        assert_eq!(c.window(), MIN_WINDOW_PACKETS * MSS);
+        let mut f = FixedRate::new(Bandwidth::from_mbps(8), MSS);
+        let w = f.window();
+        f.on_persistent_congestion(Instant::ZERO);
+        assert_eq!(f.window(), w, "a reservation ignores it");
     }
 
     #[test]

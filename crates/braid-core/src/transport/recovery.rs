@@ -28,6 +28,9 @@ pub const TIME_THRESHOLD: (u64, u64) = (9, 8);
 pub const MAX_SENT_PACKETS: usize = 16_384;
 /// Most probe-timeout backoffs (2^10 × PTO).
 pub const MAX_PTO_BACKOFF: u32 = 10;
+/// Losses spanning this many (un-backed-off) probe timeouts, with nothing
+/// acknowledged in between, are persistent congestion (RFC 9002 §7.6).
+pub const PERSISTENT_CONGESTION_THRESHOLD: u64 = 3;
 
 /// What a sent packet carried, to act on its acknowledgement or loss.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +123,10 @@ pub struct Recovery {
     bytes_in_flight: u64,
     /// Ack-eliciting packets in `sent`.
     eliciting: usize,
+    /// The most recent ACK (its ranges tell what arrived between losses).
+    last_ack: Option<AckFrame>,
+    /// Persistent congestion was found and not yet taken.
+    persistent: bool,
     rtt: RttEstimator,
     max_ack_delay: Duration,
 }
@@ -137,6 +144,8 @@ impl Recovery {
             last_eliciting_sent: None,
             bytes_in_flight: 0,
             eliciting: 0,
+            last_ack: None,
+            persistent: false,
             rtt: RttEstimator::new(initial_rtt),
             max_ack_delay,
         }
@@ -235,6 +244,7 @@ impl Recovery {
         if !out.acked.is_empty() {
             self.pto_count = 0;
         }
+        self.last_ack = Some(*ack);
         self.detect_lost(now, &mut out.lost);
         Ok(out)
     }
@@ -267,12 +277,53 @@ impl Recovery {
                 self.loss_time = Some(self.loss_time.map_or(t, |l| l.min(t)));
             }
         }
+        let first_new = lost.len();
         for pn in to_remove {
             if let Some(p) = self.sent.remove(&pn) {
                 self.forget(&p);
                 lost.push((pn, p));
             }
         }
+        if self.is_persistent(&lost[first_new..]) {
+            self.persistent = true;
+        }
+    }
+
+    /// RFC 9002 §7.6: two ack-eliciting packets lost more than
+    /// [`PERSISTENT_CONGESTION_THRESHOLD`] probe timeouts apart with nothing
+    /// acknowledged between them (per the latest ACK's ranges), once an RTT
+    /// sample exists.
+    fn is_persistent(&self, lost: &[(u64, SentPacket)]) -> bool {
+        let Some(ack) = self.last_ack.as_ref() else {
+            return false;
+        };
+        if !self.rtt.has_sample() {
+            return false;
+        }
+        let period = self.rtt.pto_base(self.max_ack_delay) * PERSISTENT_CONGESTION_THRESHOLD;
+        let acked_between =
+            |a: u64, b: u64| ack.ranges().iter().any(|r| r.start <= b && r.end >= a);
+        let el: Vec<&(u64, SentPacket)> = lost.iter().filter(|(_, p)| p.ack_eliciting).collect();
+        let mut start = 0;
+        for j in 0..el.len() {
+            while start < j && acked_between(el[start].0, el[j].0) {
+                start += 1;
+            }
+            if el[j]
+                .1
+                .time_sent
+                .saturating_duration_since(el[start].1.time_sent)
+                >= period
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// True (once) if persistent congestion was found since the last call.
+    pub fn take_persistent_congestion(&mut self) -> bool {
+        std::mem::take(&mut self.persistent)
     }
 
     /// The next recovery deadline: the loss timer if armed, otherwise the
@@ -395,6 +446,36 @@ mod tests {
         r.on_sent(1, pkt(ms(400)));
         r.on_ack(ms(450), &ack(&[(1, 1)])).unwrap();
         assert_eq!(r.pto_count(), 0);
+    }
+
+    #[test]
+    fn long_unbroken_losses_are_persistent_congestion() {
+        let mut r = Recovery::new(Duration::from_millis(100), Duration::ZERO);
+        r.on_sent(0, pkt(ms(0)));
+        r.on_ack(ms(10), &ack(&[(0, 0)])).unwrap(); // RTT sample 10 ms
+        for pn in 1..=10 {
+            r.on_sent(pn, pkt(ms(pn * 100)));
+        }
+        r.on_sent(11, pkt(ms(1100)));
+        let out = r.on_ack(ms(1110), &ack(&[(11, 11), (0, 0)])).unwrap();
+        assert_eq!(out.lost.len(), 10);
+        assert!(r.take_persistent_congestion());
+        assert!(!r.take_persistent_congestion(), "taken once");
+        // Losses with an acknowledged packet between them are not.
+        let mut r = Recovery::new(Duration::from_millis(100), Duration::ZERO);
+        r.on_sent(0, pkt(ms(0)));
+        r.on_ack(ms(10), &ack(&[(0, 0)])).unwrap();
+        // RTT samples of 10 ms: period 3 · (10 + 4 · 3.75) ms = 75 ms. Losses
+        // 1-5 and 7-10 each span less; together they span 90 ms, but 6
+        // arrived in between.
+        for pn in 1..=11 {
+            r.on_sent(pn, pkt(ms(1000 + pn * 10)));
+        }
+        let out = r
+            .on_ack(ms(1120), &ack(&[(11, 11), (6, 6), (0, 0)]))
+            .unwrap();
+        assert_eq!(out.lost.len(), 9);
+        assert!(!r.take_persistent_congestion());
     }
 
     #[test]

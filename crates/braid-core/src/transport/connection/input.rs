@@ -238,6 +238,9 @@ impl Connection {
         if bytes > 0 {
             self.cc.on_loss(now, latest, bytes);
         }
+        if self.recovery.take_persistent_congestion() {
+            self.cc.on_persistent_congestion(now);
+        }
     }
 }
 
