@@ -211,7 +211,10 @@ pub fn run(setup: &Setup) -> Result<RunResult, ExperimentError> {
         let sched = sched.scaled(mean.bps() as f64 / m);
         add_source(&mut sim, "vbr", &fwd, VBR_PACKET, Capacity::Schedule(sched));
     }
-    let coordinated = setup.app.coordination != Coordination::Uncoordinated;
+    let coordinated = matches!(
+        setup.app.coordination,
+        Coordination::Coordinated | Coordination::CoordinatedCond
+    );
     let tolerance = match setup.app.adaptation {
         // §3.3: the receiver accepts losing 40 % of all messages; braid's
         // tolerance counts non-reliable messages only, and unmarked ones

@@ -103,6 +103,10 @@ pub enum Coordination {
     Coordinated,
     /// IQ-RUDP with ADAPT_COND as well (§3.5 scheme 3).
     CoordinatedCond,
+    /// An ablation, not in the seed: no reports, but unmarked messages go
+    /// as `Discardable`, so only the transport's own congestion-triggered
+    /// discarding acts on them.
+    DiscardableOnly,
 }
 
 /// A [`FrameApp`]'s settings.
@@ -218,7 +222,10 @@ impl FrameApp {
     }
 
     fn coordinated(&self) -> bool {
-        self.cfg.coordination != Coordination::Uncoordinated
+        matches!(
+            self.cfg.coordination,
+            Coordination::Coordinated | Coordination::CoordinatedCond
+        )
     }
 
     fn report(&mut self, conn: &mut Connection, r: AdaptReport) {
@@ -353,7 +360,7 @@ impl FrameApp {
         }
         if self.rng.random::<f64>() < self.unmark_p {
             self.counters.unmarked += 1;
-            if self.coordinated() {
+            if self.coordinated() || self.cfg.coordination == Coordination::DiscardableOnly {
                 Reliability::Discardable
             } else {
                 Reliability::Unreliable

@@ -229,7 +229,7 @@ fn table8_setup(seed: u64, data: &Path, w: Workload, coordination: Coordination)
 }
 
 fn fmt_row(label: &str, vals: &[f64]) -> String {
-    let mut s = format!("  {label:<22}");
+    let mut s = format!("  {label:<28}");
     for v in vals {
         let _ = write!(s, " {v:>10.2}");
     }
@@ -279,7 +279,7 @@ fn marking_table(
     let _ = writeln!(out.text, "{title}");
     let _ = writeln!(
         out.text,
-        "  {:<22} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "  {:<28} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
         "", "Duration s", "Recvd %", "TagDel ms", "TagJit ms", "Delay ms", "Jitter ms"
     );
     marking_pair(out, &setups, Some(seed_rows), "")?;
@@ -291,7 +291,36 @@ fn marking_table(
         out.text,
         "  sensitivity (ours only): the same runs with thresholds 3 % / 0.5 %"
     );
-    marking_pair(out, &tenth, None, "3%/0.5% ")
+    marking_pair(out, &tenth, None, "3%/0.5% ")?;
+    // Ablation: how much of IQ-RUDP's gain the transport's own discarding
+    // of discardable messages gives without any report.
+    let mut ablation = tenth[1].clone();
+    ablation.app.coordination = Coordination::DiscardableOnly;
+    let r = run(&ablation)?;
+    let label = "3%/0.5% discard-only".to_string();
+    let ours = [
+        r.duration_s,
+        r.received_pct,
+        r.tagged_delay_ms,
+        r.tagged_jitter_ms,
+        r.delay_ms,
+        r.jitter_ms,
+    ];
+    let _ = writeln!(out.text, "{}", fmt_row(&format!("{label} (ours)"), &ours));
+    let _ = writeln!(
+        out.text,
+        "    ours (no reports, unmarked sent as discardable): {}",
+        detail(&r)
+    );
+    let iq = out.runs[out.runs.len() - 2].1;
+    out.checks.push(better(
+        "3%/0.5% IQ-RUDP vs discard-only: duration",
+        iq.duration_s,
+        r.duration_s,
+        true,
+    ));
+    out.runs.push((label, r));
+    Ok(())
 }
 
 fn marking_pair(
@@ -365,7 +394,7 @@ fn rate_table(
     rows: Rows<'_>,
 ) -> Result<(), ExperimentError> {
     let _ = writeln!(out.text, "{title}");
-    let mut head = format!("  {:<22}", "");
+    let mut head = format!("  {:<28}", "");
     for c in cols.chars() {
         let name = match c {
             't' => "Thru KB/s",
