@@ -11,7 +11,8 @@
 # Every run appends one CSV line; testbed/bench-report.py turns OUTDIR into
 # tables and the SVG. Environment: BRAID (binary), SECS (static run length,
 # default 6), DYN_SECS (dynamic run length, default 80), REPS (loopback
-# repetitions, default 3).
+# repetitions, default 3), SETUPS (static: any of A B C R), MODES (modes to
+# run), REFS=0 (static: skip the MPTCP and single-TCP references).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BRAID=${BRAID:-$HERE/../target/release/braid}
@@ -72,10 +73,11 @@ static_setup() { # NAME NMIN NMAX RATE... (fastest first)
   to=${to%,}
   local bytes=$(( sum / 8 * SECS ))
   for n in $(seq "$nmin" "$nmax"); do
-    for mode in round-robin weighted adaptive; do
+    for mode in ${MODES:-round-robin weighted adaptive}; do
       one "$name" "$mode" "$n" "$bytes" "$sum" "--mode $mode --to $to" "--listen $to"
     done
   done
+  [[ ${REFS:-1} == 1 ]] || { $NETNS down bench; return 0; }
   one "$name" mptcp 1 "$bytes" "$sum" "--mptcp --to 198.18.1.2:$PORT" \
     "--mptcp --listen 0.0.0.0:$PORT"  # MP_JOINs arrive on every channel address
   one "$name" single-tcp 1 "$bytes" "$sum" "--to 198.18.1.2:$PORT" "--listen 198.18.1.2:$PORT"
@@ -102,7 +104,7 @@ run_dynamic() {
   # Seed Fig. 11/12: 8 connections, 4 on a 100 Mbit/s channel, 4 on a
   # channel switching between 200 and 300 Mbit/s every 20 s.
   local to="198.18.1.2:$PORT,198.18.2.2:$PORT"
-  for mode in weighted adaptive round-robin; do
+  for mode in ${MODES:-weighted adaptive round-robin}; do
     $NETNS up bench 200mbit 100mbit
     timeout $((DYN_SECS + 30)) $NETNS exec bench r /usr/bin/time -f %M -o "$OUT/dyn-$mode.rss" \
       "$BRAID" recv --no-progress -o /dev/null --idle-limit 2s --listen "$to" \

@@ -38,6 +38,11 @@ pub const ALARM: Duration = Duration::from_secs(10);
 pub const MAX_EARLY_REWEIGHTS: u32 = 3;
 /// The smallest buffer a weight can give (4 KiB).
 pub const MIN_BLOCK: u32 = 4096;
+/// A step lasts at least this long: sojourn times of consecutive buffers of
+/// one connection are averaged until they add up to it. The seed's step is
+/// one buffer; with 256 KiB buffers at 100+ Mbit/s that is a few ms of TCP
+/// noise, so a step here is "one buffer, or as many as fill 100 ms".
+pub const STEP_MIN: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -58,6 +63,7 @@ pub struct Weighted {
     phase: Phase,
     steps: usize,
     samples: Vec<Vec<f64>>,
+    acc: Vec<(f64, u32)>,
     equal_stats: Option<(f64, f64)>,
     history: Vec<f64>,
     early: u32,
@@ -75,6 +81,7 @@ impl Weighted {
             phase: Phase::Equal,
             steps: STEPS_NUMERATOR.div_ceil(n).max(2),
             samples: vec![Vec::new(); n],
+            acc: vec![(0.0, 0); n],
             equal_stats: None,
             history: Vec::new(),
             early: 0,
@@ -95,10 +102,20 @@ impl Weighted {
 
     /// Feeds the sojourn time of one block of `conn`.
     pub fn handle_sojourn(&mut self, conn: usize, t: Duration, now: Instant) {
+        let Some(a) = self.acc.get_mut(conn) else {
+            return;
+        };
+        a.0 += t.as_secs_f64().max(1e-6);
+        a.1 += 1;
+        if a.0 < STEP_MIN.as_secs_f64() {
+            return;
+        }
+        let step = a.0 / f64::from(a.1);
+        *a = (0.0, 0);
         let Some(s) = self.samples.get_mut(conn) else {
             return;
         };
-        s.push(t.as_secs_f64().max(1e-6));
+        s.push(step);
         let need = if self.phase == Phase::Settle {
             1
         } else {
