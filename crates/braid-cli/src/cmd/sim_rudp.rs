@@ -59,6 +59,9 @@ pub fn run(args: RudpArgs) -> anyhow::Result<()> {
     } else {
         args.table
     };
+    if let Some(bad) = tables.iter().find(|n| !(3..=8).contains(*n)) {
+        anyhow::bail!("--table {bad}: seed 002 has Tables 3-8 to reproduce");
+    }
     println!("seed {seed} (replay with --seed {seed} or {SEED_ENV}={seed})");
     for n in tables {
         let out = table(n, &args.data, seed, w)

@@ -116,6 +116,15 @@ pub struct RunResult {
     pub messages: u64,
     /// Messages the sender dropped before sending (discardable).
     pub dropped_before_send: u64,
+    /// Window increases the coordination made.
+    pub boosts: u64,
+    /// Their mean factor (after / before).
+    pub boost_factor: f64,
+    /// Median time until a loss reduction brought the window back to where
+    /// it was before the boost, ms (0 if none).
+    pub boost_life_ms: f64,
+    /// Window cuts the coordination made (after a resolution increase).
+    pub cuts: u64,
 }
 
 fn mean_std(xs: &[f64]) -> (f64, f64) {
@@ -285,6 +294,24 @@ pub fn run(setup: &Setup) -> Result<RunResult, ExperimentError> {
         })
         .collect();
     let stats = snode.connection().map(|c| c.stats()).unwrap_or_default();
+    let ups: Vec<_> = snode
+        .app()
+        .window_changes()
+        .iter()
+        .filter(|b| b.after > b.before)
+        .collect();
+    let boost_factor = mean_std(
+        &ups.iter()
+            .map(|b| b.after as f64 / b.before.max(1) as f64)
+            .collect::<Vec<_>>(),
+    )
+    .0;
+    let mut lives: Vec<f64> = ups
+        .iter()
+        .filter_map(|b| Some(b.undone_at?.saturating_duration_since(b.at).as_secs_f64() * 1e3))
+        .collect();
+    lives.sort_by(f64::total_cmp);
+    let boost_life_ms = lives.get(lives.len() / 2).copied().unwrap_or(0.0);
     Ok(RunResult {
         duration_s,
         finished,
@@ -305,6 +332,15 @@ pub fn run(setup: &Setup) -> Result<RunResult, ExperimentError> {
         reports: app.reports,
         messages: app.messages,
         dropped_before_send: stats.classes[2].dropped_before_send,
+        boosts: ups.len() as u64,
+        cuts: snode
+            .app()
+            .window_changes()
+            .iter()
+            .filter(|b| b.after < b.before)
+            .count() as u64,
+        boost_factor,
+        boost_life_ms,
     })
 }
 

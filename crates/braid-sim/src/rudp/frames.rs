@@ -129,6 +129,24 @@ pub struct FrameConfig {
     pub queue_limit: u64,
 }
 
+/// Most window changes a [`FrameApp`] records.
+pub const MAX_BOOSTS: usize = 100_000;
+
+/// A window change made by the transport right after a report (or at the
+/// message an `AtMessage` report named).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowChange {
+    /// When.
+    pub at: Instant,
+    /// Window before, bytes.
+    pub before: u64,
+    /// Window after, bytes.
+    pub after: u64,
+    /// For an increase: when the window was first seen back at or below
+    /// `before` (a loss reduction ate the boost).
+    pub undone_at: Option<Instant>,
+}
+
 /// A resolution change waiting for its frame (granularity > 1).
 #[derive(Debug, Clone, Copy)]
 struct PendingResize {
@@ -177,6 +195,7 @@ pub struct FrameApp {
     started_at: Option<Instant>,
     /// (time, size) after every resolution change.
     size_log: Vec<(Instant, u32)>,
+    boosts: Vec<WindowChange>,
 }
 
 impl FrameApp {
@@ -197,6 +216,7 @@ impl FrameApp {
             counters: FrameCounters::default(),
             started_at: None,
             size_log: Vec::new(),
+            boosts: Vec::new(),
             cfg,
         }
     }
@@ -228,11 +248,42 @@ impl FrameApp {
         )
     }
 
-    fn report(&mut self, conn: &mut Connection, r: AdaptReport) {
+    fn report(&mut self, now: Instant, conn: &mut Connection, r: AdaptReport) {
         if self.coordinated() {
             self.counters.reports += 1;
+            let w0 = conn.window();
             conn.report_adaptation(r);
+            self.note_window(now, w0, conn.window());
         }
+    }
+
+    /// Records a window change made by the transport's coordination.
+    fn note_window(&mut self, now: Instant, before: u64, after: u64) {
+        if before != after && self.boosts.len() < MAX_BOOSTS {
+            self.boosts.push(WindowChange {
+                at: now,
+                before,
+                after,
+                undone_at: None,
+            });
+        }
+    }
+
+    /// Marks boosts whose window has fallen back to where it was.
+    fn track_boosts(&mut self, now: Instant, window: u64) {
+        for b in self.boosts.iter_mut().rev() {
+            if b.undone_at.is_some() {
+                break;
+            }
+            if b.after > b.before && window <= b.before {
+                b.undone_at = Some(now);
+            }
+        }
+    }
+
+    /// Every window change the coordination made, in order.
+    pub fn window_changes(&self) -> &[WindowChange] {
+        &self.boosts
     }
 
     fn register(&mut self, conn: &mut Connection) {
@@ -281,6 +332,7 @@ impl FrameApp {
                     rate_bps,
                 };
                 self.report(
+                    now,
                     conn,
                     AdaptReport {
                         action: AdaptAction::Marking { unmarked },
@@ -311,6 +363,7 @@ impl FrameApp {
                 } else {
                     if self.pending.is_none() {
                         self.report(
+                            now,
                             conn,
                             AdaptReport {
                                 action: AdaptAction::PacketSize {
@@ -343,6 +396,7 @@ impl FrameApp {
             rate_bps: p.rate_bps,
         });
         self.report(
+            now,
             conn,
             AdaptReport {
                 action: AdaptAction::PacketSize {
@@ -387,9 +441,11 @@ impl FrameApp {
             reliability,
             ttl: None,
         };
+        let w0 = conn.window();
         if conn.send(now, FRAME_STREAM, data, opts).is_err() {
             return false;
         }
+        self.note_window(now, w0, conn.window());
         self.counters.messages += 1;
         self.counters.bytes += len;
         self.counters.tagged += u64::from(tagged);
@@ -476,6 +532,7 @@ impl App for FrameApp {
             self.started_at = Some(now);
             self.next_frame_at = now;
         }
+        self.track_boosts(now, conn.window());
         while let Some(e) = conn.poll_event() {
             if let Event::Threshold(t) = e {
                 if !t.crossed {

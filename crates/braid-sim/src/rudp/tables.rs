@@ -237,14 +237,23 @@ fn fmt_row(label: &str, vals: &[f64]) -> String {
 }
 
 fn detail(r: &RunResult) -> String {
+    let boosts = if r.boosts + r.cuts > 0 {
+        format!(
+            ", window boosts {} (mean x{:.2}, median life {:.0} ms) and cuts {}",
+            r.boosts, r.boost_factor, r.boost_life_ms, r.cuts
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "loss {:.1} %, callbacks up/down {}/{}, reports {}, dropped before send {}, latency {:.1} ms{}",
+        "loss {:.1} %, callbacks up/down {}/{}, reports {}, dropped before send {}, latency {:.1} ms{}{}",
         r.loss * 100.0,
         r.upper_events,
         r.lower_events,
         r.reports,
         r.dropped_before_send,
         r.latency_ms,
+        boosts,
         if r.finished { "" } else { ", HIT THE TIME LIMIT" }
     )
 }
