@@ -25,6 +25,10 @@ pub struct RudpArgs {
     /// The small workload the tests use (a tenth of the data).
     #[arg(long)]
     pub small: bool,
+    /// Edge-triggered callbacks (one per threshold crossing) instead of the
+    /// seed's level-triggered ones (one per interval while it holds).
+    #[arg(long)]
+    pub edge: bool,
 }
 
 /// Arguments of `braid sim rudp-reno`.
@@ -49,11 +53,12 @@ fn seed(arg: Option<u64>) -> anyhow::Result<u64> {
 /// Runs `braid sim rudp`.
 pub fn run(args: RudpArgs) -> anyhow::Result<()> {
     let seed = seed(args.seed)?;
-    let w = if args.small {
+    let mut w = if args.small {
         Workload::SMALL
     } else {
         Workload::FULL
     };
+    w.level_triggered = !args.edge;
     let tables = if args.table.is_empty() {
         vec![3, 4, 5, 6, 7, 8]
     } else {

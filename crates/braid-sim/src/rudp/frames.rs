@@ -36,8 +36,9 @@
 //! and delivery rate seen at the callback (scheme 3, formula (1)).
 //!
 //! Threshold conditions re-arm at their own level (`LossAbove { above: u,
-//! clear: u }`): a callback fires each time the measured ratio crosses the
-//! level.
+//! clear: u }`). Level-triggered (the seed's callbacks, the default in the
+//! tables): a callback every measurement interval while the ratio is beyond
+//! the level; edge-triggered: one per crossing.
 
 use super::app::{encode_message, MessageHeader};
 use super::node::App;
@@ -127,6 +128,10 @@ pub struct FrameConfig {
     /// Bytes the fixed-rate pattern may keep queued (unsent or unacked)
     /// before a frame must wait.
     pub queue_limit: u64,
+    /// Level-triggered callbacks: one every measurement interval while a
+    /// threshold holds (the seed's; braid-core's repeating conditions).
+    /// `false`: one per crossing (edge-triggered).
+    pub level_triggered: bool,
 }
 
 /// Most window changes a [`FrameApp`] records.
@@ -292,15 +297,22 @@ impl FrameApp {
             Adaptation::Marking { upper, lower } => (upper, lower),
             Adaptation::Resolution { upper, lower, .. } => (upper, lower),
         };
-        // Levels in [0, 1] with clear == trigger are always valid.
-        let _ = conn.add_threshold(Condition::LossAbove {
+        let above = Condition::LossAbove {
             above: upper,
             clear: upper,
-        });
-        let _ = conn.add_threshold(Condition::LossBelow {
+        };
+        let below = Condition::LossBelow {
             below: lower,
             clear: lower,
-        });
+        };
+        // Levels in [0, 1] with clear == trigger are always valid.
+        for c in [above, below] {
+            let _ = if self.cfg.level_triggered {
+                conn.add_threshold_repeating(c)
+            } else {
+                conn.add_threshold(c)
+            };
+        }
     }
 
     fn on_threshold(

@@ -78,6 +78,9 @@ pub struct Workload {
     pub rate_frames: u64,
     /// Virtual-time limit per run.
     pub limit: Duration,
+    /// Level-triggered threshold callbacks (the seed's); `false` for one
+    /// callback per crossing.
+    pub level_triggered: bool,
 }
 
 impl Workload {
@@ -87,6 +90,7 @@ impl Workload {
         greedy_messages: 20_000,
         rate_frames: 900,
         limit: Duration::from_secs(600),
+        level_triggered: true,
     };
     /// A small version for debug-build tests.
     pub const SMALL: Workload = Workload {
@@ -94,6 +98,7 @@ impl Workload {
         greedy_messages: 2_000,
         rate_frames: 120,
         limit: Duration::from_secs(120),
+        level_triggered: true,
     };
 }
 
@@ -173,6 +178,7 @@ fn changing_app(
         adaptation,
         coordination,
         queue_limit: APP_QUEUE,
+        level_triggered: w.level_triggered,
     };
     let cross = Cross {
         cbr: Bandwidth::from_mbps(cbr_mbps),
@@ -197,6 +203,7 @@ fn changing_net(
         adaptation,
         coordination,
         queue_limit: APP_QUEUE,
+        level_triggered: w.level_triggered,
     };
     let cross = Cross {
         cbr: Bandwidth::from_mbps(cbr_mbps),
@@ -217,6 +224,7 @@ fn table8_setup(seed: u64, data: &Path, w: Workload, coordination: Coordination)
         adaptation: resolution(20),
         coordination,
         queue_limit: APP_QUEUE,
+        level_triggered: w.level_triggered,
     };
     let cross = Cross {
         cbr: Bandwidth::from_mbps(14),
