@@ -266,3 +266,84 @@ async fn rudp_client_endpoint_does_not_accept() {
     let mut client = Endpoint::bind(local(), EndpointConfig::default()).unwrap();
     assert!(matches!(client.accept().await, Err(RudpError::NotServer)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rudp_backpressure_bounds_what_a_sender_can_queue() {
+    const MSG: usize = 16 << 10;
+    let (_server, _client, c, mut s) = pair().await;
+    let stream = c.open_stream(SendOptions::RELIABLE).unwrap();
+    // The receiver reads nothing: flow control stops the peer, the core's
+    // send queue fills, then the handle's channel; `try_send` says full.
+    let mut accepted = 0u64;
+    let mut full_streak = 0;
+    while full_streak < 1000 {
+        if stream.try_send(payload(MSG, accepted + 1)).unwrap() {
+            accepted += 1;
+            full_streak = 0;
+        } else {
+            full_streak += 1;
+            tokio::task::yield_now().await;
+        }
+        assert!(accepted < 10_000, "160 MB queued: no backpressure");
+    }
+    let cfg = EndpointConfig::default().transport;
+    let bound = cfg.recv_window
+        + cfg.send_queue_bytes
+        + ((braid::rudp::SEND_QUEUE_MESSAGES + braid::rudp::RECV_QUEUE_MESSAGES + 2) * MSG) as u64;
+    assert!(accepted * MSG as u64 <= bound, "{accepted} messages queued");
+    // Reading resumes the transfer: everything accepted arrives, in order.
+    let finisher = tokio::spawn(async move { c.finish().await.unwrap() });
+    let mut n = 0u64;
+    while let Some(m) = s.recv().await {
+        assert_eq!(m.number, n);
+        assert_eq!(m.data, payload(MSG, n + 1));
+        n += 1;
+    }
+    assert_eq!(n, accepted);
+    assert_eq!(
+        finisher.await.unwrap(),
+        CloseReason::Local(ErrorCode::NO_ERROR)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rudp_threshold_events_reach_the_application() {
+    use braid::rudp::{Condition, Event};
+    let (_server, _client, mut c, mut s) = pair().await;
+    // An RTT above 1 ns always holds once measured.
+    let id = c
+        .add_threshold(Condition::RttAbove {
+            above: Duration::from_nanos(1),
+            clear: Duration::ZERO,
+        })
+        .await
+        .unwrap();
+    let stream = c.open_stream(SendOptions::RELIABLE).unwrap();
+    let reader = tokio::spawn(async move { while s.recv().await.is_some() {} });
+    let mut crossed = false;
+    for i in 0..10_000u64 {
+        stream.send(payload(4096, i + 1)).await.unwrap();
+        if let Some(Event::Threshold(t)) = c.try_next_event() {
+            assert_eq!(t.id, id);
+            assert!(t.crossed);
+            crossed = true;
+            break;
+        }
+        if i % 100 == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    assert!(crossed, "no threshold event");
+    // An invalid condition is refused with a typed error.
+    let bad = c
+        .add_threshold(Condition::LossAbove {
+            above: 0.1,
+            clear: 0.5,
+        })
+        .await;
+    assert!(matches!(bad, Err(RudpError::Threshold(_))));
+    // Dropping every handle finishes the connection; the reader then ends.
+    drop(stream);
+    drop(c);
+    reader.await.unwrap();
+}
