@@ -228,8 +228,7 @@ impl Scheduler for OptSched {
         self.fq.enqueue(stream, bytes)
     }
     fn poll_transmit_on(&mut self, path: PathId, now: Instant) -> Option<Transmit> {
-        let j = self.fq.paths.index(path)?;
-        self.fq.paths.clear_block(j);
+        let j = self.fq.paths.unblock(path)?;
         self.decide(j, now)
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {

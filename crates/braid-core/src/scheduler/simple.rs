@@ -59,9 +59,12 @@ impl Paths {
             .filter(move |(_, p)| p.2 <= now)
             .map(|(j, _)| j)
     }
-    pub(super) fn clear_block(&mut self, j: usize) {
+    /// A poll on `path` clears its back-off; returns its index.
+    pub(super) fn unblock(&mut self, path: PathId) -> Option<usize> {
+        let j = self.index(path)?;
         self.list[j].2 = Instant::ZERO;
         self.list[j].3 = BACKOFF_INITIAL;
+        Some(j)
     }
     pub(super) fn timeout(&self) -> Option<Instant> {
         self.list
@@ -197,8 +200,7 @@ macro_rules! fair_scheduler {
                 if !$allowed {
                     return None;
                 }
-                let j = self.fq.paths.index($path)?;
-                self.fq.paths.clear_block(j);
+                self.fq.paths.unblock($path)?;
                 self.fq.next($path)
             }
             fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
@@ -280,6 +282,45 @@ fair_scheduler!(Msfq, "msfq", |s, path| {
     true
 });
 
+/// A message queued in a FIFO baseline ([`RoundRobin`], [`MinRtt`]) as
+/// (slot, generation), so that what a closed stream left behind is skipped.
+type Entry = (u32, u32);
+
+/// Queue a message on `stream`; returns its FIFO entry.
+fn push(queues: &mut StreamQueues, stream: StreamId, bytes: u32) -> Result<Entry, SchedError> {
+    let (slot, _) = queues.push(stream, bytes)?;
+    Ok((slot as u32, queues.gen(slot)))
+}
+
+/// Put back a message the driver could not send, at the head of its
+/// stream's queue and of `fifo`.
+fn requeue(queues: &mut StreamQueues, fifo: &mut VecDeque<Entry>, slot: usize, bytes: u32) {
+    queues.push_front(slot, bytes);
+    fifo.push_front((slot as u32, queues.gen(slot)));
+}
+
+/// Send the first live message of `fifo` on `path`.
+fn pop_live(
+    queues: &mut StreamQueues,
+    fifo: &mut VecDeque<Entry>,
+    path: PathId,
+) -> Option<Transmit> {
+    while let Some((slot, gen)) = fifo.pop_front() {
+        if !queues.is_live(slot as usize, gen) {
+            continue;
+        }
+        if let Some((stream, bytes)) = queues.pop(slot as usize) {
+            return Some(Transmit {
+                path,
+                stream,
+                bytes,
+                class: Class::Unscheduled,
+            });
+        }
+    }
+    None
+}
+
 /// GridFTP layouts: blocked (`chunk` = 1) and partitioned (`chunk` > 1).
 #[derive(Debug, Clone)]
 pub struct RoundRobin {
@@ -288,9 +329,9 @@ pub struct RoundRobin {
     chunk: u64,
     dealt: u64,
     /// Per path: (slot, gen) of dealt messages in arrival order.
-    fifo: Vec<VecDeque<(u32, u32)>>,
+    fifo: Vec<VecDeque<Entry>>,
     /// Messages queued before any path was known.
-    undealt: VecDeque<(u32, u32)>,
+    undealt: VecDeque<Entry>,
 }
 
 impl RoundRobin {
@@ -311,7 +352,7 @@ impl RoundRobin {
         }
     }
 
-    fn deal(&mut self, entry: (u32, u32)) {
+    fn deal(&mut self, entry: Entry) {
         let n = self.paths.list.len() as u64;
         if n == 0 {
             self.undealt.push_back(entry);
@@ -324,20 +365,7 @@ impl RoundRobin {
 
     fn take(&mut self, j: usize) -> Option<Transmit> {
         let path = self.paths.list[j].0;
-        while let Some((slot, gen)) = self.fifo[j].pop_front() {
-            if !self.queues.is_live(slot as usize, gen) {
-                continue;
-            }
-            if let Some((stream, bytes)) = self.queues.pop(slot as usize) {
-                return Some(Transmit {
-                    path,
-                    stream,
-                    bytes,
-                    class: Class::Unscheduled,
-                });
-            }
-        }
-        None
+        pop_live(&mut self.queues, &mut self.fifo[j], path)
     }
 }
 
@@ -375,14 +403,12 @@ impl Scheduler for RoundRobin {
         bytes: u32,
         _now: Instant,
     ) -> Result<(), SchedError> {
-        let (slot, _) = self.queues.push(stream, bytes)?;
-        let gen = self.queues.gen(slot);
-        self.deal((slot as u32, gen));
+        let e = push(&mut self.queues, stream, bytes)?;
+        self.deal(e);
         Ok(())
     }
     fn poll_transmit_on(&mut self, path: PathId, _now: Instant) -> Option<Transmit> {
-        let j = self.paths.index(path)?;
-        self.paths.clear_block(j);
+        let j = self.paths.unblock(path)?;
         self.take(j)
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
@@ -391,9 +417,7 @@ impl Scheduler for RoundRobin {
     }
     fn handle_blocked(&mut self, t: Transmit, now: Instant) {
         if let (Ok(slot), Some(j)) = (self.queues.slot_of(t.stream), self.paths.index(t.path)) {
-            self.queues.push_front(slot, t.bytes);
-            let gen = self.queues.gen(slot);
-            self.fifo[j].push_front((slot as u32, gen));
+            requeue(&mut self.queues, &mut self.fifo[j], slot, t.bytes);
         }
         self.paths.block(t.path, now);
     }
@@ -410,7 +434,7 @@ impl Scheduler for RoundRobin {
 pub struct MinRtt {
     queues: StreamQueues,
     paths: Paths,
-    fifo: VecDeque<(u32, u32)>,
+    fifo: VecDeque<Entry>,
 }
 
 impl MinRtt {
@@ -421,23 +445,6 @@ impl MinRtt {
             paths: Paths::default(),
             fifo: VecDeque::new(),
         }
-    }
-
-    fn take(&mut self, path: PathId) -> Option<Transmit> {
-        while let Some((slot, gen)) = self.fifo.pop_front() {
-            if !self.queues.is_live(slot as usize, gen) {
-                continue;
-            }
-            if let Some((stream, bytes)) = self.queues.pop(slot as usize) {
-                return Some(Transmit {
-                    path,
-                    stream,
-                    bytes,
-                    class: Class::Unscheduled,
-                });
-            }
-        }
-        None
     }
 }
 
@@ -471,15 +478,13 @@ impl Scheduler for MinRtt {
         bytes: u32,
         _now: Instant,
     ) -> Result<(), SchedError> {
-        let (slot, _) = self.queues.push(stream, bytes)?;
-        let gen = self.queues.gen(slot);
-        self.fifo.push_back((slot as u32, gen));
+        let e = push(&mut self.queues, stream, bytes)?;
+        self.fifo.push_back(e);
         Ok(())
     }
     fn poll_transmit_on(&mut self, path: PathId, _now: Instant) -> Option<Transmit> {
-        let j = self.paths.index(path)?;
-        self.paths.clear_block(j);
-        self.take(path)
+        self.paths.unblock(path)?;
+        pop_live(&mut self.queues, &mut self.fifo, path)
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
         let best = self
@@ -487,13 +492,11 @@ impl Scheduler for MinRtt {
             .ready(now)
             .min_by_key(|&j| (self.paths.list[j].1.rtt, j))?;
         let path = self.paths.list[best].0;
-        self.take(path)
+        pop_live(&mut self.queues, &mut self.fifo, path)
     }
     fn handle_blocked(&mut self, t: Transmit, now: Instant) {
         if let Ok(slot) = self.queues.slot_of(t.stream) {
-            self.queues.push_front(slot, t.bytes);
-            let gen = self.queues.gen(slot);
-            self.fifo.push_front((slot as u32, gen));
+            requeue(&mut self.queues, &mut self.fifo, slot, t.bytes);
         }
         self.paths.block(t.path, now);
     }
