@@ -13,7 +13,9 @@
 //! | [`Connection`] | one connection: [`Connection::open_stream`], [`Connection::recv`], [`Connection::next_event`], [`Connection::stats`], [`Connection::finish`], [`Connection::close`] |
 //! | [`SendStream`] | a stream of messages of one reliability class; [`SendStream::send`] awaits when the transport's send queue is full |
 //! | [`EndpointConfig`] | transport settings plus the runtime's (server or not, handshake timeout, socket buffers) |
+//! | [`DriverStats`] | the endpoint's counters: the core's drops (malformed, spoofed, replayed…) and the driver's I/O |
 //! | [`RudpError`] | what can go wrong, one variant per cause |
+//! | [`io`] | batched UDP I/O (GSO/GRO over quinn-udp) |
 //!
 //! # Driving (see `driver.rs`)
 //!
