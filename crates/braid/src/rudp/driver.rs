@@ -505,8 +505,7 @@ impl Driver {
             // Queued sends, while the core has room.
             loop {
                 if let Some((stream, data, opts)) = st.stalled_tx.take() {
-                    let queued = c.queued_bytes();
-                    if queued > 0 && queued + data.len() as u64 > max_queue {
+                    if !core_has_room(c.queued_bytes(), data.len(), max_queue) {
                         st.stalled_tx = Some((stream, data, opts));
                         break;
                     }
@@ -595,5 +594,45 @@ impl Future for Driver {
         }
         this.arm_timer(cx);
         Poll::Pending
+    }
+}
+
+/// Whether the core's send queue takes a message of `len` bytes now. The
+/// core's `send` consumes the message even when it refuses it with
+/// `SendError::Blocked`, so the driver asks first, with the core's rule
+/// (`queued + len > max` refused unless the queue is empty); the test below
+/// checks that the two agree.
+fn core_has_room(queued: u64, len: usize, max: u64) -> bool {
+    queued == 0 || queued + len as u64 <= max
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_core::transport::{Config, SendError};
+
+    #[test]
+    fn room_check_agrees_with_the_core() {
+        let config = Config {
+            send_queue_bytes: 10_000,
+            ..Config::default()
+        };
+        let max = config.send_queue_bytes;
+        let mut ep = CoreEndpoint::new(config, [7; 32], false).unwrap();
+        let now = Instant::ZERO;
+        let h = ep.connect(now, "127.0.0.1:9".parse().unwrap()).unwrap();
+        let c = ep.connection_mut(h).unwrap();
+        for len in [6_000usize, 3_000, 2_000, 1_000, 0, 20_000] {
+            let room = core_has_room(c.queued_bytes(), len, max);
+            let r = c.send(now, StreamId(0), vec![0; len], SendOptions::RELIABLE);
+            assert_eq!(room, !matches!(r, Err(SendError::Blocked)), "len {len}");
+        }
+        // A message larger than the whole queue still goes into an empty one.
+        let h = ep.connect(now, "127.0.0.1:9".parse().unwrap()).unwrap();
+        let c = ep.connection_mut(h).unwrap();
+        assert!(core_has_room(0, 20_000, max));
+        assert!(c
+            .send(now, StreamId(0), vec![0; 20_000], SendOptions::RELIABLE)
+            .is_ok());
     }
 }
