@@ -292,7 +292,7 @@ async fn server(a: ServerArgs) -> anyhow::Result<()> {
                 tokio::spawn(async move {
                     let remote = c.remote();
                     match serve_rudp(c).await {
-                        Ok(r) => print_server(format, "rudp", remote, &r),
+                        Ok((r, drops)) => print_server(format, "rudp", remote, &r, drops),
                         Err(e) => eprintln!("braid perf: rudp test from {remote}: {e:#}"),
                     }
                     let _ = done.send(()).await;
@@ -304,7 +304,7 @@ async fn server(a: ServerArgs) -> anyhow::Result<()> {
                 let format = a.format;
                 tokio::spawn(async move {
                     match tcp::serve(s).await {
-                        Ok(r) => print_server(format, "tcp", remote, &r),
+                        Ok(r) => print_server(format, "tcp", remote, &r, None),
                         Err(e) => eprintln!("braid perf: tcp test from {remote}: {e:#}"),
                     }
                     let _ = done.send(()).await;
@@ -315,7 +315,17 @@ async fn server(a: ServerArgs) -> anyhow::Result<()> {
     }
 }
 
-fn print_server(format: Format, transport: &str, remote: SocketAddr, r: &Report) {
+/// Messages the receiving core dropped (buffer full, incomplete, late,
+/// expired), per class: reliable, unreliable, discardable.
+type Drops = [u64; 3];
+
+fn print_server(
+    format: Format,
+    transport: &str,
+    remote: SocketAddr,
+    r: &Report,
+    drops: Option<Drops>,
+) {
     let secs = r.elapsed_ns as f64 / 1e9;
     let mbps = if secs > 0.0 {
         r.bytes as f64 * 8.0 / secs / 1e6
@@ -327,18 +337,23 @@ fn print_server(format: Format, transport: &str, remote: SocketAddr, r: &Report)
             "{}",
             serde_json::json!({"server": transport, "from": remote.to_string(),
                 "bytes": r.bytes, "messages": r.messages, "seconds": secs,
-                "goodput_mbps": mbps, "cpu_s": r.cpu_us as f64 / 1e6})
+                "goodput_mbps": mbps, "cpu_s": r.cpu_us as f64 / 1e6,
+                "receiver_drops": drops})
         ),
         Format::Table => println!(
-            "{transport} from {remote}: {} bytes in {secs:.2} s = {mbps:.1} Mbit/s, {} messages, server CPU {:.2} s",
+            "{transport} from {remote}: {} bytes in {secs:.2} s = {mbps:.1} Mbit/s, {} messages, server CPU {:.2} s{}",
             r.bytes,
             r.messages,
-            r.cpu_us as f64 / 1e6
+            r.cpu_us as f64 / 1e6,
+            drops.map_or(String::new(), |d| format!(
+                ", dropped at the receiver: {} reliable, {} unreliable, {} discardable",
+                d[0], d[1], d[2]
+            ))
         ),
     }
 }
 
-async fn serve_rudp(mut c: Connection) -> anyhow::Result<Report> {
+async fn serve_rudp(mut c: Connection) -> anyhow::Result<(Report, Option<Drops>)> {
     let reports = c.open_stream(SendOptions::RELIABLE)?;
     let mut count = Counter::new();
     let mut tick = tokio::time::interval(REPORT_EVERY);
@@ -368,11 +383,16 @@ async fn serve_rudp(mut c: Connection) -> anyhow::Result<Report> {
             if count.messages >= n || quiet {
                 let r = count.report(true);
                 reports.send(r.encode().to_vec()).await?;
+                let drops = c
+                    .stats()
+                    .await
+                    .ok()
+                    .map(|s| s.classes.map(|k| k.dropped_on_receive + k.late + k.expired));
                 // The client closes once it has the final report.
                 let _ =
                     tokio::time::timeout(FINAL_WAIT, async { while c.recv().await.is_some() {} })
                         .await;
-                return Ok(r);
+                return Ok((r, drops));
             }
         }
     }
