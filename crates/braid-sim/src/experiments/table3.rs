@@ -20,7 +20,7 @@
 //! of the 1 s samples), as in the seed. Jitter is the mean absolute
 //! deviation of frame completion intervals from 40 ms.
 
-use super::harness::{self, Algo, HarnessConfig, PathSpec, StreamDef, Summary};
+use super::harness::{self, Algo, HarnessConfig, PathSpec, StreamDef, StreamResult, Summary};
 use super::{cross_traffic_path, ExperimentError, RunSpan};
 use crate::report::{LineChart, Series};
 use braid_core::scheduler::{
@@ -87,6 +87,39 @@ impl TableReport {
         }
         .render()
     }
+
+    /// Record one run of `algo`: each stream's summary against
+    /// `target(stream)` as a row, and its throughput as a series.
+    pub(super) fn record(
+        &mut self,
+        algo: &str,
+        streams: &[StreamDef],
+        results: &[StreamResult],
+        target: impl Fn(&StreamDef) -> Bandwidth,
+    ) {
+        for (s, r) in streams.iter().zip(results) {
+            let sum = harness::summarize(r, target(s), s.period);
+            self.rows.push((algo.to_string(), s.name.clone(), sum));
+            self.series
+                .push((algo.to_string(), s.name.clone(), r.throughput_mbps.clone()));
+        }
+    }
+
+    /// The recorded summary of `stream` under `algo` (all zero if absent).
+    pub(super) fn summary(&self, algo: &str, stream: &str) -> Summary {
+        self.rows
+            .iter()
+            .find(|r| r.0 == algo && r.1 == stream)
+            .map(|r| r.2)
+            .unwrap_or_default()
+    }
+
+    /// Append one `[ok]` or `[MISS]` line per check to `out`.
+    pub(super) fn write_checks(&self, out: &mut String) {
+        for (c, ok, d) in &self.checks {
+            let _ = writeln!(out, "[{}] {c}: {d}", if *ok { "ok" } else { "MISS" });
+        }
+    }
 }
 
 /// The seed's Table III: (stream, algorithm, p95, p99, mean, std, jitter ms).
@@ -114,6 +147,16 @@ const SEED_T2: [(&str, f64, f64, f64, f64, f64, f64); 4] = [
 ];
 
 pub(super) fn paths(data: &Path) -> Result<Vec<PathSpec>, ExperimentError> {
+    two_paths(data, Bandwidth::from_mbps(58), Bandwidth::from_mbps(52))
+}
+
+/// Paths A and B of the module docs on a 100 Mbit/s link, their cross
+/// traffic scaled to `cross_a` and `cross_b` mean.
+pub(super) fn two_paths(
+    data: &Path,
+    cross_a: Bandwidth,
+    cross_b: Bandwidth,
+) -> Result<Vec<PathSpec>, ExperimentError> {
     let link = Bandwidth::from_mbps(100);
     Ok(vec![
         cross_traffic_path(
@@ -121,7 +164,7 @@ pub(super) fn paths(data: &Path) -> Result<Vec<PathSpec>, ExperimentError> {
             data,
             "traces/fcc/fcc_trace_7289_http---www.yahoo.com.tsv",
             link,
-            Bandwidth::from_mbps(58),
+            cross_a,
             Duration::from_millis(20),
         )?,
         cross_traffic_path(
@@ -129,10 +172,18 @@ pub(super) fn paths(data: &Path) -> Result<Vec<PathSpec>, ExperimentError> {
             data,
             "traces/puffer/puffer_211017_A.tsv",
             link,
-            Bandwidth::from_mbps(52),
+            cross_b,
             Duration::from_millis(30),
         )?,
     ])
+}
+
+/// The target of the stream called `name`, in Mbit/s (0 if there is none).
+pub(super) fn target_mbps(streams: &[StreamDef], name: &str) -> f64 {
+    streams
+        .iter()
+        .find(|s| s.name == name)
+        .map_or(0.0, |s| s.target.mbps())
 }
 
 fn stream(name: &str, mbps: f64, spec: StreamSpec) -> StreamDef {
@@ -264,12 +315,7 @@ pub fn table3(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
             res.first().map_or(0, |r| r.upcalls),
             dropped.join(", ")
         );
-        for (s, r) in streams.iter().zip(&res) {
-            let sum = harness::summarize(r, s.target, s.period);
-            rep.rows.push((name.to_string(), s.name.clone(), sum));
-            rep.series
-                .push((name.to_string(), s.name.clone(), r.throughput_mbps.clone()));
-        }
+        rep.record(name, &streams, &res, |s| s.target);
     }
     let mut t = String::new();
     let _ = writeln!(
@@ -298,10 +344,7 @@ pub fn table3(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
         let Some((_, _, ours)) = rep.rows.iter().find(|r| r.0 == alg && r.1 == sname) else {
             continue;
         };
-        let target = streams
-            .iter()
-            .find(|s| s.name == sname)
-            .map_or(0.0, |s| s.target.mbps());
+        let target = target_mbps(&streams, sname);
         let _ = writeln!(
             t,
             "{:<16} {:>8.3} {:>8.3} {:>8.4} {:>7.4} {:>7.3} {:>6.1} | {:>7.3} {:>7.3} {:>8.4} {:>7.4} {:>6.1}",
@@ -319,17 +362,10 @@ pub fn table3(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
             sjit
         );
     }
-    let get = |alg: &str, s: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.0 == alg && r.1 == s)
-            .map(|r| r.2)
-            .unwrap_or_default()
-    };
     for (s, target) in [("Atom", 3.249), ("Bond1", 22.148)] {
-        let p = get("pgos", s);
-        let f = get("msfq", s);
-        let o = get("optsched", s);
+        let p = rep.summary("pgos", s);
+        let f = rep.summary("msfq", s);
+        let o = rep.summary("optsched", s);
         rep.checks.push((
             format!("{s}: PGOS 95th percentile ≥ 99.5 % of target"),
             pct(p.p95, target) >= 99.5,
@@ -351,7 +387,7 @@ pub fn table3(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
             format!("{:.3} vs {:.3}", p.p95, o.p95),
         ));
     }
-    let (pb, fb) = (get("pgos", "Bond2"), get("msfq", "Bond2"));
+    let (pb, fb) = (rep.summary("pgos", "Bond2"), rep.summary("msfq", "Bond2"));
     rep.checks.push((
         "Bond2: PGOS mean within 5 % of MSFQ's".into(),
         (pb.mean - fb.mean).abs() <= 0.05 * fb.mean,
@@ -360,7 +396,7 @@ pub fn table3(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
     let total = |alg: &str| -> f64 {
         ["Atom", "Bond1", "Bond2"]
             .iter()
-            .map(|s| get(alg, s).mean)
+            .map(|s| rep.summary(alg, s).mean)
             .sum()
     };
     let _ = writeln!(
@@ -372,9 +408,7 @@ pub fn table3(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
         total("optsched")
     );
     t.push_str(&notes);
-    for (c, ok, d) in &rep.checks {
-        let _ = writeln!(t, "[{}] {c}: {d}", if *ok { "ok" } else { "MISS" });
-    }
+    rep.write_checks(&mut t);
     rep.text = t;
     rep.plot = Some(("Bond1".into(), 22.148));
     rep.title = "Table III: Bond1 (22.148 Mbit/s at 95 %) under WFQ, MSFQ, PGOS, OptSched".into();
@@ -393,12 +427,7 @@ pub fn table2(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
     for (label, j) in [("patha", 0u32), ("pathb", 1u32)] {
         let algo = Algo::Online(Box::new(Wfq::new(Some(PathId(j)))));
         let res = harness::run(&paths, &streams, algo, &cfg)?;
-        for (s, r) in streams.iter().zip(&res) {
-            let sum = harness::summarize(r, s.target, s.period);
-            rep.rows.push((label.to_string(), s.name.clone(), sum));
-            rep.series
-                .push((label.to_string(), s.name.clone(), r.throughput_mbps.clone()));
-        }
+        rep.record(label, &streams, &res, |s| s.target);
     }
     let mut t = String::new();
     let _ = writeln!(

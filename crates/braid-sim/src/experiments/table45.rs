@@ -23,8 +23,8 @@
 //! as in the seed. MSFQ vs PGOS.
 
 use super::harness::{self, Algo, HarnessConfig, PathSpec, StreamDef};
-use super::table3::{config, path_stats, pct, sched, TableReport};
-use super::{cross_traffic_path, ExperimentError, RunSpan};
+use super::table3::{config, path_stats, paths, pct, sched, target_mbps, two_paths, TableReport};
+use super::{ExperimentError, RunSpan};
 use crate::capacity::Capacity;
 use braid_core::scheduler::{Msfq, Pgos, PgosConfig, RoundRobin, StreamSpec};
 use braid_core::{Bandwidth, Duration};
@@ -65,25 +65,7 @@ fn record_stream(name: &str, kb: f64, spec: StreamSpec) -> StreamDef {
 /// # Errors
 /// Missing or unreadable traces.
 pub fn table4(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
-    let link = Bandwidth::from_mbps(100);
-    let paths = vec![
-        cross_traffic_path(
-            "A",
-            data,
-            "traces/fcc/fcc_trace_7289_http---www.yahoo.com.tsv",
-            link,
-            Bandwidth::from_mbps(30),
-            Duration::from_millis(20),
-        )?,
-        cross_traffic_path(
-            "B",
-            data,
-            "traces/puffer/puffer_211017_A.tsv",
-            link,
-            Bandwidth::from_mbps(35),
-            Duration::from_millis(30),
-        )?,
-    ];
+    let paths = two_paths(data, Bandwidth::from_mbps(30), Bandwidth::from_mbps(35))?;
     let r1 = Bandwidth::from_bps(172_800 * 8 * 25);
     let r2 = Bandwidth::from_bps(128_000 * 8 * 25);
     let streams = vec![
@@ -115,20 +97,8 @@ pub fn table4(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
     let mut rep = TableReport::default();
     for (name, algo) in algos {
         let res = harness::run(&paths, &streams, algo, &cfg)?;
-        for (s, r) in streams.iter().zip(&res) {
-            let sum = harness::summarize(r, s.target, s.period);
-            rep.rows.push((name.to_string(), s.name.clone(), sum));
-            rep.series
-                .push((name.to_string(), s.name.clone(), r.throughput_mbps.clone()));
-        }
+        rep.record(name, &streams, &res, |s| s.target);
     }
-    let get = |alg: &str, s: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.0 == alg && r.1 == s)
-            .map(|r| r.2)
-            .unwrap_or_default()
-    };
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -144,11 +114,8 @@ pub fn table4(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
     );
     for alg in ["blocked", "partitioned", "pgos"] {
         for s in ["DT1", "DT2", "DT3"] {
-            let o = get(alg, s);
-            let target = streams
-                .iter()
-                .find(|x| x.name == s)
-                .map_or(0.0, |x| x.target.mbps());
+            let o = rep.summary(alg, s);
+            let target = target_mbps(&streams, s);
             let seed = SEED_T4.iter().find(|r| r.0 == s && r.1 == alg);
             let seed_txt = seed.map_or(String::from("       -        -       -"), |r| {
                 format!("{:>8.3} {:>8.4} {:>7.4}", r.3, r.4, r.5)
@@ -165,7 +132,7 @@ pub fn table4(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
         }
     }
     for s in ["DT1", "DT2"] {
-        let (p, b) = (get("pgos", s), get("blocked", s));
+        let (p, b) = (rep.summary("pgos", s), rep.summary("blocked", s));
         rep.checks.push((
             format!("{s}: PGOS std at least 3× lower than blocked"),
             p.std * 3.0 <= b.std,
@@ -177,15 +144,13 @@ pub fn table4(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
             ),
         ));
     }
-    let (p3, b3) = (get("pgos", "DT3"), get("blocked", "DT3"));
+    let (p3, b3) = (rep.summary("pgos", "DT3"), rep.summary("blocked", "DT3"));
     rep.checks.push((
         "DT3: PGOS mean within 5 % of blocked".into(),
         (p3.mean - b3.mean).abs() <= 0.05 * b3.mean,
         format!("{:.2} vs {:.2} Mbit/s", p3.mean, b3.mean),
     ));
-    for (c, ok, d) in &rep.checks {
-        let _ = writeln!(t, "[{}] {c}: {d}", if *ok { "ok" } else { "MISS" });
-    }
+    rep.write_checks(&mut t);
     rep.text = t;
     rep.plot = Some(("DT1".into(), r1.mbps()));
     rep.title = "Table IV: DT1 (34.56 Mbit/s) under GridFTP layouts and PGOS".into();
@@ -216,31 +181,10 @@ fn scaled(p: PathSpec, k: f64) -> PathSpec {
 /// # Errors
 /// Missing or unreadable traces.
 pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
-    let link = Bandwidth::from_mbps(100);
-    let paths = vec![
-        scaled(
-            cross_traffic_path(
-                "A",
-                data,
-                "traces/fcc/fcc_trace_7289_http---www.yahoo.com.tsv",
-                link,
-                Bandwidth::from_mbps(58),
-                Duration::from_millis(20),
-            )?,
-            1.0 / 50.0,
-        ),
-        scaled(
-            cross_traffic_path(
-                "B",
-                data,
-                "traces/puffer/puffer_211017_A.tsv",
-                link,
-                Bandwidth::from_mbps(52),
-                Duration::from_millis(30),
-            )?,
-            1.0 / 50.0,
-        ),
-    ];
+    let paths: Vec<PathSpec> = paths(data)?
+        .into_iter()
+        .map(|p| scaled(p, 1.0 / 50.0))
+        .collect();
     let dir = data.join("video/mmgc2019_live_sports");
     let rep0 = mmgc_frames(&dir.join("frame_trace_0"))?;
     let rep3 = mmgc_frames(&dir.join("frame_trace_3"))?;
@@ -299,20 +243,8 @@ pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
             st[0].spec = StreamSpec::best_effort(st[0].target.bps().max(1)).map_err(sched)?;
         }
         let res = harness::run(&paths, &st, algo, &cfg)?;
-        for (s, r) in st.iter().zip(&res) {
-            let sum = harness::summarize(r, base_rate, s.period);
-            rep.rows.push((name.to_string(), s.name.clone(), sum));
-            rep.series
-                .push((name.to_string(), s.name.clone(), r.throughput_mbps.clone()));
-        }
+        rep.record(name, &st, &res, |_| base_rate);
     }
-    let get = |alg: &str, s: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.0 == alg && r.1 == s)
-            .map(|r| r.2)
-            .unwrap_or_default()
-    };
     let mut t = String::new();
     let _ = writeln!(
         t,
@@ -353,11 +285,8 @@ pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
         "layer/algo", "95%", "mean", "avg.req", "≥guar.%", "95%", "mean", "avg.req"
     );
     for (layer, alg, s95, smean, sreq) in SEED_T5 {
-        let o = get(alg, layer);
-        let req = streams
-            .iter()
-            .find(|x| x.name == layer)
-            .map_or(0.0, |x| x.target.mbps());
+        let o = rep.summary(alg, layer);
+        let req = target_mbps(&streams, layer);
         let met = if layer == "Base" {
             format!("{:.1}", 100.0 * o.met)
         } else {
@@ -376,7 +305,7 @@ pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
             sreq
         );
     }
-    let (pb, fb) = (get("pgos", "Base"), get("msfq", "Base"));
+    let (pb, fb) = (rep.summary("pgos", "Base"), rep.summary("msfq", "Base"));
     // The source's own 5th percentile is below the guarantee in this span,
     // so the fair measure is the share of the base layer delivered.
     rep.checks.push((
@@ -393,9 +322,7 @@ pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
             100.0 * off.met
         ),
     ));
-    for (c, ok, d) in &rep.checks {
-        let _ = writeln!(t, "[{}] {c}: {d}", if *ok { "ok" } else { "MISS" });
-    }
+    rep.write_checks(&mut t);
     rep.text = t;
     rep.plot = Some(("Base".into(), base_rate.mbps()));
     rep.title = "Table V: base layer under MSFQ and PGOS (guarantee dashed)".into();
