@@ -347,3 +347,37 @@ async fn rudp_threshold_events_reach_the_application() {
     drop(c);
     reader.await.unwrap();
 }
+
+/// Waits (bounded) until `addr`'s UDP port can be bound again, i.e. the
+/// driver that owned it has stopped and closed its socket.
+async fn port_released(addr: SocketAddr) -> bool {
+    for _ in 0..1000 {
+        if std::net::UdpSocket::bind(addr).is_ok() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rudp_driver_stops_when_every_handle_is_gone() {
+    // No connection: dropping the endpoint stops the driver.
+    let ep = Endpoint::bind(local(), EndpointConfig::server()).unwrap();
+    let addr = ep.local_addr();
+    drop(ep);
+    assert!(port_released(addr).await, "idle driver kept its socket");
+    // With a connection: the endpoints go first, the connections finish
+    // gracefully when their handles go, then both drivers stop.
+    let (server, client, c, s) = pair().await;
+    let (sa, ca) = (server.local_addr(), client.local_addr());
+    let stream = c.open_stream(SendOptions::RELIABLE).unwrap();
+    stream.send(b"last words".to_vec()).await.unwrap();
+    drop((server, client, stream, c));
+    let mut s = s;
+    assert_eq!(s.recv().await.unwrap().data, b"last words");
+    assert!(s.recv().await.is_none(), "the client's drop closed it");
+    drop(s);
+    assert!(port_released(ca).await, "client driver kept its socket");
+    assert!(port_released(sa).await, "server driver kept its socket");
+}
