@@ -487,28 +487,33 @@ pub fn table2(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
     Ok(rep)
 }
 
+/// The shared data sets for the table tests (`BRAID_DATA`, else
+/// `../shared/data` beside the workspace), or `None` with a printed reason
+/// when one of the directories in `need` is not there.
+#[cfg(test)]
+pub(super) fn test_data(need: &[&str]) -> Option<std::path::PathBuf> {
+    let d = std::path::PathBuf::from(
+        std::env::var("BRAID_DATA").unwrap_or_else(|_| "../../../shared/data".into()),
+    );
+    if let Some(missing) = need.iter().find(|n| !d.join(n).exists()) {
+        eprintln!(
+            "skipping: {missing}/ not found in {} (set BRAID_DATA)",
+            d.display()
+        );
+        return None;
+    }
+    Some(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn data() -> Option<std::path::PathBuf> {
-        let d = std::path::PathBuf::from(
-            std::env::var("BRAID_DATA").unwrap_or_else(|_| "../../../shared/data".into()),
-        );
-        if d.join("traces").exists() {
-            Some(d)
-        } else {
-            eprintln!(
-                "skipping: traces not found at {} (set BRAID_DATA)",
-                d.display()
-            );
-            None
-        }
-    }
-
     #[test]
     fn table3_is_deterministic_and_pgos_protects_critical_streams() {
-        let Some(d) = data() else { return };
+        let Some(d) = test_data(&["traces"]) else {
+            return;
+        };
         let a = table3(
             &d,
             RunSpan {
@@ -541,13 +546,9 @@ mod print {
     #[test]
     #[ignore = "slow: full table runs; prints the tables"]
     fn print_tables() {
-        let d = std::path::PathBuf::from(
-            std::env::var("BRAID_DATA").unwrap_or_else(|_| "../../../shared/data".into()),
-        );
-        if !d.join("traces").exists() {
-            eprintln!("skipping: traces not found at {}", d.display());
+        let Some(d) = test_data(&["traces"]) else {
             return;
-        }
+        };
         let secs = RunSpan {
             warmup_s: 300,
             measure_s: std::env::var("BRAID_MEASURE_S")

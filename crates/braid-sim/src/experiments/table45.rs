@@ -331,21 +331,11 @@ pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
 
 #[cfg(test)]
 mod tests {
+    use super::super::table3::test_data;
     use super::*;
 
     fn data() -> Option<std::path::PathBuf> {
-        let d = std::path::PathBuf::from(
-            std::env::var("BRAID_DATA").unwrap_or_else(|_| "../../../shared/data".into()),
-        );
-        if d.join("traces").exists() && d.join("video").exists() {
-            Some(d)
-        } else {
-            eprintln!(
-                "skipping: data not found at {} (set BRAID_DATA)",
-                d.display()
-            );
-            None
-        }
+        test_data(&["traces", "video"])
     }
 
     fn span() -> RunSpan {
