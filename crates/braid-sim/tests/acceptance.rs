@@ -226,30 +226,37 @@ fn pearson(x: &[f64], y: &[f64]) -> f64 {
     sxy / (sxx * syy).sqrt()
 }
 
-#[test]
-fn trace_driven_link_follows_the_trace() {
-    let Some(data) = shared_data() else { return };
-    for (file, format) in [
-        ("traces/mahimahi/ATT-LTE-driving.down", "mahimahi"),
-        ("traces/norway_hsdpa/norway_bus_11", "series"),
-    ] {
-        let path = data.join(file);
-        let text = format!(
-            r#"
-duration = "240s"
+/// A greedy flow over a link that replays a trace.
+struct Followed {
+    report: braid_sim::Report,
+    /// Pearson correlation of the flow's 1 s throughput with the trace's
+    /// own 1 s rates.
+    correlation: f64,
+    /// Seconds compared.
+    seconds: usize,
+}
+
+/// Run a greedy flow for `secs` over a link replaying the trace at `path`
+/// (read as `format`, or detected when `None`; 20 ms one way, the
+/// way back at `back_rate`) and compare its throughput with the trace.
+fn follow_trace(path: &Path, format: Option<&str>, secs: usize, back_rate: &str) -> Followed {
+    let trace_format = format.map_or(String::new(), |f| format!("trace_format = \"{f}\""));
+    let text = format!(
+        r#"
+duration = "{secs}s"
 nodes = ["a", "b"]
 [[link]]
 name = "trace"
 from = "a"
 to = "b"
 trace = "{}"
-trace_format = "{format}"
+{trace_format}
 delay = "20ms"
 [[link]]
 name = "back"
 from = "b"
 to = "a"
-rate = "10mbit"
+rate = "{back_rate}"
 delay = "20ms"
 [[flow]]
 name = "bulk"
@@ -257,28 +264,42 @@ kind = "greedy"
 from = "a"
 to = "b"
 "#,
-            path.display()
-        );
-        let r = run(&text);
-        // Delivered throughput per 1 s window vs the trace's own 1 s rates.
-        let trace = load_trace(&path, None).unwrap();
-        let truth: Vec<f64> = trace
-            .rate_series(braid_core::Duration::from_secs(1))
-            .iter()
-            .take(240)
-            .map(|b| b.mbps())
-            .collect();
-        let per_sec = (1.0 / r.bin_s).round() as usize;
-        let got: Vec<f64> = r
-            .flow("bulk")
-            .unwrap()
-            .series_mbps
-            .chunks(per_sec)
-            .map(|c| c.iter().sum::<f64>() / c.len() as f64)
-            .take(truth.len())
-            .collect();
-        let c = pearson(&truth, &got);
-        println!("{file}: correlation {c:.4} over {} s", got.len());
+        path.display()
+    );
+    let report = run(&text);
+    let trace = load_trace(path, None).unwrap();
+    let truth: Vec<f64> = trace
+        .rate_series(braid_core::Duration::from_secs(1))
+        .iter()
+        .take(secs)
+        .map(|b| b.mbps())
+        .collect();
+    let per_sec = (1.0 / report.bin_s).round() as usize;
+    let got: Vec<f64> = report
+        .flow("bulk")
+        .unwrap()
+        .series_mbps
+        .chunks(per_sec)
+        .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+        .take(truth.len())
+        .collect();
+    Followed {
+        correlation: pearson(&truth, &got),
+        seconds: got.len(),
+        report,
+    }
+}
+
+#[test]
+fn trace_driven_link_follows_the_trace() {
+    let Some(data) = shared_data() else { return };
+    for (file, format) in [
+        ("traces/mahimahi/ATT-LTE-driving.down", "mahimahi"),
+        ("traces/norway_hsdpa/norway_bus_11", "series"),
+    ] {
+        let f = follow_trace(&data.join(file), Some(format), 240, "10mbit");
+        let c = f.correlation;
+        println!("{file}: correlation {c:.4} over {} s", f.seconds);
         assert!(c >= 0.95, "{file}: correlation {c}");
     }
 }
@@ -337,47 +358,11 @@ fn every_shared_trace_is_followed() {
     for path in files {
         let trace = load_trace(&path, None).unwrap();
         let secs = trace.duration().as_secs_f64().floor().min(600.0) as usize;
-        let text = format!(
-            r#"
-duration = "{secs}s"
-nodes = ["a", "b"]
-[[link]]
-name = "trace"
-from = "a"
-to = "b"
-trace = "{}"
-delay = "20ms"
-[[link]]
-name = "back"
-from = "b"
-to = "a"
-rate = "1gbit"
-delay = "20ms"
-[[flow]]
-name = "bulk"
-kind = "greedy"
-from = "a"
-to = "b"
-"#,
-            path.display()
-        );
-        let r = run(&text);
-        let truth: Vec<f64> = trace
-            .rate_series(braid_core::Duration::from_secs(1))
-            .iter()
-            .take(secs)
-            .map(|b| b.mbps())
-            .collect();
-        let per_sec = (1.0 / r.bin_s).round() as usize;
-        let got: Vec<f64> = r
-            .flow("bulk")
-            .unwrap()
-            .series_mbps
-            .chunks(per_sec)
-            .map(|c| c.iter().sum::<f64>() / c.len() as f64)
-            .take(truth.len())
-            .collect();
-        let c = pearson(&truth, &got);
+        let Followed {
+            report: r,
+            correlation: c,
+            ..
+        } = follow_trace(&path, None, secs, "1gbit");
         let f = r.flow("bulk").unwrap();
         println!(
             "{:<60} {secs:>4} s  corr {c:.4}  mean {:.3} of {:.3} Mbit/s  delay p95 {:.1} ms  loss {:.3} %",
