@@ -12,7 +12,7 @@
 //! * [`TraceFormat`]: which text format it came from; [`Trace::parse`] can
 //!   detect it (see there for how).
 //! * [`TraceError`]: what was wrong, with the 1-based line number where there
-//!   is one (`line 17: expected `<seconds> <Mbit/s>`, got `abc``).
+//!   is one (``line 17: expected `<seconds> <Mbit/s>`, got `abc` ``).
 //!
 //! # Formats and semantics (see `../shared/data/SOURCES.md`)
 //!

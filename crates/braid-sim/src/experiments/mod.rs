@@ -2,7 +2,7 @@
 //! function that runs every algorithm on the same paths and workload and
 //! prints our numbers beside the seed's.
 //!
-//! * [`table3`] — SmartPointer streams (Atom 3.249 Mbit/s at 95 %, Bond1
+//! * [`table3`](mod@table3) — SmartPointer streams (Atom 3.249 Mbit/s at 95 %, Bond1
 //!   22.148 Mbit/s at 95 %, Bond2 best effort) over two paths: WFQ on one
 //!   path, MSFQ, PGOS and OptSched over both (seed Table III).
 //! * [`table2`] — the same two critical streams on path A vs on path B
