@@ -6,7 +6,7 @@
 //! The 100 MB run is `#[ignore]`d (slow in debug builds):
 //! `cargo test --release -p braid-sim --test rudp_acceptance -- --ignored`.
 
-use braid_core::transport::{Config, Reliability};
+use braid_core::transport::{Config, Connection, Reliability};
 use braid_core::{Bandwidth, Duration, Instant};
 use braid_sim::rudp::app::{BulkSender, Receiver, SideTraffic, BULK_STREAM, SIDE_STREAM};
 use braid_sim::rudp::{add_links, add_pair, RudpNode};
@@ -39,18 +39,33 @@ struct Outcome {
     lost: u64,
     late: u64,
     max_lateness: Duration,
-    max_transit: Duration,
+    /// Side messages the sender gave up on (deadline too close to send)
+    /// and the receiver skipped (deadline passed before delivery).
+    side_expired_at_sender: u64,
+    side_expired_at_receiver: u64,
 }
 
 fn transfer(seed: u64, bytes: u64, side: Option<SideTraffic>, secs: u64) -> Outcome {
+    transfer_over(seed, bytes, side, secs, (10, 10))
+}
+
+/// [`transfer`] over a path whose one-way delays (forward, back) are
+/// `delays_ms`.
+fn transfer_over(
+    seed: u64,
+    bytes: u64,
+    side: Option<SideTraffic>,
+    secs: u64,
+    delays_ms: (u64, u64),
+) -> Outcome {
     let mut sim = Simulation::empty(
         "rudp-acceptance",
         seed,
         Duration::from_secs(secs),
         Duration::ZERO,
     );
-    let fwd = add_links(&mut sim, vec![impaired("fwd", 50, 10)]);
-    let back = add_links(&mut sim, vec![impaired("back", 50, 10)]);
+    let fwd = add_links(&mut sim, vec![impaired("fwd", 50, delays_ms.0)]);
+    let back = add_links(&mut sim, vec![impaired("back", 50, delays_ms.1)]);
     let mut send = BulkSender::new(seed, bytes, 16 * 1024);
     if let Some(s) = side {
         send = send.with_side(s);
@@ -67,10 +82,19 @@ fn transfer(seed: u64, bytes: u64, side: Option<SideTraffic>, secs: u64) -> Outc
     )
     .unwrap();
     sim.run_until(sim.end());
-    let s = sim.node::<RudpNode<BulkSender>>(pair.sender).unwrap().app();
-    let r = sim.node::<RudpNode<Receiver>>(pair.receiver).unwrap().app();
+    let sender = sim.node::<RudpNode<BulkSender>>(pair.sender).unwrap();
+    let receiver = sim.node::<RudpNode<Receiver>>(pair.receiver).unwrap();
+    let (s, r) = (sender.app(), receiver.app());
     let (_, got_bytes, got_digest) = r.stream_totals(BULK_STREAM);
     let fs = sim.link_stats(braid_sim::LinkId(0)).unwrap();
+    // Non-reliable messages expired by one side (only side traffic has
+    // deadlines).
+    let expired = |c: Option<&Connection>| {
+        c.map_or(0, |c| {
+            let k = c.stats().classes;
+            k[1].expired + k[2].expired
+        })
+    };
     Outcome {
         sent_digest: s.digest().0,
         got_digest: got_digest.0,
@@ -85,7 +109,8 @@ fn transfer(seed: u64, bytes: u64, side: Option<SideTraffic>, secs: u64) -> Outc
         lost: fs.random_losses,
         late: r.lateness().0,
         max_lateness: r.lateness().1,
-        max_transit: sim.route_stats(pair.forward).unwrap().delay.max(),
+        side_expired_at_sender: expired(sender.connection()),
+        side_expired_at_receiver: expired(receiver.connection()),
     }
 }
 
@@ -123,29 +148,24 @@ fn rudp_unreliable_and_expired_messages_are_never_late_or_twice() {
         let o = transfer(seed, bytes, Some(side), 120);
         // Nothing twice, out of order or corrupt (checked by the receiver).
         check(&o, bytes);
-        // Deadlines hold to within the one-way transit of the message's
-        // first fragment: the receiver learns the remaining time to live,
-        // not the sender's clock (see `rudp_receiver_deadline_ignores_transit`).
-        assert!(
-            o.max_lateness <= o.max_transit,
-            "{:?} > {:?}",
-            o.max_lateness,
-            o.max_transit
-        );
+        // Never late: the sender takes the one-way transit off the TTL it
+        // writes (see `rudp_expired_messages_are_never_delivered_late`).
+        assert_eq!(o.late, 0, "worst {:?}", o.max_lateness);
         // Most side messages arrive, not all (5 % loss, never resent).
         assert!(o.side_delivered > 250, "{}", o.side_delivered);
         assert!(o.side_delivered < 500, "{}", o.side_delivered);
     }
 }
 
-/// Core gap (reported, not fixed here: braid-core is another engineer's):
-/// the receiver sets a message's deadline to arrival + the TTL remaining
-/// when the fragment was sent, so it may deliver up to one one-way delay
-/// after the sender's absolute deadline. Subtracting an estimate of the
-/// one-way delay (e.g. min RTT / 2) on either side would close it.
-#[test]
-#[ignore = "core gap: receiver deadline ignores one-way transit (docs/rudp-experiments.md)"]
-fn rudp_receiver_deadline_ignores_transit() {
+/// Side traffic heavier than the path carries beside the bulk transfer
+/// (3000-byte unreliable messages every 5 ms, 40 ms to live): most expire
+/// in the send queue, and many that are sent leave with little of their
+/// deadline left. The receiver only learns the time to live when the
+/// fragment was sent, so the sender takes a conservative one-way transit
+/// (one RTT) off it; no message may then be handed over after the deadline
+/// the sender set, measured on the simulator's own clock. Before that rule
+/// 79 messages were delivered late, by up to 10.4 ms.
+fn deadline_scenario(delays_ms: (u64, u64)) -> Outcome {
     let side = SideTraffic {
         period: Duration::from_millis(5),
         size: 3000,
@@ -153,8 +173,37 @@ fn rudp_receiver_deadline_ignores_transit() {
         reliability: Reliability::Unreliable,
         count: 2000,
     };
-    let o = transfer(2, 1 << 20, Some(side), 120);
+    let o = transfer_over(2, 1 << 20, Some(side), 120, delays_ms);
+    println!(
+        "path {delays_ms:?} ms: {} delivered, {} late (worst {:?}); \
+         expired at the sender {}, at the receiver {}",
+        o.side_delivered,
+        o.late,
+        o.max_lateness,
+        o.side_expired_at_sender,
+        o.side_expired_at_receiver
+    );
+    o
+}
+
+#[test]
+fn rudp_expired_messages_are_never_delivered_late() {
+    let o = deadline_scenario((10, 10));
     assert_eq!(o.late, 0, "{} late, worst {:?}", o.late, o.max_lateness);
+    // The scenario does test deadlines: both sides expired messages, and
+    // some still arrived in time.
+    assert!(o.side_expired_at_sender > 0 && o.side_expired_at_receiver > 0);
+    assert!(o.side_delivered > 0);
+}
+
+/// The same with 18 ms forward and 2 ms back: the forward transit is 90 %
+/// of the RTT, so an estimate of half the RTT (plus variance) would let
+/// messages through late; one whole RTT does not.
+#[test]
+fn rudp_deadlines_hold_on_an_asymmetric_path() {
+    let o = deadline_scenario((18, 2));
+    assert_eq!(o.late, 0, "{} late, worst {:?}", o.late, o.max_lateness);
+    assert!(o.side_delivered > 0);
 }
 
 #[test]

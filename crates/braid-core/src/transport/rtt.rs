@@ -13,6 +13,8 @@ pub struct RttEstimator {
     srtt: Duration,
     rttvar: Duration,
     latest: Duration,
+    /// `latest` less the peer's ack delay, as it entered `srtt`.
+    latest_adjusted: Duration,
     min: Duration,
     has_sample: bool,
 }
@@ -24,6 +26,7 @@ impl RttEstimator {
             srtt: initial,
             rttvar: initial / 2,
             latest: initial,
+            latest_adjusted: initial,
             min: initial,
             has_sample: false,
         }
@@ -37,6 +40,7 @@ impl RttEstimator {
         if !self.has_sample {
             self.has_sample = true;
             self.min = sample;
+            self.latest_adjusted = sample;
             self.srtt = sample;
             self.rttvar = sample / 2;
             return;
@@ -48,6 +52,7 @@ impl RttEstimator {
         } else {
             sample
         };
+        self.latest_adjusted = adjusted;
         let diff = if self.srtt > adjusted {
             self.srtt - adjusted
         } else {
@@ -79,6 +84,31 @@ impl RttEstimator {
         self.has_sample
     }
 
+    /// A conservative estimate of the one-way transit of a packet sent
+    /// now: `max(srtt, latest)`, both net of the peer's ack delay — a whole
+    /// round trip, not half of one.
+    ///
+    /// The sender writes a message's time to live as its deadline minus
+    /// now minus this estimate, so that the receiver's deadline (arrival +
+    /// TTL) does not fall after the sender's (issue 3: "never delivered
+    /// late"). Without synchronised clocks the forward transit cannot be
+    /// measured, only bounded: a round trip is the forward transit plus a
+    /// non-negative return transit, so one RTT bounds the forward transit
+    /// whatever the path's asymmetry, whereas `srtt / 2` (+ k·rttvar) is
+    /// the mean only on a symmetric path (on an 18 ms / 2 ms simulated path
+    /// it let messages through up to 8 ms late; docs/rudp-experiments.md).
+    /// The price: a message goes out only while more than one RTT of its
+    /// deadline is left. The ack delay is time the packet
+    /// spent at the receiver, not in transit, so it is left out. `latest`
+    /// catches a queue that has grown since `srtt` last moved (as loss
+    /// detection's `max(srtt, latest)` does, RFC 9002 §6.1.2). It is still
+    /// a bound on *past* packets: a queue that grows suddenly after the
+    /// last sample can make a packet slower than this, so the guarantee is
+    /// best-effort. Before the first sample both are the initial RTT.
+    pub fn transit_bound(&self) -> Duration {
+        self.srtt.max(self.latest_adjusted)
+    }
+
     /// The probe timeout before backoff: `srtt + max(4·rttvar, 1 ms) +
     /// max_ack_delay` (RFC 6298's RTO without its 1 s floor, as in RFC 9002).
     pub fn pto_base(&self, max_ack_delay: Duration) -> Duration {
@@ -108,6 +138,27 @@ mod tests {
         // rttvar = 3/4*20 + 1/4*40 = 25; srtt = 7/8*40 + 1/8*80 = 45
         assert_eq!(r.rttvar(), Duration::from_millis(25));
         assert_eq!(r.srtt(), Duration::from_millis(45));
+    }
+
+    #[test]
+    fn transit_bound_is_a_whole_round_trip_and_follows_the_latest_sample() {
+        let mut r = RttEstimator::new(Duration::from_millis(100));
+        // Before any sample: the initial RTT.
+        assert_eq!(r.transit_bound(), Duration::from_millis(100));
+        r.update(Duration::from_millis(40), Duration::ZERO);
+        assert_eq!(r.transit_bound(), Duration::from_millis(40));
+        // A queue builds: the latest sample leads the smoothed RTT.
+        r.update(Duration::from_millis(80), Duration::ZERO);
+        assert_eq!(r.srtt(), Duration::from_millis(45));
+        assert_eq!(r.transit_bound(), Duration::from_millis(80));
+        // It drains: the smoothed RTT still remembers it.
+        r.update(Duration::from_millis(40), Duration::ZERO);
+        assert_eq!(r.transit_bound(), r.srtt());
+        assert!(r.srtt() > Duration::from_millis(40));
+        // Time the peer held the ack is not transit.
+        r.update(Duration::from_millis(150), Duration::from_millis(60));
+        assert_eq!(r.latest(), Duration::from_millis(150));
+        assert_eq!(r.transit_bound(), Duration::from_millis(90));
     }
 
     #[test]

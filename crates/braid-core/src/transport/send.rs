@@ -11,9 +11,18 @@
 //! - Queued bytes never exceed the configured bound; `send` refuses more.
 //! - A reliable message that will never be completed (its deadline passed)
 //!   gets a MESSAGE_SKIP, sent reliably, so the receiver stops waiting.
+//! - Deadlines are held against the one-way transit the sender cannot see:
+//!   a fragment sent at `now` carries `ttl = deadline − now − transit`,
+//!   where `transit` is the connection's conservative estimate
+//!   ([`RttEstimator::transit_bound`]), so arrival + ttl ≤ deadline while
+//!   the estimate holds. A message with `deadline − now ≤ transit` could
+//!   not arrive in time: it is expired at the sender, never sent with a
+//!   zero TTL.
 //! - Non-reliable messages are dropped before sending only while the
 //!   fraction of non-reliable messages lost or dropped stays within the
 //!   receiver's loss tolerance (seed 002 §2.1, §3.3).
+//!
+//! [`RttEstimator::transit_bound`]: super::rtt::RttEstimator::transit_bound
 
 use super::recovery::SentFrame;
 use super::stats::ClassCounters;
@@ -31,8 +40,10 @@ pub const MIN_FRAGMENT: usize = 64;
 pub struct SendOptions {
     /// Its reliability class.
     pub reliability: Reliability,
-    /// Time to live from now; after it the message is dropped (sender) and
-    /// skipped (receiver). At most one hour.
+    /// Time to live from now: the message's deadline. The sender drops it
+    /// once it could no longer reach the receiver by then (see
+    /// [`SendStreams::set_transit`]); the receiver skips it if it is not
+    /// delivered by then. At most one hour.
     pub ttl: Option<Duration>,
 }
 
@@ -85,8 +96,10 @@ impl SendMessage {
     fn len(&self) -> u64 {
         self.data.len() as u64
     }
-    fn expired(&self, now: Instant) -> bool {
-        self.deadline.is_some_and(|d| now >= d)
+    /// True if a fragment sent now could not reach the receiver before
+    /// the deadline (see [`wire_ttl_us`]).
+    fn expired(&self, now: Instant, transit: Duration) -> bool {
+        self.deadline.is_some_and(|d| now + transit >= d)
     }
 }
 
@@ -184,6 +197,12 @@ pub struct SendStreams {
     /// Message deadlines: (deadline, stream, number); may hold entries of
     /// messages already gone, which `expire` discards.
     deadlines: BTreeSet<(Instant, StreamId, u64)>,
+    /// Conservative one-way transit of a packet sent now (see
+    /// [`SendStreams::set_transit`]).
+    transit: Duration,
+    /// A message expired whose deadline had not yet passed: only the
+    /// transit estimate ruled it out (see [`SendStreams::take_expired_early`]).
+    expired_early: bool,
     /// Cumulative reliable bytes charged against the peer's credit.
     reliable_charged: u64,
     /// Peer's flow-control limit.
@@ -215,6 +234,8 @@ impl SendStreams {
             cursor: None,
             skips: VecDeque::new(),
             deadlines: BTreeSet::new(),
+            transit: Duration::ZERO,
+            expired_early: false,
             reliable_charged: 0,
             max_data,
             nr_total: 0,
@@ -268,6 +289,21 @@ impl SendStreams {
         });
         self.queued_bytes += len;
         Ok(number)
+    }
+
+    /// Sets the one-way transit the sender assumes for a packet sent now;
+    /// the connection passes [`RttEstimator::transit_bound`] whenever its
+    /// RTT estimate changes (and the initial RTT before any sample).
+    ///
+    /// Deadlines are then held against it: every fragment carries
+    /// `ttl = deadline − now − transit`, and a message with `deadline − now
+    /// ≤ transit` is expired (dropped; a reliable one skipped) instead of
+    /// sent. Zero (the default) trusts the receiver's clock to start at the
+    /// sender's, i.e. ignores the transit.
+    ///
+    /// [`RttEstimator::transit_bound`]: super::rtt::RttEstimator::transit_bound
+    pub fn set_transit(&mut self, transit: Duration) {
+        self.transit = transit;
     }
 
     /// Raises the peer's flow-control limit (never lowers it).
@@ -356,17 +392,20 @@ impl SendStreams {
         dropped
     }
 
-    /// Expires messages whose deadline has passed: non-reliable ones are
+    /// Expires messages that could no longer reach the receiver before
+    /// their deadline (`deadline ≤ now + transit`): non-reliable ones are
     /// dropped, reliable ones dropped and skipped.
     pub fn expire(&mut self, now: Instant) {
+        let horizon = now + self.transit;
         while let Some(&(d, sid, number)) = self.deadlines.first() {
-            if d > now {
+            if d > horizon {
                 break;
             }
             self.deadlines.pop_first();
             let Some(m) = self.streams.get_mut(&sid).and_then(|s| s.remove(number)) else {
                 continue;
             };
+            self.expired_early |= d > now;
             self.abandon(sid, m);
         }
     }
@@ -392,9 +431,20 @@ impl SendStreams {
         }
     }
 
-    /// The earliest deadline among queued messages.
+    /// True (once) if a message expired only because of the transit
+    /// estimate, its deadline not yet passed. The estimate comes from acks;
+    /// if nothing is in flight to bring one, the connection sends a PING,
+    /// or an inflated estimate (the initial RTT, a spike) would keep
+    /// expiring every message with a short deadline and never be
+    /// corrected.
+    pub fn take_expired_early(&mut self) -> bool {
+        std::mem::take(&mut self.expired_early)
+    }
+
+    /// When the earliest queued message expires at the sender: its
+    /// deadline less the transit estimate.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.deadlines.first().map(|e| e.0)
+        self.deadlines.first().map(|e| e.0 - self.transit)
     }
 
     /// A fragment was acknowledged.
@@ -441,7 +491,7 @@ impl SendStreams {
         let Some(at) = s.find(message) else {
             return;
         };
-        if s.get_mut(at).expired(now) {
+        if s.get_mut(at).expired(now, self.transit) {
             if let Some(m) = s.remove(message) {
                 self.abandon(stream, m);
             }
@@ -569,9 +619,8 @@ impl SendStreams {
             s.rtx.remove(&number);
             return Ok(0);
         };
-        let ttl_us = m
-            .deadline
-            .map(|d| d.saturating_duration_since(now).as_micros().min(MAX_TTL_US));
+        // Recomputed at every send: a retransmission carries less time.
+        let ttl_us = wire_ttl_us(m.deadline, now, self.transit);
         let Some(take) = write_fragment(b, sid, m, offset, avail, ttl_us, log)? else {
             return Ok(0);
         };
@@ -635,9 +684,7 @@ impl SendStreams {
             {
                 return Ok(0);
             }
-            let ttl_us = m
-                .deadline
-                .map(|d| d.saturating_duration_since(now).as_micros().min(MAX_TTL_US));
+            let ttl_us = wire_ttl_us(m.deadline, now, self.transit);
             let (offset, avail) = (m.sent_offset, m.len() - m.sent_offset);
             let Some(take) = write_fragment(b, sid, m, offset, avail, ttl_us, log)? else {
                 return Ok(0);
@@ -662,6 +709,21 @@ impl SendStreams {
             return Ok(take.max(1));
         }
     }
+}
+
+/// The time to live a fragment sent at `now` carries: what is left of the
+/// deadline once the one-way `transit` is taken off, so that the receiver's
+/// deadline (its arrival time + this) is no later than the sender's while
+/// the transit estimate holds. [`SendStreams::expire`] runs before
+/// anything is written and removes messages with nothing left, so only a
+/// sub-microsecond remainder rounds to zero — which the receiver treats as
+/// already expired (its deadline is the arrival), never as late.
+fn wire_ttl_us(deadline: Option<Instant>, now: Instant, transit: Duration) -> Option<u64> {
+    deadline.map(|d| {
+        d.saturating_duration_since(now + transit)
+            .as_micros()
+            .min(MAX_TTL_US)
+    })
 }
 
 /// Writes `[offset, offset + avail)` of `m` (as much as fits) as a STREAM
@@ -852,6 +914,89 @@ mod tests {
         );
         assert_eq!(s.counters()[0].expired, 1);
         assert_eq!(s.counters()[1].expired, 1);
+    }
+
+    /// The TTL of every STREAM frame in one written packet.
+    fn written_ttls(s: &mut SendStreams, now: Instant) -> Vec<Option<u64>> {
+        let mut buf = Vec::new();
+        let mut b = PacketBuilder::new(&mut buf, &header(), 1200).unwrap();
+        s.write(now, &mut b, &mut Vec::new(), &DiscardPolicy::default())
+            .unwrap();
+        b.finish();
+        Packet::decode(&buf)
+            .unwrap()
+            .frames()
+            .filter_map(|f| match f {
+                Ok(Frame::Stream(f)) => Some(f.ttl_us),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn wire_ttl_takes_the_transit_off_the_deadline() {
+        let mut s = SendStreams::new(1 << 20, 1 << 20);
+        let t = Instant::ZERO;
+        let opts = |reliability, ms| SendOptions {
+            reliability,
+            ttl: Some(Duration::from_millis(ms)),
+        };
+        s.set_transit(Duration::from_millis(20));
+        assert_eq!(s.next_deadline(), None);
+        // 50 ms to live, 20 ms in transit: 30 ms on the wire.
+        s.push(
+            t,
+            StreamId(0),
+            vec![0; 10],
+            opts(Reliability::Unreliable, 50),
+        )
+        .unwrap();
+        assert_eq!(s.next_deadline(), Some(t + Duration::from_millis(30)));
+        // 15 ms to live cannot arrive in time: expired, never sent.
+        s.push(
+            t,
+            StreamId(1),
+            vec![0; 10],
+            opts(Reliability::Unreliable, 15),
+        )
+        .unwrap();
+        // A reliable message sent at 5 ms, lost, resent at 25 ms.
+        s.push(t, StreamId(2), vec![0; 10], opts(Reliability::Reliable, 60))
+            .unwrap();
+        let now = t + Duration::from_millis(5);
+        assert_eq!(written_ttls(&mut s, now), [Some(25_000), Some(35_000)]);
+        assert_eq!(s.counters()[1].expired, 1);
+        assert_eq!(s.counters()[1].sent, 1);
+        let now = t + Duration::from_millis(25);
+        s.on_lost(now, StreamId(2), 0, 0, 10, Reliability::Reliable);
+        // The retransmission carries what is left now: 60 - 25 - 20.
+        assert_eq!(written_ttls(&mut s, now), [Some(15_000)]);
+        // Lost again at 40 ms: 60 - 40 ≤ 20, so it is skipped, not resent.
+        let now = t + Duration::from_millis(40);
+        s.on_lost(now, StreamId(2), 0, 0, 10, Reliability::Reliable);
+        assert_eq!(s.counters()[0].expired, 1);
+        assert_eq!(
+            write(&mut s, now, &DiscardPolicy::default()),
+            [SentFrame::Skip {
+                stream: StreamId(2),
+                message: 0,
+                len: 10,
+                depends_back: None
+            }]
+        );
+    }
+
+    #[test]
+    fn without_a_transit_estimate_the_ttl_is_the_time_left() {
+        let mut s = SendStreams::new(1 << 20, 1 << 20);
+        let opts = SendOptions {
+            reliability: Reliability::Unreliable,
+            ttl: Some(Duration::from_millis(50)),
+        };
+        s.push(Instant::ZERO, StreamId(0), vec![0; 10], opts)
+            .unwrap();
+        let now = Instant::ZERO + Duration::from_millis(5);
+        assert_eq!(written_ttls(&mut s, now), [Some(45_000)]);
     }
 
     #[test]

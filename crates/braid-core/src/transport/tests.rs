@@ -306,7 +306,6 @@ fn unreliable_and_expired_messages_are_never_late_or_twice() {
     let (c, s) = net.connect();
     lossy(&mut net);
     let ttl = Duration::from_millis(30);
-    let max_one_way = net.pipe.delay * 2;
     let mut sent_at = Vec::new();
     let mut delivered: Vec<(u64, Instant)> = Vec::new();
     let mut last = [None::<u64>; 2];
@@ -343,13 +342,19 @@ fn unreliable_and_expired_messages_are_never_late_or_twice() {
         }
         false
     });
+    eprintln!(
+        "DBG {} sent, {} delivered, {:?}",
+        sent_at.len(),
+        delivered.len(),
+        net.client.connection(c).unwrap().stats()
+    );
     assert!(!delivered.is_empty());
     let mut seen = std::collections::HashSet::new();
     for (id, at) in &delivered {
         assert!(seen.insert(*id), "message {id} delivered twice");
         let (_, t) = sent_at[*id as usize];
         assert!(
-            *at <= t + ttl + max_one_way,
+            *at <= t + ttl,
             "message {id} delivered late: sent {t:?}, delivered {at:?}"
         );
     }

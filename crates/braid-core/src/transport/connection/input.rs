@@ -137,6 +137,9 @@ impl Connection {
                     .recovery
                     .on_ack(now, a)
                     .map_err(|_| ErrorCode::PROTOCOL_VIOLATION)?;
+                // The RTT may have moved: so does the transit the send
+                // side takes off every deadline it writes.
+                self.send.set_transit(self.recovery.rtt().transit_bound());
                 for (_, p) in &out.acked {
                     if p.in_flight {
                         self.cc.on_ack(

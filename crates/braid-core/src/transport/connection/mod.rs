@@ -166,6 +166,10 @@ impl Connection {
         };
         let mut meter = IntervalMeter::new(config.stats_interval);
         meter.start(now);
+        let recovery = Recovery::new(config.initial_rtt, Duration::ZERO);
+        let mut send = SendStreams::new(config.send_queue_bytes, 0);
+        // Deadlines hold against the initial RTT until the first sample.
+        send.set_transit(recovery.rtt().transit_bound());
         Connection {
             side,
             state: State::Initial,
@@ -178,11 +182,11 @@ impl Connection {
             next_initial: now,
             initial_count: 0,
             handshake_pending: false,
-            recovery: Recovery::new(config.initial_rtt, Duration::ZERO),
+            recovery,
             cc,
             pacer: Pacer::new(mss),
             ack: AckTracker::default(),
-            send: SendStreams::new(config.send_queue_bytes, 0),
+            send,
             recv: RecvStreams::new(
                 config.max_message_size,
                 config.recv_window,
@@ -565,7 +569,7 @@ impl Connection {
             return;
         }
         self.recv.expire(now);
-        self.send.expire(now);
+        self.expire_send(now);
         if let Some(sample) = self.meter.roll(now) {
             let srtt = self.recovery.rtt().srtt();
             let mut evs = Vec::new();
@@ -580,6 +584,19 @@ impl Connection {
             }
         }
         self.check_finish(now);
+    }
+
+    /// Expires queued messages that could no longer reach the peer in
+    /// time. If one went only because of the transit estimate (its
+    /// deadline not yet passed) and nothing in flight will bring an ack to
+    /// correct that estimate, a PING is sent: otherwise an estimate that is
+    /// too high (the initial RTT, a spike) would keep every message with a
+    /// short deadline from being sent, for ever.
+    fn expire_send(&mut self, now: Instant) {
+        self.send.expire(now);
+        if self.send.take_expired_early() && self.recovery.bytes_in_flight() == 0 {
+            self.ping_pending = true;
+        }
     }
 
     /// The peer's loss tolerance as last negotiated or updated.

@@ -140,6 +140,9 @@ impl Connection {
     }
 
     fn write_data(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
+        // Expire first, so that nothing is built for messages that can no
+        // longer arrive in time (`write` would drop them anyway).
+        self.expire_send(now);
         let mss = self.mss();
         let ack_due = self.ack.should_send(now);
         let window_open = !self.recovery.is_full()
