@@ -539,14 +539,23 @@ fn ack_reader(sh: Arc<Shared>, c: usize, gen: u64, mut s: TcpStream) {
                 g.sched.handle_ack(c, seq, written, clock::now());
                 if was {
                     if let Some(b) = g.blocks.remove(&seq) {
-                        g.acked_bytes += b.data.len() as u64;
+                        // Once the receiver has said how it ended, its count
+                        // stands; a late ack on another connection must not
+                        // add to it.
+                        if g.outcome.is_none() {
+                            g.acked_bytes += b.data.len() as u64;
+                        }
                     }
                 }
             }
             Ok(Control::Done {
                 reason: frame::StopReason::Verified,
-                ..
+                bytes,
             }) => {
+                // The receiver wrote and verified every byte: its count is
+                // exact, while the per-block ack tally can lag it (acks of
+                // the last blocks still in flight on other connections).
+                g.acked_bytes = bytes;
                 g.outcome.get_or_insert(Ok(()));
             }
             Ok(Control::Done { reason, bytes }) | Ok(Control::Abort { reason, bytes, .. }) => {
