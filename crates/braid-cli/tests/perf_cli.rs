@@ -10,6 +10,19 @@ fn braid() -> Command {
 }
 
 /// A port free for both UDP and TCP right now.
+/// A port nothing answers on, held for the caller's lifetime: a bound UDP
+/// socket that never reads keeps parallel tests' perf servers (which bind UDP
+/// and TCP on one port) off it, so "no server" stays true.
+fn silent_port() -> (std::net::UdpSocket, u16) {
+    loop {
+        let u = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
+        let port = u.local_addr().expect("addr").port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return (u, port);
+        }
+    }
+}
+
 fn free_port() -> u16 {
     loop {
         let u = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind udp");
@@ -112,7 +125,7 @@ fn tcp_delivers_everything_sent() {
 
 #[test]
 fn no_server_is_one_clear_line() {
-    let port = free_port();
+    let (_silent, port) = silent_port();
     let out = client(port, &["--transport", "tcp"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -122,7 +135,7 @@ fn no_server_is_one_clear_line() {
 
 #[test]
 fn rudp_no_server_is_one_clear_line() {
-    let port = free_port();
+    let (_silent, port) = silent_port();
     let out = client(port, &["--transport", "rudp"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -682,6 +682,9 @@ async fn client_rudp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
             m = conn.recv() => {
                 let Some(m) = m else { bail!("the server closed the connection before the final report") };
                 if let Some(r) = Report::decode(&m.data) {
+                    if r.last && sender.is_some() {
+                        at_stop = latest;
+                    }
                     latest = r;
                     if r.last { break; }
                 }
@@ -702,6 +705,15 @@ async fn client_rudp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
             }
         }
     }
+    if let Some(task) = sender.take() {
+        // The server answers END, which is the sender task's last act, so its
+        // final report can win the race against the task's completion: the
+        // task has finished or is about to.
+        match tokio::time::timeout(FINAL_WAIT, task).await {
+            Ok(r) => sent = r.context("sender task")?,
+            Err(_) => bail!("final report before the client finished sending"),
+        }
+    }
     let s = conn.stats().await?;
     let summary = Summary {
         sent_bytes: sent.0,
@@ -719,9 +731,6 @@ async fn client_rudp(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
             0.0
         },
     };
-    if sender.is_some() {
-        bail!("final report before the client finished sending");
-    }
     let _ = conn.close(ErrorCode::NO_ERROR, b"done").await;
     print_summary(a.format, "rudp", &summary);
     Ok(())
