@@ -321,8 +321,10 @@ impl Receiver {
 
     /// Tolerates deliveries up to `slack` after a message's deadline
     /// before calling them violations (they are still counted in
-    /// [`Receiver::lateness`]). Without synchronized clocks a receiver can
-    /// only hold a deadline to within the one-way delay.
+    /// [`Receiver::lateness`]). The transport takes one RTT of transit off
+    /// the TTL it sends, so late deliveries should not happen; without
+    /// synchronised clocks that is best-effort under sudden queue growth,
+    /// which a slack lets a test tolerate explicitly.
     pub fn with_deadline_slack(mut self, slack: Duration) -> Self {
         self.deadline_slack = slack;
         self
