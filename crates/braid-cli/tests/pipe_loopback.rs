@@ -3,6 +3,8 @@
 //! exit; a corrupted block stops the receiver before anything unverified is
 //! written; a killed receiver makes the sender fail.
 
+mod common;
+
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -81,16 +83,8 @@ fn transfer(mode: &str, extra: &[&str]) {
     args.extend_from_slice(extra);
     let s = send(&listen, &input, &args);
     let r = rx.wait_with_output().expect("recv");
-    assert!(
-        s.status.success(),
-        "send failed: {}",
-        String::from_utf8_lossy(&s.stderr)
-    );
-    assert!(
-        r.status.success(),
-        "recv failed: {}",
-        String::from_utf8_lossy(&r.stderr)
-    );
+    common::assert_ok(&s, "send failed");
+    common::assert_ok(&r, "recv failed");
     let got = std::fs::read(&out).expect("read output");
     assert!(
         got == data,
@@ -167,16 +161,8 @@ fn stdin_to_stdout_with_stats() {
     feeder.join().expect("feeder");
     let s = tx.wait_with_output().expect("send");
     let r = rx.join().expect("recv thread");
-    assert!(
-        s.status.success(),
-        "send: {}",
-        String::from_utf8_lossy(&s.stderr)
-    );
-    assert!(
-        r.status.success(),
-        "recv: {}",
-        String::from_utf8_lossy(&r.stderr)
-    );
+    common::assert_ok(&s, "send");
+    common::assert_ok(&r, "recv");
     assert!(r.stdout == data, "stdout differs");
     let stats: serde_json::Value =
         serde_json::from_slice(&r.stderr).expect("recv --stats json is one JSON object");

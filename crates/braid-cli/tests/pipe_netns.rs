@@ -7,6 +7,8 @@
 //! - taking one channel down mid-transfer still delivers everything;
 //! - killing the receiver makes the sender exit non-zero with a clear message.
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -216,16 +218,8 @@ fn netns_channel_down_mid_transfer_still_delivers() {
     }
     let s = tx.wait_with_output().expect("send");
     let r = rx.wait_with_output().expect("recv");
-    assert!(
-        s.status.success(),
-        "send: {}",
-        String::from_utf8_lossy(&s.stderr)
-    );
-    assert!(
-        r.status.success(),
-        "recv: {}",
-        String::from_utf8_lossy(&r.stderr)
-    );
+    common::assert_ok(&s, "send");
+    common::assert_ok(&r, "recv");
     assert!(
         downed,
         "the transfer ended before the channel could be taken down"
