@@ -165,16 +165,8 @@ fn netns_200mb_identical_in_every_mode() {
             .output()
             .expect("send");
         let r = rx.wait_with_output().expect("recv");
-        assert!(
-            s.status.success(),
-            "{mode} send: {}",
-            String::from_utf8_lossy(&s.stderr)
-        );
-        assert!(
-            r.status.success(),
-            "{mode} recv: {}",
-            String::from_utf8_lossy(&r.stderr)
-        );
+        common::assert_ok(&s, format_args!("{mode} send"));
+        common::assert_ok(&r, format_args!("{mode} recv"));
         assert_same(&out, data, mode);
         let _ = std::fs::remove_file(&out);
     }
