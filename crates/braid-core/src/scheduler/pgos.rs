@@ -199,6 +199,9 @@ pub struct Pgos {
     undo_part: Option<(usize, usize, u64)>,
     /// How to undo the last decision if the driver hands it back.
     undo: Option<Undo>,
+    /// Scratch for `poll_transmit`'s path order, kept so a decision does not
+    /// allocate.
+    vp_order: Vec<(u64, usize)>,
 }
 
 /// State to roll back when the last transmit comes back through
@@ -239,6 +242,7 @@ impl Pgos {
             stats: PgosStats::default(),
             undo_part: None,
             undo: None,
+            vp_order: Vec::new(),
         }
     }
 
@@ -736,23 +740,28 @@ impl Scheduler for Pgos {
 
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
         // VP: visit unblocked paths in virtual-deadline order.
-        let mut order: Vec<(u64, usize)> = self
-            .paths
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.blocked_until <= now)
-            .map(|(j, p)| (p.vp_tag, j))
-            .collect();
+        let mut order = std::mem::take(&mut self.vp_order);
+        order.clear();
+        order.extend(
+            self.paths
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.blocked_until <= now)
+                .map(|(j, p)| (p.vp_tag, j)),
+        );
         order.sort_unstable();
-        for (_, j) in order {
+        let mut sent = None;
+        for &(_, j) in &order {
             if let Some(t) = self.decide(j, now) {
                 self.record_undo(t, j);
                 let p = &mut self.paths[j];
                 p.vp_tag = p.vp_tag.max(now.as_nanos()) + ns_for(t.bytes, p.vp_rate);
-                return Some(t);
+                sent = Some(t);
+                break;
             }
         }
-        None
+        self.vp_order = order;
+        sent
     }
 
     fn handle_blocked(&mut self, t: Transmit, now: Instant) {
