@@ -24,7 +24,7 @@ use super::stats::{Progress, RecvConn, RecvReport};
 use super::{PipeError, MAX_CONNECTIONS, MAX_WINDOW_BLOCKS};
 use crate::clock;
 use braid_core::{Duration, Instant};
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
@@ -474,17 +474,41 @@ fn serve(sh: Arc<Shared>, mut s: TcpStream, peer: SocketAddr) {
         }
     };
     let res = serve_frames(&sh, &mut s, idx, max_block);
-    let mut g = sh.lock();
     if let Err(e) = res {
-        if !g.done {
-            tracing::warn!(%peer, error = %e, "stopping: bad input from the sender");
-            g.fatal.get_or_insert(e);
+        {
+            let mut g = sh.lock();
+            if !g.done {
+                tracing::warn!(%peer, error = %e, "stopping: bad input from the sender");
+                g.fatal.get_or_insert(e);
+            }
+            sh.cv.notify_all();
         }
+        // Stay open and keep reading until the sender closes: the ABORT goes
+        // out on this connection too, and closing with unread data would
+        // send a reset that destroys it before the sender reads it.
+        drain(&mut s);
     }
+    let mut g = sh.lock();
     g.conns[idx].open = false;
     g.open -= 1;
     g.last_close = Some(clock::now());
     sh.cv.notify_all();
+}
+
+/// Reads and discards until the peer closes, the socket fails, or
+/// [`DRAIN`] has passed (the writer thread shuts every socket down then).
+fn drain(s: &mut TcpStream) {
+    let until = clock::now() + DRAIN;
+    let _ = s.set_read_timeout(Some(TICK));
+    let mut buf = [0u8; 64 * 1024];
+    while clock::now() < until {
+        match s.read(&mut buf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return,
+        }
+    }
 }
 
 /// Reads frames until the connection closes (`Ok`) or the peer sends
