@@ -5,6 +5,7 @@
 //! a return link (twice the datagrams plus window logic).
 //!
 //! Run: `cargo bench -p braid-sim`.
+#![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
 use braid_sim::{Scenario, Simulation};
 use criterion::{criterion_group, criterion_main, Criterion};
