@@ -15,7 +15,7 @@ fn main() -> ExitCode {
         Err(err) => return usage_error(err),
     };
     init_tracing(cli.verbose);
-    match cmd::run(cli.command) {
+    match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             // `{:#}` prints the whole context chain on one line:
@@ -23,6 +23,20 @@ fn main() -> ExitCode {
             eprintln!("braid: error: {err:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Runs one subcommand (the dispatch lives here, above `args` and `cmd`,
+/// so neither of them imports the other's dispatch).
+fn run(command: args::Command) -> anyhow::Result<()> {
+    use args::Command;
+    match command {
+        Command::Demo(args) => cmd::demo::run(args),
+        Command::Sim(c) => cmd::sim::run(c),
+        Command::Eval(c) => cmd::eval::run(c),
+        Command::Send(args) => cmd::send::run(args),
+        Command::Recv(args) => cmd::recv::run(args),
+        Command::Perf(c) => cmd::perf::run(c),
     }
 }
 

@@ -6,6 +6,7 @@
 //!   The arithmetic is [`braid_core::estimate::study`]; this module reads
 //!   the trace files, bins them and prints tables or JSON.
 
+mod plan;
 mod predictors;
 mod render;
 

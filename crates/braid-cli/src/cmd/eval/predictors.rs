@@ -8,9 +8,10 @@
 //! bins is the next 10 bins. A horizon that is not a whole multiple is
 //! refused rather than rounded, so the printed horizon is the one used.
 
+use super::plan::{Evaluation, Plan};
 use super::render;
 use anyhow::{bail, Context as _};
-use braid_core::estimate::study::{run_study, StudyConfig, StudyReport};
+use braid_core::estimate::study::{run_study, StudyConfig};
 use braid_core::trace::{Trace, TraceFormat};
 use braid_core::Duration;
 use std::path::{Path, PathBuf};
@@ -109,80 +110,51 @@ impl From<TraceFormatArg> for TraceFormat {
     }
 }
 
-/// Validated settings shared by every trace of a run.
-#[derive(Debug, Clone)]
-pub(super) struct Plan {
-    pub interval: Duration,
-    pub horizon: Duration,
-    pub study: StudyConfig,
-    pub trace_format: Option<TraceFormat>,
-}
-
-impl Plan {
-    fn from_args(args: &PredictorsArgs) -> anyhow::Result<Plan> {
-        if args.interval.is_zero() {
-            bail!("--interval must be longer than zero");
-        }
-        let horizon_bins = args
-            .horizon
-            .checked_div_duration(args.interval)
-            .unwrap_or(0);
-        let whole = args.interval.saturating_mul(horizon_bins) == args.horizon;
-        if horizon_bins == 0 || !whole {
-            bail!(
-                "--horizon {} must be a whole multiple (at least 1) of --interval {}",
-                args.horizon,
-                args.interval
-            );
-        }
-        if args.window == 0 {
-            bail!("--window must be at least 1 bin");
-        }
-        if args.probability.is_empty() {
-            bail!("--probability needs at least one value");
-        }
-        for &p in &args.probability {
-            if !(p > 0.0 && p < 1.0) {
-                bail!("--probability {p} is out of range: use numbers strictly between 0 and 1, e.g. 0.8,0.9,0.95,0.99");
-            }
-        }
-        let study = StudyConfig {
-            window: args.window,
-            horizon: usize::try_from(horizon_bins).context("--horizon is too long")?,
-            probabilities: args.probability.clone(),
-            ..StudyConfig::default()
-        };
-        Ok(Plan {
-            interval: args.interval,
-            horizon: args.horizon,
-            study,
-            trace_format: args.trace_format.map(Into::into),
-        })
+/// Validates the flags into the settings every trace of a run shares.
+fn plan_from_args(args: &PredictorsArgs) -> anyhow::Result<Plan> {
+    if args.interval.is_zero() {
+        bail!("--interval must be longer than zero");
     }
-}
-
-/// One evaluated trace.
-#[derive(Debug, serde::Serialize)]
-pub(super) struct Evaluation {
-    /// The path as given (`--trace`) or relative to DIR (`--all`).
-    pub trace: String,
-    pub format: TraceFormat,
-    /// Samples in the file (mahimahi: delivery opportunities; otherwise rows).
-    pub trace_samples: usize,
-    pub duration_s: f64,
-    /// The bin width, e.g. `100ms`.
-    pub interval: String,
-    /// Bins in the rate series the study ran on.
-    pub bins: usize,
-    pub horizon: String,
-    pub window: usize,
-    pub horizon_bins: usize,
-    pub report: StudyReport,
+    let horizon_bins = args
+        .horizon
+        .checked_div_duration(args.interval)
+        .unwrap_or(0);
+    let whole = args.interval.saturating_mul(horizon_bins) == args.horizon;
+    if horizon_bins == 0 || !whole {
+        bail!(
+            "--horizon {} must be a whole multiple (at least 1) of --interval {}",
+            args.horizon,
+            args.interval
+        );
+    }
+    if args.window == 0 {
+        bail!("--window must be at least 1 bin");
+    }
+    if args.probability.is_empty() {
+        bail!("--probability needs at least one value");
+    }
+    for &p in &args.probability {
+        if !(p > 0.0 && p < 1.0) {
+            bail!("--probability {p} is out of range: use numbers strictly between 0 and 1, e.g. 0.8,0.9,0.95,0.99");
+        }
+    }
+    let study = StudyConfig {
+        window: args.window,
+        horizon: usize::try_from(horizon_bins).context("--horizon is too long")?,
+        probabilities: args.probability.clone(),
+        ..StudyConfig::default()
+    };
+    Ok(Plan {
+        interval: args.interval,
+        horizon: args.horizon,
+        study,
+        trace_format: args.trace_format.map(Into::into),
+    })
 }
 
 /// Runs `braid eval predictors`.
 pub fn run(args: PredictorsArgs) -> anyhow::Result<()> {
-    let plan = Plan::from_args(&args)?;
+    let plan = plan_from_args(&args)?;
     match (&args.trace, &args.all) {
         (Some(path), None) => {
             let eval = evaluate(path, path.display().to_string(), &plan)?;
@@ -390,7 +362,7 @@ mod tests {
     fn plan(argv: &[&str]) -> anyhow::Result<Plan> {
         let mut full = vec!["x", "--trace", "f"];
         full.extend_from_slice(argv);
-        Plan::from_args(&Cli::try_parse_from(full)?.args)
+        plan_from_args(&Cli::try_parse_from(full)?.args)
     }
 
     #[test]

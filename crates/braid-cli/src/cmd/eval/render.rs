@@ -1,7 +1,7 @@
 //! Text tables for `braid eval predictors`: one trace in detail, or one
 //! summary row per trace. Pure functions from results to a `String`.
 
-use super::predictors::{Evaluation, Plan};
+use super::plan::{Evaluation, Plan};
 use braid_core::estimate::study::{AverageResult, SeedTestResult, StudyReport};
 use std::fmt::Write as _;
 use std::path::PathBuf;
