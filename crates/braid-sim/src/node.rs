@@ -45,10 +45,13 @@ pub const MAX_TRANSMITS_PER_POLL: usize = 65_536;
 /// receiver gets. `data` may be shorter than `wire_len`: built-in sources
 /// carry only a small header ("size-only" payload) so that a simulated
 /// 1500-byte packet does not cost a 1500-byte allocation. Real protocol
-/// nodes use [`Datagram::from_bytes`], where both agree.
+/// nodes use [`Datagram::from_bytes`], where both agree. A model whose
+/// packets can be smaller than any header uses [`Datagram::with_meta`],
+/// where `data` is bookkeeping that the wire size does not include.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Datagram {
-    /// Bytes on the wire (headers included), at least `data.len()`.
+    /// Bytes on the wire (headers included); at least `data.len()` unless
+    /// built by [`Datagram::with_meta`].
     wire_len: u32,
     /// The contents delivered to the receiving node.
     data: Vec<u8>,
@@ -69,6 +72,17 @@ impl Datagram {
         Datagram {
             wire_len: wire_len.max(len),
             data: header,
+        }
+    }
+
+    /// A datagram of exactly `wire_len` bytes on the wire that carries
+    /// `meta`, simulation bookkeeping (e.g. which frame a packet belongs to)
+    /// that is not counted on the wire, even when it is longer than
+    /// `wire_len`. For fluid models whose packets may be a few bytes.
+    pub fn with_meta(wire_len: u32, meta: Vec<u8>) -> Self {
+        Datagram {
+            wire_len,
+            data: meta,
         }
     }
 

@@ -1,37 +1,40 @@
-//! The multipath streaming harness behind the seed's Tables II–V.
+//! The multipath streaming harness behind the seed's Tables II–V: what an
+//! experiment is made of, how it runs on [`Simulation`], and how a stream's
+//! result is summarised.
 //!
 //! Model (the abstraction of seed 000 §V-A, Fig. 5): one sender, L paths.
-//! Path j is a server whose rate is the path's *available* bandwidth
-//! `b^j(t)` (a [`Capacity`], e.g. 100 Mbit/s minus replayed cross traffic),
-//! plus a constant propagation delay. When path j is free the harness asks
-//! the scheduler for one packet for it ([`Scheduler::poll_transmit_on`]);
-//! the packet occupies the path until [`Capacity::finish_time`] and reaches
-//! the receiver one delay later. So each path delivers exactly its available
-//! bandwidth whenever there is something to send, with no transport
-//! dynamics: the comparison isolates the schedulers.
+//! Path j is a simulator link whose rate is the path's *available*
+//! bandwidth `b^j(t)` (a [`Capacity`], e.g. 100 Mbit/s minus replayed cross
+//! traffic) and whose delay is the path's propagation delay. When path j's
+//! link can take a packet the sender asks the scheduler for one packet for
+//! it; the packet occupies the link until [`Capacity::finish_time`] and
+//! reaches the receiver one delay later. So each path delivers exactly its
+//! available bandwidth whenever there is something to send, with no
+//! transport dynamics: the comparison isolates the schedulers.
 //!
 //! Sources emit frames at a fixed rate (SmartPointer: 25 frames/s), each
 //! cut into packets of at most [`PACKET`] bytes; a frame that would push the
 //! stream's backlog over [`HarnessConfig::max_backlog`] is dropped at the
 //! source (counted). A monitor pushes each path's mean available bandwidth
-//! over every `sample` interval into a [`SlidingWindow`] and hands the
-//! scheduler a fresh [`PathView`] (PGOS maps on it; the baselines use mean
-//! and RTT). OptSched gets, at each window start, the true capacity of the
-//! coming window and last window's receiving rates.
+//! over every `sample` interval into a sliding window and hands the
+//! scheduler a fresh path view (PGOS maps on it; the baselines use mean and
+//! RTT). OptSched gets, at each window start, the true capacity of the
+//! coming window and last window's dispatched rates. All of that is the
+//! sender node, [`SchedulerNode`]; the receiver is a [`StreamSink`].
 //!
-//! Output per stream: throughput per `sample` bin at the receiver over the
-//! measured span, and frame completion times (for jitter). Deterministic:
-//! no randomness at all beyond the inputs.
+//! Output per stream ([`StreamResult`]): throughput per `sample` bin at the
+//! receiver over the measured span, and frame completion times (for
+//! jitter); [`summarize`] turns it into the tables' figures.
+//! Deterministic: no randomness at all beyond the inputs.
 
+use super::sched_node::SchedulerNode;
+use super::stream_sink::StreamSink;
 use crate::capacity::Capacity;
-use braid_core::estimate::SlidingWindow;
-use braid_core::scheduler::{
-    OptSched, PathId, PathView, Pgos, SchedError, Scheduler, SchedulerEvent, StreamId, StreamSpec,
-    UpcallAnswer,
-};
+use crate::link::LinkConfig;
+use crate::node::RouteId;
+use crate::sim::Simulation;
+use braid_core::scheduler::{OptSched, Pgos, SchedError, Scheduler, StreamSpec};
 use braid_core::{Bandwidth, Duration, Instant};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
 
 /// Largest packet in bytes.
 pub const PACKET: u32 = 1500;
@@ -108,227 +111,58 @@ pub enum Algo {
     Opt(Box<OptSched>),
 }
 
-impl Algo {
-    fn sched(&mut self) -> &mut dyn Scheduler {
-        match self {
-            Algo::Online(s) => s.as_mut(),
-            Algo::Pgos(s) => s.as_mut(),
-            Algo::Opt(s) => s.as_mut(),
-        }
-    }
-
-    /// Drain events; answer upcalls (PGOS). Returns the upcalls seen.
-    fn drain_events(&mut self, now: Instant) -> u64 {
-        let mut upcalls = Vec::new();
-        while let Some(e) = self.sched().poll_event() {
-            if let SchedulerEvent::Upcall { stream, spec, best } = e {
-                upcalls.push((stream, spec, best));
-            }
-        }
-        let n = upcalls.len() as u64;
-        if let Algo::Pgos(p) = self {
-            for (stream, spec, best) in upcalls {
-                let lowered = match (spec.required_rate(), best.probability) {
-                    (Some(rate), Some(prob)) if prob >= 0.5 => {
-                        StreamSpec::min_rate(rate, prob.min(0.999)).ok()
-                    }
-                    _ => None,
-                };
-                let answer = lowered.map_or(UpcallAnswer::Accept, UpcallAnswer::Lower);
-                // The stream is open (the upcall names it).
-                let _ = p.handle_upcall_answer(stream, answer, now);
-            }
-            while p.poll_event().is_some() {}
-        }
-        n
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Ev {
-    /// Path j is free.
-    PathFree(usize),
-    /// Stream i emits its next frame.
-    Frame(usize),
-    /// Monitor tick.
-    Monitor,
-    /// OptSched window start.
-    OptWindow,
-}
-
-/// Per-packet metadata the harness keeps beside the scheduler's queue
-/// (schedulers serve each stream in FIFO order).
-#[derive(Debug, Clone, Copy)]
-struct Pkt {
-    frame: u64,
-}
-
-/// Run `streams` over `paths` with `algo`.
+/// Run `streams` over `paths` with `algo` on the simulator: a
+/// [`SchedulerNode`] sends over one link per path (rate: the path's
+/// available bandwidth; delay: the path delay) to a [`StreamSink`]. The
+/// simulation runs until every packet dispatched before `cfg.end` has
+/// arrived.
 ///
 /// # Errors
 /// A stream the scheduler refuses to open (an invalid spec).
 pub fn run(
     paths: &[PathSpec],
     streams: &[StreamDef],
-    mut algo: Algo,
+    algo: Algo,
     cfg: &HarnessConfig,
 ) -> Result<Vec<StreamResult>, SchedError> {
-    let ids: Vec<PathId> = (0..paths.len()).map(|j| PathId(j as u32)).collect();
-    let mut windows: Vec<SlidingWindow> = paths
+    // No timer runs after `cfg.end`, so the run ends by itself once the
+    // last packet has arrived; the horizon only has to be later than that.
+    let mut sim = Simulation::empty("harness", 0, Duration::MAX, cfg.sample);
+    let sink = sim.add_node(
+        "sink",
+        Box::new(StreamSink::new(
+            streams.len(),
+            cfg.start,
+            cfg.end,
+            cfg.sample,
+        )),
+    );
+    let routes: Vec<RouteId> = paths
         .iter()
-        .map(|_| SlidingWindow::new(cfg.window_samples))
+        .map(|p| {
+            let link = sim.add_link(LinkConfig::new(p.name.clone(), p.capacity.clone(), p.delay));
+            let route = sim.add_route(p.name.clone(), vec![link]);
+            sim.bind_route(route, sink);
+            route
+        })
         .collect();
-    let mut events: BinaryHeap<Reverse<(Instant, Ev)>> = BinaryHeap::new();
-    let mut idle = vec![true; paths.len()];
-    let mut meta: Vec<VecDeque<Pkt>> = vec![VecDeque::new(); streams.len()];
-    let mut frame_no = vec![0u64; streams.len()];
-    // Per stream: packets of each in-flight frame not yet delivered.
-    let mut pending: Vec<std::collections::BTreeMap<u64, u32>> =
-        vec![Default::default(); streams.len()];
-    let span = cfg.end.saturating_duration_since(cfg.start);
-    let bins = span.checked_div_duration(cfg.sample).unwrap_or(0) as usize;
-    let mut delivered = vec![vec![0u64; bins]; streams.len()];
-    let mut results: Vec<StreamResult> = vec![StreamResult::default(); streams.len()];
-    let mut opt_recv = vec![0u64; streams.len()];
-
-    // Prime the monitor with the span before `start`, one sample per bin.
-    let mut t = Instant::ZERO;
-    while t + cfg.sample <= cfg.start {
-        for (j, p) in paths.iter().enumerate() {
-            windows[j].push(p.capacity.mean_rate(t, t + cfg.sample));
-        }
-        t += cfg.sample;
-    }
-    let now0 = cfg.start;
-    for (j, p) in paths.iter().enumerate() {
-        let view = PathView::new(windows[j].clone(), p.delay * 2);
-        algo.sched().handle_path_update(ids[j], view, now0);
-    }
-    for (i, s) in streams.iter().enumerate() {
-        algo.sched()
-            .handle_stream_open(StreamId(i as u32), s.spec, now0)?;
-        events.push(Reverse((now0, Ev::Frame(i))));
-    }
-    let mut upcalls = algo.drain_events(now0);
-    events.push(Reverse((now0 + cfg.sample, Ev::Monitor)));
-    if matches!(algo, Algo::Opt(_)) {
-        events.push(Reverse((now0, Ev::OptWindow)));
-    }
-
-    while let Some(Reverse((now, ev))) = events.pop() {
-        if now >= cfg.end {
-            break;
-        }
-        match ev {
-            Ev::Frame(i) => {
-                let s = &streams[i];
-                let f = frame_no[i];
-                frame_no[i] += 1;
-                let size = s.frames[(f % s.frames.len() as u64) as usize];
-                let npk = size.div_ceil(PACKET);
-                let bound = (s.target.bytes_in(cfg.max_backlog) / u64::from(PACKET)).max(64);
-                let backlog = algo.sched().backlog(StreamId(i as u32)) as u64;
-                if backlog + u64::from(npk) > bound || npk == 0 {
-                    results[i].frames_dropped += 1;
-                } else {
-                    let mut left = size;
-                    while left > 0 {
-                        let b = left.min(PACKET);
-                        left -= b;
-                        // Bounded above, so the queue accepts it.
-                        if algo
-                            .sched()
-                            .handle_enqueue(StreamId(i as u32), b, now)
-                            .is_ok()
-                        {
-                            meta[i].push_back(Pkt { frame: f });
-                            *pending[i].entry(f).or_insert(0) += 1;
-                        }
-                    }
-                }
-                events.push(Reverse((now + s.period, Ev::Frame(i))));
-                for (j, is_idle) in idle.iter_mut().enumerate() {
-                    if *is_idle {
-                        *is_idle = false;
-                        events.push(Reverse((now, Ev::PathFree(j))));
-                    }
-                }
-            }
-            Ev::PathFree(j) => {
-                let Some(tx) = algo.sched().poll_transmit_on(ids[j], now) else {
-                    idle[j] = true;
-                    continue;
-                };
-                let i = tx.stream.0 as usize;
-                let Some(done) = paths[j].capacity.finish_time(now, u64::from(tx.bytes)) else {
-                    idle[j] = true;
-                    continue;
-                };
-                let arrive = done + paths[j].delay;
-                if let Some(pkt) = meta[i].pop_front() {
-                    if let Some(n) = pending[i].get_mut(&pkt.frame) {
-                        *n -= 1;
-                        if *n == 0 {
-                            pending[i].remove(&pkt.frame);
-                            results[i].frame_done.push((pkt.frame, arrive));
-                        }
-                    }
-                }
-                if arrive >= cfg.start && arrive < cfg.end {
-                    let bin = ((arrive - cfg.start).as_nanos() / cfg.sample.as_nanos()) as usize;
-                    if bin < bins {
-                        delivered[i][bin] += u64::from(tx.bytes);
-                    }
-                }
-                opt_recv[i] += u64::from(tx.bytes);
-                events.push(Reverse((done, Ev::PathFree(j))));
-            }
-            Ev::Monitor => {
-                for (j, p) in paths.iter().enumerate() {
-                    windows[j].push(p.capacity.mean_rate(now - cfg.sample, now));
-                    let view = PathView::new(windows[j].clone(), p.delay * 2);
-                    algo.sched().handle_path_update(ids[j], view, now);
-                }
-                upcalls += algo.drain_events(now);
-                events.push(Reverse((now + cfg.sample, Ev::Monitor)));
-            }
-            Ev::OptWindow => {
-                if let Algo::Opt(o) = &mut algo {
-                    let cap: Vec<(PathId, Bandwidth)> = paths
-                        .iter()
-                        .enumerate()
-                        .map(|(j, p)| (ids[j], p.capacity.mean_rate(now, now + cfg.opt_window)))
-                        .collect();
-                    let recv: Vec<(StreamId, Bandwidth)> = if now > cfg.start {
-                        opt_recv
-                            .iter()
-                            .enumerate()
-                            .map(|(i, &b)| {
-                                (
-                                    StreamId(i as u32),
-                                    Bandwidth::from_delivery(b, cfg.opt_window),
-                                )
-                            })
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    o.handle_window(now, &cap, &recv);
-                }
-                opt_recv.iter_mut().for_each(|b| *b = 0);
-                events.push(Reverse((now + cfg.opt_window, Ev::OptWindow)));
-            }
-        }
-    }
-    for (i, r) in results.iter_mut().enumerate() {
-        r.throughput_mbps = delivered[i]
-            .iter()
-            .map(|&b| Bandwidth::from_delivery(b, cfg.sample).mbps())
-            .collect();
-        r.frame_done.sort_by_key(|f| f.0);
-        r.upcalls = upcalls;
-    }
-    Ok(results)
+    let node = SchedulerNode::new(paths, &routes, streams, algo, cfg)?;
+    let sender = sim.add_node("scheduler", Box::new(node));
+    sim.run_until(Instant::MAX);
+    let (Some(tx), Some(rx)) = (
+        sim.node::<SchedulerNode>(sender),
+        sim.node::<StreamSink>(sink),
+    ) else {
+        unreachable!("the harness added both nodes with these types");
+    };
+    Ok((0..streams.len())
+        .map(|i| StreamResult {
+            throughput_mbps: rx.throughput_mbps(i),
+            frame_done: rx.frame_done(i),
+            frames_dropped: tx.frames_dropped(i),
+            upcalls: tx.upcalls(),
+        })
+        .collect())
 }
 
 /// Summary statistics of one stream, as the seed's tables report them.

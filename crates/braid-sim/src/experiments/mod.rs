@@ -16,12 +16,16 @@
 //!
 //! Paths are built as the seed built them — a 100 Mbit/s link minus replayed
 //! cross traffic — with real traces from `../shared/data` as the cross
-//! traffic ([`cross_traffic_path`]). The harness ([`harness`]) is a
-//! deterministic multipath server model; see its docs for what it does and
-//! does not model. Main types: [`harness::PathSpec`], [`harness::StreamDef`],
+//! traffic ([`cross_traffic_path`]). The harness ([`harness`]) runs each
+//! experiment on [`crate::Simulation`]: a sender node
+//! ([`sched_node::SchedulerNode`]: sources, scheduler, monitor) and a
+//! receiver node ([`stream_sink::StreamSink`]) joined by one link per path;
+//! see its docs for what it does and does not model. Main types: [`harness::PathSpec`], [`harness::StreamDef`],
 //! [`harness::Algo`], [`ExperimentError`].
 
 pub mod harness;
+pub mod sched_node;
+pub mod stream_sink;
 pub mod table3;
 pub mod table45;
 pub mod violation;
