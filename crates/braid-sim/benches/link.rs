@@ -7,7 +7,7 @@
 //! Run: `cargo bench -p braid-sim`.
 #![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
-use braid_sim::{Scenario, Simulation};
+use braid_sim::{Report, Scenario, Simulation};
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn scenario(flow: &str) -> Scenario {
@@ -51,9 +51,7 @@ from = "a"
 to = "b"
 packet = 1500"#,
     );
-    let packets = Simulation::new(&cbr)
-        .unwrap()
-        .run()
+    let packets = Report::from_run(&Simulation::new(&cbr).unwrap().run())
         .flow("f")
         .unwrap()
         .delivered_packets;

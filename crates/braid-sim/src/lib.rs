@@ -21,7 +21,7 @@
 //!
 //! # Example
 //! ```
-//! use braid_sim::{Scenario, Simulation};
+//! use braid_sim::{Report, Scenario, Simulation};
 //! let scenario = Scenario::from_toml_str(r#"
 //!     duration = "5s"
 //!     nodes = ["a", "b"]
@@ -43,7 +43,7 @@
 //!     from = "a"
 //!     to = "b"
 //! "#).unwrap();
-//! let report = Simulation::new(&scenario).unwrap().run();
+//! let report = Report::from_run(&Simulation::new(&scenario).unwrap().run());
 //! assert!(report.flow("bulk").unwrap().throughput_mbps.mean > 9.0);
 //! ```
 #![forbid(unsafe_code)]

@@ -4,7 +4,10 @@
 //! [`Simulation::new`], or by hand with [`Simulation::empty`] and
 //! `add_link` / `add_route` / `add_node` / `bind_route` (how later issues
 //! plug in transport connections and schedulers), then [`Simulation::run`]
-//! to get a [`Report`].
+//! (or [`Simulation::run_until`] in steps). The engine keeps plain counters
+//! and series (per route [`RouteStats`], per link [`LinkStats`], per node
+//! counters, [`SimStats`]); turning them into tables, JSON, CSV or SVG is
+//! the report module's job (`Report::from_run`).
 //!
 //! # Model
 //! A *route* is a chain of links that ends at one node; a node sends a
@@ -23,7 +26,6 @@
 use crate::event::EventQueue;
 use crate::link::{Enqueued, Link, LinkConfig, LinkStats};
 use crate::node::{Datagram, LinkId, Node, NodeId, RouteId, Transmit, MAX_TRANSMITS_PER_POLL};
-use crate::report::Report;
 use crate::seed::rng_for;
 use crate::stats::{BinSeries, DelayHistogram};
 use braid_core::{Duration, Instant};
@@ -346,8 +348,9 @@ impl Simulation {
         &self.stats
     }
 
-    /// Runs to the end and reports.
-    pub fn run(mut self) -> Report {
+    /// Runs to the end and hands the finished simulation back, for its
+    /// results to be read (e.g. by `Report::from_run`).
+    pub fn run(mut self) -> Self {
         let end = self.end;
         tracing::info!(scenario = %self.name, seed = self.seed, end = ?end, "simulation starts");
         self.run_until(end);
@@ -357,12 +360,7 @@ impl Simulation {
             refused_events = self.stats.refused_events,
             "simulation done"
         );
-        self.report()
-    }
-
-    /// Builds the report of what has happened so far.
-    pub fn report(&self) -> Report {
-        crate::report::build(self)
+        self
     }
 
     /// Processes every event due at or before `until` (capped at the end of

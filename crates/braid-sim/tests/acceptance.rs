@@ -3,12 +3,12 @@
 //! speed.
 
 use braid_sim::trace_file::load_trace;
-use braid_sim::{Scenario, Simulation};
+use braid_sim::{Report, Scenario, Simulation};
 use std::path::{Path, PathBuf};
 
-fn run(text: &str) -> braid_sim::Report {
+fn run(text: &str) -> Report {
     let s = Scenario::from_toml_str(text).expect("valid scenario");
-    Simulation::new(&s).expect("builds").run()
+    Report::from_run(&Simulation::new(&s).expect("builds").run())
 }
 
 fn two_links(rate: &str, delay: &str, extra: &str) -> String {
@@ -172,8 +172,8 @@ fn same_seed_gives_byte_identical_output() {
     let s = Scenario::from_toml_str(&synthetic_lossy())
         .unwrap()
         .with_seed(42);
-    let a = full_output(&Simulation::new(&s).unwrap().run());
-    let b = full_output(&Simulation::new(&s).unwrap().run());
+    let a = full_output(&Report::from_run(&Simulation::new(&s).unwrap().run()));
+    let b = full_output(&Report::from_run(&Simulation::new(&s).unwrap().run()));
     assert_eq!(a, b);
     assert!(a.contains("BRAID_SIM_SEED=42"));
 }
@@ -191,8 +191,8 @@ to = "b"
 rate = "5mbit"
 "#;
     let s = Scenario::from_toml_str(&text).unwrap();
-    let a = Simulation::new(&s.clone().with_seed(1)).unwrap().run();
-    let b = Simulation::new(&s.with_seed(2)).unwrap().run();
+    let a = Report::from_run(&Simulation::new(&s.clone().with_seed(1)).unwrap().run());
+    let b = Report::from_run(&Simulation::new(&s.with_seed(2)).unwrap().run());
     assert_ne!(
         a.flow("cbr").unwrap().lost_packets,
         b.flow("cbr").unwrap().lost_packets
@@ -307,7 +307,7 @@ fn trace_driven_link_follows_the_trace() {
 #[test]
 fn builtin_demo_runs_without_files() {
     let s = Scenario::from_toml_str(braid_sim::DEMO_SCENARIO).unwrap();
-    let r = Simulation::new(&s).unwrap().run();
+    let r = Report::from_run(&Simulation::new(&s).unwrap().run());
     let f = r.flow("bulk").unwrap();
     let cap = r.link("path").unwrap().capacity_mbps;
     assert!(

@@ -2,7 +2,9 @@
 //! your own [`Node`]s, step the run, inspect and command nodes.
 
 use braid_core::{Bandwidth, Duration, Instant};
-use braid_sim::{Capacity, Datagram, FlowInfo, LinkConfig, Node, RouteId, Simulation, Transmit};
+use braid_sim::{
+    Capacity, Datagram, FlowInfo, LinkConfig, Node, Report, RouteId, Simulation, Transmit,
+};
 
 /// Sends `count` numbered datagrams of real bytes, one per millisecond.
 struct Pinger {
@@ -114,7 +116,7 @@ fn datagrams_cross_a_chain_of_links_intact() {
         .iter()
         .enumerate()
         .all(|(i, g)| g.2 == i as u32 && g.3 == 1000));
-    let report = sim.report();
+    let report = Report::from_run(&sim);
     let f = report.flow("pings").unwrap();
     assert_eq!((f.sent_packets, f.delivered_packets), (100, 100));
     assert_eq!(f.route, "first>second");
@@ -171,6 +173,6 @@ fn a_zero_rate_link_stalls_without_panicking() {
     let s = sim.link_stats(braid_sim::LinkId(0)).unwrap();
     assert_eq!(s.sent_packets, 0);
     assert_eq!(s.queue_drops, 50 - 1 - 5);
-    let r = sim.report();
+    let r = Report::from_run(&sim);
     assert_eq!(r.link("first").unwrap().utilization, 0.0);
 }

@@ -12,7 +12,7 @@ use anyhow::Context;
 use braid_core::estimate::{run_study, StudyConfig};
 use braid_core::{Bandwidth, Duration};
 use braid_sim::seed::{resolve_seed, SEED_ENV};
-use braid_sim::{Scenario, Simulation, DEMO_SCENARIO};
+use braid_sim::{Report, Scenario, Simulation, DEMO_SCENARIO};
 use std::path::PathBuf;
 
 /// The sample interval the study uses (the seed measured every 0.1–1 s).
@@ -72,7 +72,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     println!("varies (log-normal, mean 10 Mbit/s, CoV 0.4, correlation time 2 s), then");
     println!("seed 000's predictor study on the throughput measured every {SAMPLE}.");
     println!();
-    let report = Simulation::new(&scenario)?.run();
+    let report = Report::from_run(&Simulation::new(&scenario)?.run());
     print!("{}", report.to_table());
 
     let flow = report

@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use braid_sim::seed::{resolve_seed, SEED_ENV};
-use braid_sim::{Scenario, Simulation};
+use braid_sim::{Report, Scenario, Simulation};
 use std::path::PathBuf;
 
 /// Output format of `braid sim run`.
@@ -67,7 +67,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
             let seed =
                 resolve_seed(seed, env.as_deref(), scenario.seed).map_err(anyhow::Error::msg)?;
             let scenario = scenario.with_seed(seed);
-            let report = Simulation::new(&scenario)?.run();
+            let report = Report::from_run(&Simulation::new(&scenario)?.run());
             match format {
                 Format::Table => print!("{}", report.to_table()),
                 Format::Json => println!("{}", report.to_json()),

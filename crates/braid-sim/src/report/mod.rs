@@ -172,6 +172,12 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report of what `sim` has measured so far (call it after
+    /// [`Simulation::run`], or between [`Simulation::run_until`] steps).
+    pub fn from_run(sim: &Simulation) -> Report {
+        build(sim)
+    }
+
     /// The flow called `name`.
     pub fn flow(&self, name: &str) -> Option<&FlowReport> {
         self.flows.iter().find(|f| f.name == name)
@@ -237,7 +243,7 @@ fn mbps(bytes: u64, over: Duration) -> f64 {
 }
 
 /// Builds the report of a simulation.
-pub(crate) fn build(sim: &Simulation) -> Report {
+fn build(sim: &Simulation) -> Report {
     let bin = sim.bin;
     let end = sim.end;
     let nbins = end.as_nanos().div_ceil(bin.as_nanos()) as usize;
