@@ -8,7 +8,7 @@
 //! | module | what it is for |
 //! | --- | --- |
 //! | [`time`] | [`Instant`] and [`Duration`] in nanoseconds; time is always passed in |
-//! | [`units`] | [`Bandwidth`] and byte counts, with parsing of `10mbit`, `12MB/s` |
+//! | [`units`] | [`Bandwidth`] and [`ByteSize`], with parsing of `10mbit`, `12MB/s`, `64KiB` |
 //! | [`trace`] | parsers for bandwidth traces (mahimahi, `time<TAB>Mbit/s`, 5G CSV) |
 //! | [`estimate`] | rate samplers, sliding-window distributions, predictors (seed 000 §IV) |
 //! | [`scheduler`] | stream specs, path views, PGOS mapping and dispatch, baselines (seed 000 §V) |
@@ -25,4 +25,4 @@ pub mod units;
 pub mod wire;
 
 pub use time::{Duration, Instant};
-pub use units::Bandwidth;
+pub use units::{Bandwidth, ByteSize};

@@ -1,4 +1,4 @@
-//! Units: [`Bandwidth`].
+//! Units: [`Bandwidth`] and [`ByteSize`].
 //!
 //! A bandwidth is stored as whole bits per second in a `u64`, which covers
 //! 1 bit/s to 18 Ebit/s exactly and keeps simulation arithmetic deterministic.
@@ -8,6 +8,10 @@
 //! Parsing follows the conventions of `tc` and iperf: decimal prefixes
 //! (`k` = 1000), bits unless the unit says bytes (`B`, `bytes`):
 //! `10mbit`, `1.5gbit`, `300kbit`, `10Mbit/s`, `10mbps`, `12MB/s`, `64KiB/s`.
+//!
+//! Sizes ([`ByteSize`]) use the same byte units: SI for `KB`, `MB`, `GB`
+//! (1000-based), IEC for `KiB`, `MiB`, `GiB` (1024-based); a unit that
+//! could be either (`64K`, `64k`, `64kb`) is refused, never guessed.
 
 use crate::time::Duration;
 use core::fmt;
@@ -221,6 +225,242 @@ fn unit_scale(unit: &str) -> Option<f64> {
     })
 }
 
+/// A size in bytes: block sizes, windows, buffers, queue bounds.
+///
+/// # Units
+/// The same convention as [`Bandwidth`]'s byte units: **SI** prefixes for
+/// `KB`/`kB` (1000), `MB` (1000²), `GB` (1000³), `TB` (1000⁴) and **IEC**
+/// prefixes for `KiB` (1024), `MiB` (1024²), `GiB` (1024³), `TiB` (1024⁴);
+/// `B`, `bytes` or no unit for plain bytes. So `64KB` is 64,000 bytes and
+/// `64KiB` is 65,536 everywhere braid reads a size (CLI flags, scenarios).
+///
+/// Units that could mean either (`K`, `k`, `kb`, `M`, `mb`, `G`, ...) are
+/// refused with an error that names both readings, rather than guessed.
+/// Decimals are allowed when the result is a whole number of bytes
+/// (`1.5MiB`, `0.5KB`); `1.5B` is refused.
+///
+/// [`Display`](fmt::Display) writes a whole number of the largest unit
+/// that divides the size exactly (`64 KiB`, `1500 B`), so display → parse
+/// round-trips.
+///
+/// ```
+/// use braid_core::units::ByteSize;
+/// assert_eq!("64KB".parse::<ByteSize>().unwrap().bytes(), 64_000);
+/// assert_eq!("64KiB".parse::<ByteSize>().unwrap().bytes(), 65_536);
+/// assert!("64K".parse::<ByteSize>().is_err());
+/// assert_eq!(ByteSize::from_bytes(65_536).to_string(), "64 KiB");
+/// ```
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+pub struct ByteSize(u64);
+
+/// The units a [`ByteSize`] is written in, largest first (display picks the
+/// first that divides exactly).
+const BYTE_UNITS: [(&str, u64); 8] = [
+    ("TiB", 1 << 40),
+    ("TB", 1_000_000_000_000),
+    ("GiB", 1 << 30),
+    ("GB", 1_000_000_000),
+    ("MiB", 1 << 20),
+    ("MB", 1_000_000),
+    ("KiB", 1 << 10),
+    ("KB", 1_000),
+];
+
+impl ByteSize {
+    /// Zero bytes.
+    pub const ZERO: ByteSize = ByteSize(0);
+
+    /// A size of `bytes` bytes.
+    pub const fn from_bytes(bytes: u64) -> Self {
+        ByteSize(bytes)
+    }
+
+    /// The size in bytes.
+    pub const fn bytes(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Debug for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl fmt::Display for ByteSize {
+    /// `0 B`, `1500 B`, `64 KB`, `64 KiB`, `3 MiB`: the largest unit that
+    /// divides the size exactly, so the text parses back to the same size.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 != 0 {
+            for (unit, mult) in BYTE_UNITS {
+                if self.0 % mult == 0 {
+                    return write!(f, "{} {unit}", self.0 / mult);
+                }
+            }
+        }
+        write!(f, "{} B", self.0)
+    }
+}
+
+/// An error from parsing a [`ByteSize`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseByteSizeError {
+    /// The text was empty.
+    #[error("empty size")]
+    Empty,
+    /// The number part could not be read.
+    #[error("invalid size {0:?}: expected a number and a unit such as 1500B, 64KB or 64KiB")]
+    Invalid(String),
+    /// The unit could mean a power of 1000 or of 1024.
+    #[error("ambiguous unit '{unit}' in {text:?}: write {si} or {iec}")]
+    Ambiguous {
+        /// The whole input.
+        text: String,
+        /// The unit as written.
+        unit: String,
+        /// The SI reading, e.g. `KB (1000)`.
+        si: &'static str,
+        /// The IEC reading, e.g. `KiB (1024)`.
+        iec: &'static str,
+    },
+    /// The unit is not one we know.
+    #[error("unknown size unit {unit:?} in {text:?}: use B, KB, MB, GB (1000-based) or KiB, MiB, GiB (1024-based)")]
+    UnknownUnit {
+        /// The whole input.
+        text: String,
+        /// The unit that was not recognised.
+        unit: String,
+    },
+    /// The size is not a whole number of bytes (`1.5B`).
+    #[error("size {0:?} is not a whole number of bytes")]
+    Fractional(String),
+    /// The size does not fit in 64 bits.
+    #[error("size {0:?} is too large")]
+    TooLarge(String),
+}
+
+impl core::str::FromStr for ByteSize {
+    type Err = ParseByteSizeError;
+
+    /// Parses a size; see [`ByteSize`] for the units.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim();
+        if t.is_empty() {
+            return Err(ParseByteSizeError::Empty);
+        }
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        if num.is_empty() {
+            return Err(ParseByteSizeError::Invalid(s.to_string()));
+        }
+        let unit = unit.trim();
+        let mult = byte_unit(unit).map_err(|amb| match amb {
+            Some((si, iec)) => ParseByteSizeError::Ambiguous {
+                text: s.to_string(),
+                unit: unit.to_string(),
+                si,
+                iec,
+            },
+            None => ParseByteSizeError::UnknownUnit {
+                text: s.to_string(),
+                unit: unit.to_string(),
+            },
+        })?;
+        exact_product(num, mult)
+            .map(ByteSize)
+            .map_err(|e| e.with_text(s))
+    }
+}
+
+/// Why [`exact_product`] failed, before the input text is attached.
+enum ProductError {
+    Invalid,
+    Fractional,
+    TooLarge,
+}
+
+impl ProductError {
+    fn with_text(self, s: &str) -> ParseByteSizeError {
+        let s = s.to_string();
+        match self {
+            ProductError::Invalid => ParseByteSizeError::Invalid(s),
+            ProductError::Fractional => ParseByteSizeError::Fractional(s),
+            ProductError::TooLarge => ParseByteSizeError::TooLarge(s),
+        }
+    }
+}
+
+/// `num × mult` computed exactly in integers (`num` is `123` or `1.25`).
+fn exact_product(num: &str, mult: u64) -> Result<u64, ProductError> {
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let digits_ok = |d: &str| d.bytes().all(|b| b.is_ascii_digit());
+    if (int.is_empty() && frac.is_empty()) || !digits_ok(int) || !digits_ok(frac) {
+        return Err(ProductError::Invalid);
+    }
+    // More than 38 fractional digits would overflow 10^len; none are needed.
+    if frac.len() > 30 {
+        return Err(ProductError::Invalid);
+    }
+    let parse = |d: &str| -> Result<u128, ProductError> {
+        if d.is_empty() {
+            Ok(0)
+        } else {
+            d.parse::<u128>().map_err(|_| ProductError::TooLarge)
+        }
+    };
+    let scale = 10u128.pow(frac.len() as u32);
+    let whole = parse(int)?
+        .checked_mul(u128::from(mult))
+        .ok_or(ProductError::TooLarge)?;
+    let part = parse(frac)?
+        .checked_mul(u128::from(mult))
+        .ok_or(ProductError::TooLarge)?;
+    if part % scale != 0 {
+        return Err(ProductError::Fractional);
+    }
+    let total = whole
+        .checked_add(part / scale)
+        .ok_or(ProductError::TooLarge)?;
+    u64::try_from(total).map_err(|_| ProductError::TooLarge)
+}
+
+/// Bytes in one `unit`; `Err(Some((si, iec)))` for an ambiguous unit,
+/// `Err(None)` for an unknown one.
+fn byte_unit(unit: &str) -> Result<u64, Option<(&'static str, &'static str)>> {
+    match unit {
+        "" | "B" | "bytes" => return Ok(1),
+        "KB" | "kB" => return Ok(1_000),
+        "KiB" => return Ok(1 << 10),
+        "MB" => return Ok(1_000_000),
+        "MiB" => return Ok(1 << 20),
+        "GB" => return Ok(1_000_000_000),
+        "GiB" => return Ok(1 << 30),
+        "TB" => return Ok(1_000_000_000_000),
+        "TiB" => return Ok(1 << 40),
+        _ => {}
+    }
+    // Anything else that starts with a prefix letter and otherwise spells a
+    // size (`K`, `k`, `kb`, `Mb`, `kib`, `MIB`, ...) is ambiguous or
+    // miscased; name both readings.
+    let lower = unit.to_ascii_lowercase();
+    let rest = lower.get(1..).unwrap_or("");
+    if !matches!(rest, "" | "b" | "ib") {
+        return Err(None);
+    }
+    Err(Some(match lower.chars().next() {
+        Some('k') => ("KB (1000)", "KiB (1024)"),
+        Some('m') => ("MB (1000²)", "MiB (1024²)"),
+        Some('g') => ("GB (1000³)", "GiB (1024³)"),
+        Some('t') => ("TB (1000⁴)", "TiB (1024⁴)"),
+        _ => return Err(None),
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +524,98 @@ mod tests {
         assert_eq!(Bandwidth::from_mbps(10).to_string(), "10 Mbit/s");
         assert_eq!(Bandwidth::from_kbps(1500).to_string(), "1.5 Mbit/s");
         assert_eq!(Bandwidth::from_bps(950).to_string(), "950 bit/s");
+    }
+}
+
+#[cfg(test)]
+mod byte_size_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn p(s: &str) -> Result<u64, ParseByteSizeError> {
+        s.parse::<ByteSize>().map(ByteSize::bytes)
+    }
+
+    #[test]
+    fn parses_si_and_iec_units() {
+        assert_eq!(p("1500"), Ok(1500));
+        assert_eq!(p("1500B"), Ok(1500));
+        assert_eq!(p("1500 bytes"), Ok(1500));
+        assert_eq!(p("64KB"), Ok(64_000));
+        assert_eq!(p("64kB"), Ok(64_000));
+        assert_eq!(p("64KiB"), Ok(65_536));
+        assert_eq!(p("1.5MB"), Ok(1_500_000));
+        assert_eq!(p("1.5MiB"), Ok(3 << 19));
+        assert_eq!(p("256KiB"), Ok(256 << 10));
+        assert_eq!(p("64MiB"), Ok(64 << 20));
+        assert_eq!(p("2GB"), Ok(2_000_000_000));
+        assert_eq!(p("2GiB"), Ok(2 << 30));
+        assert_eq!(p(" 100KB "), Ok(100_000));
+        assert_eq!(p("0.5KB"), Ok(500));
+        assert_eq!(p(".5KiB"), Ok(512));
+    }
+
+    #[test]
+    fn refuses_ambiguous_units_naming_both_readings() {
+        for text in ["64K", "64k", "64kb", "64Kb", "1M", "1mb", "2G", "64kib"] {
+            let e = p(text).unwrap_err();
+            assert!(
+                matches!(e, ParseByteSizeError::Ambiguous { .. }),
+                "{text}: {e:?}"
+            );
+        }
+        assert_eq!(
+            p("64K").unwrap_err().to_string(),
+            "ambiguous unit 'K' in \"64K\": write KB (1000) or KiB (1024)"
+        );
+        assert!(p("1M").unwrap_err().to_string().contains("MiB"));
+    }
+
+    #[test]
+    fn refuses_bad_sizes_clearly() {
+        assert_eq!(p(""), Err(ParseByteSizeError::Empty));
+        assert!(matches!(p("KB"), Err(ParseByteSizeError::Invalid(_))));
+        assert!(matches!(p("1.2.3KB"), Err(ParseByteSizeError::Invalid(_))));
+        assert!(matches!(p("-1KB"), Err(ParseByteSizeError::Invalid(_))));
+        assert!(matches!(
+            p("12 parsecs"),
+            Err(ParseByteSizeError::UnknownUnit { .. })
+        ));
+        assert!(matches!(p("1.5B"), Err(ParseByteSizeError::Fractional(_))));
+        assert!(matches!(
+            p("99999999TiB"),
+            Err(ParseByteSizeError::TooLarge(_))
+        ));
+        assert!(matches!(
+            p("18446744073709551616"),
+            Err(ParseByteSizeError::TooLarge(_))
+        ));
+        assert_eq!(p("18446744073709551615"), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn displays_the_largest_exact_unit() {
+        let d = |b: u64| ByteSize::from_bytes(b).to_string();
+        assert_eq!(d(0), "0 B");
+        assert_eq!(d(1500), "1500 B");
+        assert_eq!(d(64_000), "64 KB");
+        assert_eq!(d(65_536), "64 KiB");
+        assert_eq!(d(3 << 19), "1536 KiB");
+        assert_eq!(d(64 << 20), "64 MiB");
+        assert_eq!(d(1_000_000_000), "1 GB");
+    }
+
+    proptest! {
+        #[test]
+        fn display_parse_round_trips(b in any::<u64>()) {
+            let s = ByteSize::from_bytes(b);
+            prop_assert_eq!(s.to_string().parse::<ByteSize>(), Ok(s));
+        }
+
+        #[test]
+        fn round_multiples_round_trip(n in 0u64..1_000_000, u in 0usize..BYTE_UNITS.len()) {
+            let s = ByteSize::from_bytes(n * BYTE_UNITS[u].1);
+            prop_assert_eq!(s.to_string().parse::<ByteSize>(), Ok(s));
+        }
     }
 }

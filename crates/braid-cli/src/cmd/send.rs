@@ -94,22 +94,16 @@ pub struct SendArgs {
     pub file: Option<std::path::PathBuf>,
 }
 
-/// Parses `4096`, `256k`, `256KiB`, `1M`, `1MiB`, `2G` (k/M/G are 1024-based).
+/// Parses a size flag with [`braid_core::ByteSize`]'s units: `4096`,
+/// `64KB` (64,000), `256KiB`, `1MiB`, `2GiB`; `256k` or `1M` is refused as
+/// ambiguous (1000 or 1024?).
+///
+/// # Errors
+/// The size's parse error, as one line for clap.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
-    let mul: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        u => return Err(format!("unknown size unit {u:?} in {s:?}")),
-    };
-    Ok((v * mul as f64) as u64)
+    s.parse::<braid_core::ByteSize>()
+        .map(braid_core::ByteSize::bytes)
+        .map_err(|e| e.to_string())
 }
 
 /// Resolves `host:port` strings.
@@ -265,7 +259,10 @@ mod tests {
     fn sizes() {
         assert_eq!(super::parse_size("4096").unwrap(), 4096);
         assert_eq!(super::parse_size("256KiB").unwrap(), 256 << 10);
-        assert_eq!(super::parse_size("1.5M").unwrap(), 3 << 19);
+        assert_eq!(super::parse_size("1.5MiB").unwrap(), 3 << 19);
+        assert_eq!(super::parse_size("64KB").unwrap(), 64_000);
+        let e = super::parse_size("1.5M").unwrap_err();
+        assert!(e.contains("ambiguous") && e.contains("MiB"), "{e}");
         assert!(super::parse_size("12 parsecs").is_err());
     }
 }

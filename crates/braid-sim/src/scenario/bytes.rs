@@ -1,24 +1,17 @@
-//! Byte sizes in scenarios (`64KB`, `1500B`, `64KiB`).
+//! Byte sizes in scenarios (`1500B`, `64KB`, `64KiB`): one parser for every
+//! size braid reads, [`braid_core::ByteSize`] (SI `KB` = 1000, IEC `KiB` =
+//! 1024; `64K` is refused as ambiguous).
 
-/// Parses `1500`, `1500B`, `64KB`/`64kB` (1000), `1MB`, `64KiB` (1024), `1MiB`.
-pub fn parse_bytes(text: &str) -> Option<u64> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().ok()?;
-    let k = match unit.trim() {
-        "" | "B" | "b" | "bytes" => 1.0,
-        "KB" | "kB" | "kb" | "K" | "k" => 1e3,
-        "MB" | "mb" | "M" => 1e6,
-        "GB" => 1e9,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let b = v * k;
-    (b.is_finite() && (0.0..1e15).contains(&b)).then(|| b.round() as u64)
+use braid_core::units::{ByteSize, ParseByteSizeError};
+
+/// Parses a size in bytes with [`ByteSize`]'s units: `1500`, `1500B`,
+/// `64KB` (64,000), `1.5MB`, `64KiB` (65,536), `1MiB`.
+///
+/// # Errors
+/// Empty, malformed, ambiguous (`64K`, `64kb`) or unknown units, a
+/// fraction of a byte, or a size beyond 64 bits.
+pub fn parse_bytes(text: &str) -> Result<u64, ParseByteSizeError> {
+    text.parse::<ByteSize>().map(ByteSize::bytes)
 }
 
 #[cfg(test)]
@@ -27,11 +20,18 @@ mod tests {
 
     #[test]
     fn parses_sizes() {
-        assert_eq!(parse_bytes("1500"), Some(1500));
-        assert_eq!(parse_bytes("64KB"), Some(64_000));
-        assert_eq!(parse_bytes("64KiB"), Some(65_536));
-        assert_eq!(parse_bytes("1.5MB"), Some(1_500_000));
-        assert_eq!(parse_bytes("12 barrels"), None);
-        assert_eq!(parse_bytes(""), None);
+        assert_eq!(parse_bytes("1500").ok(), Some(1500));
+        assert_eq!(parse_bytes("64KB").ok(), Some(64_000));
+        assert_eq!(parse_bytes("64KiB").ok(), Some(65_536));
+        assert_eq!(parse_bytes("1.5MB").ok(), Some(1_500_000));
+        assert_eq!(parse_bytes("12 barrels").ok(), None);
+        assert_eq!(parse_bytes("").ok(), None);
+    }
+
+    #[test]
+    fn refuses_ambiguous_sizes() {
+        let e = parse_bytes("64K").unwrap_err().to_string();
+        assert!(e.contains("KB (1000)") && e.contains("KiB (1024)"), "{e}");
+        assert!(parse_bytes("64kb").is_err());
     }
 }

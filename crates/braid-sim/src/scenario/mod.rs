@@ -567,11 +567,11 @@ impl Builder<'_> {
         if let Ok(d) = text.parse::<Duration>() {
             return Ok(QueueSpec::Time(d));
         }
-        parse_bytes(text).map(QueueSpec::Bytes).ok_or_else(|| {
+        parse_bytes(text).map(QueueSpec::Bytes).map_err(|e| {
             self.err(
                 sp(q),
                 K::Value,
-                format!("{ctx} queue {text:?}: expected bytes (1500B, 64KB, 1MB, 64KiB) or a time at the mean rate (50ms)"),
+                format!("{ctx} queue {text:?}: expected bytes (1500B, 64KB = 64000, 64KiB = 65536) or a time at the mean rate (50ms): {e}"),
             )
         })
     }
