@@ -4,10 +4,10 @@
 //!
 //! Model (the abstraction of seed 000 §V-A, Fig. 5): one sender, L paths.
 //! Path j is a simulator link whose rate is the path's *available*
-//! bandwidth `b^j(t)` (a [`Capacity`], e.g. 100 Mbit/s minus replayed cross
+//! bandwidth `b^j(t)` (a [`Capacity`](crate::capacity::Capacity), e.g. 100 Mbit/s minus replayed cross
 //! traffic) and whose delay is the path's propagation delay. When path j's
 //! link can take a packet the sender asks the scheduler for one packet for
-//! it; the packet occupies the link until [`Capacity::finish_time`] and
+//! it; the packet occupies the link until [`Capacity::finish_time`](crate::capacity::Capacity::finish_time) and
 //! reaches the receiver one delay later. So each path delivers exactly its
 //! available bandwidth whenever there is something to send, with no
 //! transport dynamics: the comparison isolates the schedulers.
@@ -28,60 +28,13 @@
 //! Deterministic: no randomness at all beyond the inputs.
 
 use super::sched_node::SchedulerNode;
+pub use super::setup::{Algo, HarnessConfig, PathSpec, StreamDef, PACKET};
 use super::stream_sink::StreamSink;
-use crate::capacity::Capacity;
 use crate::link::LinkConfig;
 use crate::node::RouteId;
 use crate::sim::Simulation;
-use braid_core::scheduler::{OptSched, Pgos, SchedError, Scheduler, StreamSpec};
+use braid_core::scheduler::SchedError;
 use braid_core::{Bandwidth, Duration, Instant};
-
-/// Largest packet in bytes.
-pub const PACKET: u32 = 1500;
-
-/// One path of the experiment.
-#[derive(Debug, Clone)]
-pub struct PathSpec {
-    /// Name for reports.
-    pub name: String,
-    /// Available bandwidth over time.
-    pub capacity: Capacity,
-    /// One-way propagation delay.
-    pub delay: Duration,
-}
-
-/// One stream of the experiment.
-#[derive(Debug, Clone)]
-pub struct StreamDef {
-    /// Name for reports.
-    pub name: String,
-    /// What the stream asks of the scheduler.
-    pub spec: StreamSpec,
-    /// Source frame sizes in bytes, one per frame period, looped.
-    pub frames: Vec<u32>,
-    /// Frame period (40 ms at 25 frames/s).
-    pub period: Duration,
-    /// The rate the source offers, for reports ("target").
-    pub target: Bandwidth,
-}
-
-/// Harness settings.
-#[derive(Debug, Clone)]
-pub struct HarnessConfig {
-    /// Sources start at this time (the monitor runs from zero, so the
-    /// scheduler's window is already full).
-    pub start: Instant,
-    /// End of the run; throughput is measured over `[start, end)`.
-    pub end: Instant,
-    /// Measurement bin and monitor sample interval.
-    pub sample: Duration,
-    /// Samples in each path's sliding window.
-    pub window_samples: usize,
-    /// A stream's backlog bound, as a duration of its own target rate.
-    pub max_backlog: Duration,
-    /// OptSched's window (capacity oracle and feedback period).
-    pub opt_window: Duration,
-}
 
 /// What one stream got.
 #[derive(Debug, Clone, Default)]
@@ -95,20 +48,6 @@ pub struct StreamResult {
     pub frames_dropped: u64,
     /// Upcalls the scheduler made during the run (same for every stream).
     pub upcalls: u64,
-}
-
-/// A scheduler under test: the trait object, plus OptSched's oracle hook
-/// and PGOS's upcall answers.
-#[derive(Debug)]
-pub enum Algo {
-    /// Any online scheduler.
-    Online(Box<dyn Scheduler>),
-    /// PGOS; the harness answers upcalls as an application would: keep the
-    /// rate at the best probability achievable if that is at least 0.5,
-    /// else accept best effort.
-    Pgos(Box<Pgos>),
-    /// OptSched, which also needs the capacity oracle.
-    Opt(Box<OptSched>),
 }
 
 /// Run `streams` over `paths` with `algo` on the simulator: a
@@ -248,7 +187,8 @@ pub fn summarize(r: &StreamResult, target: Bandwidth, period: Duration) -> Summa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use braid_core::scheduler::Msfq;
+    use crate::capacity::Capacity;
+    use braid_core::scheduler::{Msfq, StreamSpec};
 
     /// One 10 Mbit/s path, one 1 Mbit/s stream of 5000-byte frames: every
     /// bin gets exactly the offered rate and every frame completes one

@@ -25,6 +25,7 @@
 
 pub mod harness;
 pub mod sched_node;
+pub mod setup;
 pub mod stream_sink;
 pub mod table3;
 pub mod table45;

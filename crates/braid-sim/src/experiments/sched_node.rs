@@ -34,7 +34,7 @@
 //! tags, bounded like the scheduler's own backlog (frames that would exceed
 //! [`HarnessConfig::max_backlog`] are dropped at the source and counted).
 
-use super::harness::{Algo, HarnessConfig, PathSpec, StreamDef, PACKET};
+use super::setup::{Algo, HarnessConfig, PathSpec, StreamDef, PACKET};
 use super::stream_sink::FrameTag;
 use crate::capacity::Capacity;
 use crate::node::{Datagram, Node, RouteId, Transmit};
