@@ -9,7 +9,7 @@
 //! short-header data datagram alone.
 #![allow(missing_docs)]
 
-use braid_core::transport::{Config, CongestionKind, Endpoint, SendOptions, StreamId};
+use braid_core::transport::{Config, CongestionKind, Endpoint, FourTuple, SendOptions, StreamId};
 use braid_core::wire::Packet;
 use braid_core::{Bandwidth, Duration, Instant};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
@@ -55,7 +55,7 @@ fn exchange(now: &mut Instant, client: &mut Endpoint, server: &mut Endpoint) {
         }
         *now += Duration::from_millis(5);
         for d in &to_server {
-            server.handle_datagram(*now, client_addr(), d);
+            server.handle_datagram(*now, FourTuple::from_remote(client_addr()), d);
             moved = true;
         }
         let mut to_client = Vec::new();
@@ -64,7 +64,7 @@ fn exchange(now: &mut Instant, client: &mut Endpoint, server: &mut Endpoint) {
         }
         *now += Duration::from_millis(5);
         for d in &to_client {
-            client.handle_datagram(*now, server_addr(), d);
+            client.handle_datagram(*now, FourTuple::from_remote(server_addr()), d);
             moved = true;
         }
         if !moved {
@@ -117,7 +117,8 @@ fn bench(c: &mut Criterion) {
                 let mut buf = Vec::with_capacity(1500);
                 let mut acks = 0usize;
                 for d in &p.burst {
-                    p.server.handle_datagram(p.now, client_addr(), d);
+                    p.server
+                        .handle_datagram(p.now, FourTuple::from_remote(client_addr()), d);
                     while let Some(t) = p.server.poll_transmit(p.now, &mut buf) {
                         acks += t.size;
                     }

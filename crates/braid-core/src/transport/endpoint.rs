@@ -17,7 +17,7 @@
 
 use super::connection::Connection;
 use super::cookie::{CookieKey, COOKIE_TAG_LEN};
-use super::{Config, ConfigError, Transmit};
+use super::{Config, ConfigError, FourTuple, Transmit};
 use crate::time::Instant;
 use crate::wire::{
     ConnectionId, Frame, Header, Packet, PacketBuilder, PacketType, WireError, CID_LEN,
@@ -31,13 +31,13 @@ pub const MAX_STATELESS_QUEUE: usize = 256;
 /// Most accepted cookies remembered for replay detection.
 pub const MAX_REPLAY_ENTRIES: usize = 65_536;
 
-/// Several datagrams to one destination, laid out for UDP GSO: every
+/// Several datagrams on one path, laid out for UDP GSO: every
 /// `segment_size` bytes of the buffer is one datagram (the last may be
 /// shorter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Batch {
-    /// Where to send them.
-    pub destination: SocketAddr,
+    /// The path to send them on (see [`Transmit::path`]).
+    pub path: FourTuple,
     /// Total bytes in the buffer.
     pub size: usize,
     /// Bytes per datagram.
@@ -90,10 +90,10 @@ pub struct Endpoint {
     next_handle: u64,
     conns: BTreeMap<u64, Connection>,
     by_cid: HashMap<ConnectionId, u64>,
-    by_initial: HashMap<(SocketAddr, ConnectionId), u64>,
+    by_initial: HashMap<(FourTuple, ConnectionId), u64>,
     used_cookies: HashSet<[u8; COOKIE_TAG_LEN]>,
     used_order: VecDeque<[u8; COOKIE_TAG_LEN]>,
-    stateless: VecDeque<(SocketAddr, Vec<u8>)>,
+    stateless: VecDeque<(FourTuple, Vec<u8>)>,
     incoming: VecDeque<ConnectionHandle>,
     cursor: u64,
     stats: EndpointStats,
@@ -159,7 +159,8 @@ impl Endpoint {
         ConnectionHandle(h)
     }
 
-    /// Opens a connection to `remote`; its INITIAL goes out with the next
+    /// Opens a connection to `remote` from whichever local address the
+    /// driver sends from; its INITIAL goes out with the next
     /// `poll_transmit`.
     ///
     /// # Errors
@@ -169,12 +170,25 @@ impl Endpoint {
         now: Instant,
         remote: SocketAddr,
     ) -> Result<ConnectionHandle, ConnectError> {
+        self.connect_on(now, FourTuple::from_remote(remote))
+    }
+
+    /// Opens a connection on `path`: to `path.remote`, from the socket
+    /// bound to `path.local` when that is set.
+    ///
+    /// # Errors
+    /// [`ConnectError::TooManyConnections`].
+    pub fn connect_on(
+        &mut self,
+        now: Instant,
+        path: FourTuple,
+    ) -> Result<ConnectionHandle, ConnectError> {
         if self.conns.len() >= self.config.max_connections {
             return Err(ConnectError::TooManyConnections);
         }
         let local = self.new_cid();
         let initial_dst = self.new_cid();
-        let c = Connection::new_client(now, remote, local, initial_dst, self.config.clone());
+        let c = Connection::new_client(now, path, local, initial_dst, self.config.clone());
         Ok(self.insert(c))
     }
 
@@ -216,8 +230,11 @@ impl Endpoint {
         Some(c)
     }
 
-    /// Handles a datagram from `remote` received at `now`.
-    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, data: &[u8]) {
+    /// Handles a datagram that travelled `path` (from `path.remote`, to
+    /// `path.local` when the driver knows it), received at `now`. The
+    /// datagram is decoded and checked here, once; the connection it is
+    /// for gets the checked view.
+    pub fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]) {
         self.stats.received += 1;
         let packet = match Packet::decode(data) {
             Ok(p) => p,
@@ -237,7 +254,7 @@ impl Endpoint {
         let h = packet.header;
         if h.ty == PacketType::Initial {
             if self.server {
-                self.on_initial(now, remote, data.len(), &packet);
+                self.on_initial(now, path, data.len(), &packet);
             } else {
                 self.stats.unknown_connection += 1;
             }
@@ -248,12 +265,13 @@ impl Endpoint {
             .get(&h.dst_cid)
             .and_then(|i| self.conns.get_mut(i))
         {
-            Some(c) => c.handle_datagram(now, remote, data),
+            Some(c) => c.handle_packet(now, path, &packet, data.len()),
             None => self.stats.unknown_connection += 1,
         }
     }
 
-    fn on_initial(&mut self, now: Instant, remote: SocketAddr, len: usize, p: &Packet<'_>) {
+    fn on_initial(&mut self, now: Instant, path: FourTuple, len: usize, p: &Packet<'_>) {
+        let remote = path.remote;
         let h = p.header;
         // Invariant: INITIAL is a long header, so the source id is present.
         let Some(src) = h.src_cid else {
@@ -266,7 +284,7 @@ impl Endpoint {
         }
         if let Some(c) = self
             .by_initial
-            .get(&(remote, h.dst_cid))
+            .get(&(path, h.dst_cid))
             .and_then(|i| self.conns.get_mut(i))
         {
             // The client did not get our HANDSHAKE yet.
@@ -281,7 +299,7 @@ impl Endpoint {
             return;
         };
         if cookie.is_empty() {
-            self.send_retry(now, remote, h.dst_cid, src);
+            self.send_retry(now, path, h.dst_cid, src);
             return;
         }
         let tag = match self
@@ -314,25 +332,19 @@ impl Endpoint {
         self.used_cookies.insert(tag);
         self.used_order.push_back(tag);
         let local = self.new_cid();
-        let c = Connection::new_server(now, remote, local, src, params, self.config.clone());
+        let c = Connection::new_server(now, path, local, src, params, self.config.clone());
         let handle = self.insert(c);
-        self.by_initial.insert((remote, h.dst_cid), handle.0);
+        self.by_initial.insert((path, h.dst_cid), handle.0);
         self.incoming.push_back(handle);
         self.stats.accepted += 1;
     }
 
-    fn send_retry(
-        &mut self,
-        now: Instant,
-        remote: SocketAddr,
-        dst: ConnectionId,
-        src: ConnectionId,
-    ) {
+    fn send_retry(&mut self, now: Instant, path: FourTuple, dst: ConnectionId, src: ConnectionId) {
         if self.stateless.len() >= MAX_STATELESS_QUEUE {
             self.stats.refused += 1;
             return;
         }
-        let cookie = self.cookie_key.mint(now, &remote, &dst, &src);
+        let cookie = self.cookie_key.mint(now, &path.remote, &dst, &src);
         let header = Header {
             ty: PacketType::Retry,
             dst_cid: src,
@@ -348,17 +360,17 @@ impl Endpoint {
         }
         b.finish();
         self.stats.retries_sent += 1;
-        self.stateless.push_back((remote, buf));
+        self.stateless.push_back((path, buf));
     }
 
     /// Writes the next datagram to send into `buf`, if any: stateless
     /// answers first, then the connections in turn.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        if let Some((dst, bytes)) = self.stateless.pop_front() {
+        if let Some((path, bytes)) = self.stateless.pop_front() {
             buf.clear();
             buf.extend_from_slice(&bytes);
             return Some(Transmit {
-                destination: dst,
+                path,
                 size: bytes.len(),
             });
         }
@@ -381,10 +393,10 @@ impl Endpoint {
     }
 
     /// Like [`Endpoint::poll_transmit`], but packs up to `max_segments`
-    /// datagrams for the same destination back to back into `buf`, all of
+    /// datagrams for the same path back to back into `buf`, all of
     /// `segment_size` bytes except possibly a shorter last one — the layout
     /// UDP GSO (`UDP_SEGMENT`) sends with one system call. Returns the
-    /// destination, the total size and the segment size.
+    /// path, the total size and the segment size.
     pub fn poll_transmit_batch(
         &mut self,
         now: Instant,
@@ -394,7 +406,7 @@ impl Endpoint {
         let stateless = !self.stateless.is_empty();
         let first = self.poll_transmit(now, buf)?;
         let mut batch = Batch {
-            destination: first.destination,
+            path: first.path,
             size: first.size,
             segment_size: first.size,
         };
@@ -412,7 +424,7 @@ impl Endpoint {
             let Some(c) = self.conns.get_mut(&k) else {
                 break;
             };
-            if c.remote() != batch.destination {
+            if c.path() != batch.path {
                 break;
             }
             let Some(t) = c.poll_peek_size_fits(now, &mut scratch, batch.segment_size) else {

@@ -4,7 +4,7 @@
 //! Each function takes arbitrary bytes and must never panic; what it
 //! checks beyond that is in its doc comment.
 
-use super::{Config, Endpoint, SendOptions, StreamId};
+use super::{Config, Endpoint, FourTuple, SendOptions, StreamId};
 use crate::time::{Duration, Instant};
 use crate::wire::{Frame, Header, Packet, PacketBuilder, PacketType, Reader};
 use std::net::SocketAddr;
@@ -51,10 +51,10 @@ fn established() -> (Endpoint, Endpoint, Instant) {
     let mut buf = Vec::new();
     for _ in 0..100 {
         while let Some(t) = client.poll_transmit(now, &mut buf) {
-            server.handle_datagram(now, addr(1), &buf[..t.size]);
+            server.handle_datagram(now, FourTuple::from_remote(addr(1)), &buf[..t.size]);
         }
         while let Some(t) = server.poll_transmit(now, &mut buf) {
-            client.handle_datagram(now, addr(2), &buf[..t.size]);
+            client.handle_datagram(now, FourTuple::from_remote(addr(2)), &buf[..t.size]);
         }
         let up = |ep: &Endpoint| {
             ep.handles()
@@ -125,9 +125,9 @@ pub fn connection_datagrams(data: &[u8]) {
         }
         dgram.extend_from_slice(body);
         if to_client {
-            client.handle_datagram(now, addr(2), &dgram);
+            client.handle_datagram(now, FourTuple::from_remote(addr(2)), &dgram);
         } else {
-            server.handle_datagram(now, addr(1), &dgram);
+            server.handle_datagram(now, FourTuple::from_remote(addr(1)), &dgram);
         }
         for ep in [&mut client, &mut server] {
             ep.handle_timeout(now);

@@ -22,8 +22,11 @@
 //! Nothing here reads a clock or touches a socket. The driver (braid-sim or
 //! the tokio runtime in crate `braid`) loops:
 //!
-//! 1. hand every received datagram to [`Endpoint::handle_datagram`];
-//! 2. send everything [`Endpoint::poll_transmit`] returns;
+//! 1. hand every received datagram to [`Endpoint::handle_datagram`] with
+//!    the [`FourTuple`] it travelled (peer address, and the local address
+//!    it arrived on when the driver knows it);
+//! 2. send everything [`Endpoint::poll_transmit`] returns, on the
+//!    [`Transmit::path`] it names;
 //! 3. sleep until [`Endpoint::poll_timeout`] (or the next datagram) and call
 //!    [`Endpoint::handle_timeout`] then;
 //! 4. drain [`Connection::poll_event`] and [`Connection::recv`].
@@ -68,11 +71,55 @@ use crate::units::Bandwidth;
 use crate::wire::{MAX_DATAGRAM_SIZE, MAX_IDLE_TIMEOUT_MS, MAX_MESSAGE_SIZE, MIN_DATAGRAM_SIZE};
 use std::net::SocketAddr;
 
+/// The path a datagram travels: the peer's address and, when the driver
+/// knows it, the local address it arrived on or must leave from (quinn-proto
+/// calls this a four-tuple).
+///
+/// A driver with one socket may leave `local` at `None`; a driver with
+/// several sockets fills it from each datagram's destination address and
+/// sends every [`Transmit`] from the socket bound to its `local`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FourTuple {
+    /// The local address, if known.
+    pub local: Option<SocketAddr>,
+    /// The peer's address.
+    pub remote: SocketAddr,
+}
+
+impl FourTuple {
+    /// A path to or from `remote` whose local address is not known.
+    pub const fn from_remote(remote: SocketAddr) -> Self {
+        FourTuple {
+            local: None,
+            remote,
+        }
+    }
+
+    /// A path between `local` and `remote`.
+    pub const fn new(local: SocketAddr, remote: SocketAddr) -> Self {
+        FourTuple {
+            local: Some(local),
+            remote,
+        }
+    }
+
+    /// Whether a datagram that travelled `other` belongs on this path: the
+    /// same peer, and the same local address where both are known.
+    pub fn admits(&self, other: &FourTuple) -> bool {
+        self.remote == other.remote
+            && match (self.local, other.local) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+}
+
 /// A datagram to send: its bytes are in the buffer given to `poll_transmit`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit {
-    /// Where to send it.
-    pub destination: SocketAddr,
+    /// The path to send it on: to `path.remote`, from the socket bound to
+    /// `path.local` when that is known.
+    pub path: FourTuple,
     /// How many bytes of the buffer it is.
     pub size: usize,
 }

@@ -108,12 +108,12 @@ impl Net {
         while let Some(t) = self.client.poll_transmit(self.now, &mut self.buf) {
             assert!(t.size <= MAX_DATAGRAM_SIZE);
             self.pipe
-                .push(self.now, addr(CLIENT), t.destination, &self.buf[..t.size]);
+                .push(self.now, addr(CLIENT), t.path.remote, &self.buf[..t.size]);
         }
         while let Some(t) = self.server.poll_transmit(self.now, &mut self.buf) {
             assert!(t.size <= MAX_DATAGRAM_SIZE);
             self.pipe
-                .push(self.now, addr(SERVER), t.destination, &self.buf[..t.size]);
+                .push(self.now, addr(SERVER), t.path.remote, &self.buf[..t.size]);
         }
     }
 
@@ -143,9 +143,11 @@ impl Net {
         while self.pipe.next_time().is_some_and(|t| t <= self.now) {
             let Reverse((_, _, from, to, bytes)) = self.pipe.queue.pop().unwrap();
             if to == addr(SERVER) {
-                self.server.handle_datagram(self.now, from, &bytes);
+                self.server
+                    .handle_datagram(self.now, FourTuple::from_remote(from), &bytes);
             } else {
-                self.client.handle_datagram(self.now, from, &bytes);
+                self.client
+                    .handle_datagram(self.now, FourTuple::from_remote(from), &bytes);
             }
         }
         self.client.handle_timeout(self.now);
@@ -402,26 +404,37 @@ fn bad_datagrams_are_dropped_counted_and_create_nothing() {
     for _ in 0..200 {
         let len = rng.random_range(0..1400);
         let junk: Vec<u8> = (0..len).map(|_| rng.random()).collect();
-        net.server.handle_datagram(t, from, &junk);
+        net.server
+            .handle_datagram(t, FourTuple::from_remote(from), &junk);
     }
     // Oversized.
-    net.server
-        .handle_datagram(t, from, &vec![0x40; MAX_DATAGRAM_SIZE + 1]);
+    net.server.handle_datagram(
+        t,
+        FourTuple::from_remote(from),
+        &vec![0x40; MAX_DATAGRAM_SIZE + 1],
+    );
     // Spoofed: a forged cookie, and a cookie minted for another address.
     let mut forged_cookie = [0xaa; 20];
     forged_cookie[..4].copy_from_slice(&0u32.to_be_bytes()); // current bucket
     let forged = initial_datagram(&forged_cookie, [1; 8], [2; 8], true);
-    net.server.handle_datagram(t, from, &forged);
-    // An INITIAL without padding.
     net.server
-        .handle_datagram(t, from, &initial_datagram(&[], [1; 8], [2; 8], false));
+        .handle_datagram(t, FourTuple::from_remote(from), &forged);
+    // An INITIAL without padding.
+    net.server.handle_datagram(
+        t,
+        FourTuple::from_remote(from),
+        &initial_datagram(&[], [1; 8], [2; 8], false),
+    );
     let st = net.server.stats();
     assert_eq!(net.server.connection_count(), 0);
     assert!(st.malformed > 0 && st.oversized == 1 && st.bad_cookies == 1 && st.short_initial == 1);
     assert_eq!(st.accepted, 0);
     // A first INITIAL gets a RETRY and no state.
-    net.server
-        .handle_datagram(t, from, &initial_datagram(&[], [1; 8], [2; 8], true));
+    net.server.handle_datagram(
+        t,
+        FourTuple::from_remote(from),
+        &initial_datagram(&[], [1; 8], [2; 8], true),
+    );
     assert_eq!(net.server.stats().retries_sent, 1);
     assert_eq!(net.server.connection_count(), 0);
     let mut buf = Vec::new();
@@ -433,25 +446,30 @@ fn bad_datagrams_are_dropped_counted_and_create_nothing() {
     let cookie = cookie.to_vec();
     // The cookie from another address is refused (spoofed source).
     let echo = initial_datagram(&cookie, [1; 8], [2; 8], true);
-    net.server.handle_datagram(t, addr(77), &echo);
+    net.server
+        .handle_datagram(t, FourTuple::from_remote(addr(77)), &echo);
     assert_eq!(net.server.stats().bad_cookies, 2);
     assert_eq!(net.server.connection_count(), 0);
     // The genuine echo creates exactly one connection.
-    net.server.handle_datagram(t, from, &echo);
+    net.server
+        .handle_datagram(t, FourTuple::from_remote(from), &echo);
     assert_eq!(net.server.connection_count(), 1);
     let h = net.server.accept().unwrap();
     // Replayed while it lives: routed to it, nothing new.
-    net.server.handle_datagram(t, from, &echo);
+    net.server
+        .handle_datagram(t, FourTuple::from_remote(from), &echo);
     assert_eq!(net.server.connection_count(), 1);
     // Replayed after it is gone: dropped and counted.
     net.server.remove(h);
-    net.server.handle_datagram(t, from, &echo);
+    net.server
+        .handle_datagram(t, FourTuple::from_remote(from), &echo);
     assert_eq!(net.server.connection_count(), 0);
     assert_eq!(net.server.stats().replayed_cookies, 1);
     // Stale: the same cookie two buckets later.
     let later = t + cookie::COOKIE_BUCKET * 2;
     let fresh = initial_datagram(&cookie, [3; 8], [4; 8], true);
-    net.server.handle_datagram(later, from, &fresh);
+    net.server
+        .handle_datagram(later, FourTuple::from_remote(from), &fresh);
     assert_eq!(net.server.stats().stale_cookies, 1);
     assert_eq!(net.server.connection_count(), 0);
     // Unknown connection ids.
@@ -465,7 +483,8 @@ fn bad_datagrams_are_dropped_counted_and_create_nothing() {
     let mut b = PacketBuilder::new(&mut buf, &h, 1400).unwrap();
     b.push(&Frame::Ping).unwrap();
     b.finish();
-    net.server.handle_datagram(t, from, &buf);
+    net.server
+        .handle_datagram(t, FourTuple::from_remote(from), &buf);
     assert_eq!(net.server.stats().unknown_connection, 1);
 }
 
@@ -500,7 +519,8 @@ fn replayed_data_packets_are_counted_as_duplicates() {
         .collect();
     let before = net.server.connection(s).unwrap().stats().duplicates;
     for (from, b) in &replays {
-        net.server.handle_datagram(net.now, *from, b);
+        net.server
+            .handle_datagram(net.now, FourTuple::from_remote(*from), b);
     }
     let sc = net.server.connection_mut(s).unwrap();
     assert!(sc.recv(net.now).is_none(), "replays deliver nothing");
@@ -976,7 +996,7 @@ fn batches_are_laid_out_for_gso() {
     }
     let mut buf = Vec::new();
     let b = net.client.poll_transmit_batch(now, &mut buf, 8).unwrap();
-    assert_eq!(b.destination, addr(SERVER));
+    assert_eq!(b.path.remote, addr(SERVER));
     assert_eq!(b.size, buf.len());
     assert!(b.size > b.segment_size, "several datagrams: {b:?}");
     assert!(b.size <= 8 * b.segment_size);
@@ -984,9 +1004,59 @@ fn batches_are_laid_out_for_gso() {
     for (i, seg) in segments.iter().enumerate() {
         assert!(Packet::decode(seg).is_ok());
         assert!(seg.len() == b.segment_size || i == segments.len() - 1);
-        net.server.handle_datagram(now, addr(CLIENT), seg);
+        net.server
+            .handle_datagram(now, FourTuple::from_remote(addr(CLIENT)), seg);
     }
     let st = net.server.connection(s).unwrap().stats();
     assert_eq!(st.malformed, 0);
     assert!(st.packets_received >= segments.len() as u64);
+}
+
+/// Connections remember the four-tuple they were set up on: transmits name
+/// it, and a datagram for the connection that arrives on another local
+/// address is dropped.
+#[test]
+fn connections_keep_their_four_tuple() {
+    let c_addr = addr(CLIENT);
+    let s_addr = addr(SERVER);
+    let other = addr(3);
+    let now = Instant::ZERO;
+    let mut client = Endpoint::new(Config::default(), [1; 32], false).unwrap();
+    let mut server = Endpoint::new(Config::default(), [2; 32], true).unwrap();
+    let ch = client
+        .connect_on(now, FourTuple::new(c_addr, s_addr))
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut sh = None;
+    for _ in 0..4 {
+        while let Some(t) = client.poll_transmit(now, &mut buf) {
+            assert_eq!(t.path, FourTuple::new(c_addr, s_addr));
+            server.handle_datagram(now, FourTuple::new(s_addr, c_addr), &buf[..t.size]);
+        }
+        sh = sh.or_else(|| server.accept());
+        while let Some(t) = server.poll_transmit(now, &mut buf) {
+            assert_eq!(t.path, FourTuple::new(s_addr, c_addr));
+            client.handle_datagram(now, FourTuple::new(c_addr, s_addr), &buf[..t.size]);
+        }
+    }
+    let sh = sh.expect("the server accepted");
+    assert!(client.connection(ch).unwrap().is_established());
+    assert_eq!(
+        server.connection(sh).unwrap().path(),
+        FourTuple::new(s_addr, c_addr)
+    );
+    client
+        .connection_mut(ch)
+        .unwrap()
+        .send(now, StreamId(0), vec![1; 100], SendOptions::RELIABLE)
+        .unwrap();
+    let t = client.poll_transmit(now, &mut buf).unwrap();
+    let before = server.connection(sh).unwrap().stats();
+    server.handle_datagram(now, FourTuple::new(other, c_addr), &buf[..t.size]);
+    let after = server.connection(sh).unwrap().stats();
+    assert_eq!(after.malformed, before.malformed + 1, "wrong local address");
+    assert_eq!(after.packets_received, before.packets_received);
+    server.handle_datagram(now, FourTuple::new(s_addr, c_addr), &buf[..t.size]);
+    let after = server.connection(sh).unwrap().stats();
+    assert_eq!(after.packets_received, before.packets_received + 1);
 }

@@ -3,12 +3,12 @@
 //!
 //! braid-core's sans-IO transport runs here unchanged: [`RudpNode`] wraps
 //! an [`braid_core::transport::Endpoint`] as a simulator
-//! [`crate::Node`], mapping each route to a synthetic `SocketAddr`
-//! ([`node::route_addr`]), with an application model ([`App`]) inside.
+//! [`crate::Node`] with an address of its own and a table of its peers'
+//! addresses and routes, with an application model ([`App`]) inside.
 //!
 //! | module | what it is for |
 //! | --- | --- |
-//! | [`node`] | [`RudpNode`], the [`App`] trait, route ↔ address mapping |
+//! | [`node`] | [`RudpNode`], the [`App`] trait, peers: address ↔ routes |
 //! | [`app`] | [`app::BulkSender`] (verifiable reliable bytes, optional unreliable side traffic with deadlines), [`app::Receiver`] (checks order, duplicates, deadlines, bodies; logs deliveries) |
 //! | [`frames`] | [`frames::FrameApp`]: the seed's adaptive applications — frames at a fixed rate or as fast as allowed, tagged messages, marking (§3.3) or resolution (§3.4–3.5) adaptation on loss thresholds, coordinated or not |
 //! | [`experiments`] | the network of §3.1 (20 Mbit/s, 30 ms RTT, CBR and trace-driven cross traffic), Tables 3–8 beside the seed's numbers, and the Reno-model benchmark |
@@ -23,7 +23,7 @@ pub mod frames;
 pub mod node;
 pub mod tables;
 
-pub use node::{route_addr, App, RudpNode};
+pub use node::{App, RudpNode};
 
 use crate::link::LinkConfig;
 use crate::node::{LinkId, NodeId, RouteId};
@@ -32,6 +32,7 @@ use crate::sim::{FlowInfo, Simulation};
 use braid_core::transport::{Config, ConfigError};
 use braid_core::Instant;
 use rand::RngCore;
+use std::net::SocketAddr;
 
 /// A sender and a receiver joined by two routes in a simulation.
 #[derive(Debug)]
@@ -73,12 +74,19 @@ pub fn add_pair<S: App, R: App>(
     let seed = sim.seed();
     let fwd = sim.add_route(format!("{name}:fwd"), forward);
     let bck = sim.add_route(format!("{name}:back"), back);
-    let mut server =
-        RudpNode::server(recv_cfg, secret(seed, &format!("rudp:{name}:server")), recv)?;
-    server.add_peer(fwd, bck);
+    let (sender_addr, receiver_addr) = pair_addrs(fwd);
+    let mut server = RudpNode::server(
+        receiver_addr,
+        recv_cfg,
+        secret(seed, &format!("rudp:{name}:server")),
+        recv,
+    )?;
+    server.add_peer(sender_addr, fwd, bck);
     let client = RudpNode::client(
+        sender_addr,
         send_cfg,
         secret(seed, &format!("rudp:{name}:client")),
+        receiver_addr,
         bck,
         fwd,
         send,
@@ -100,6 +108,15 @@ pub fn add_pair<S: App, R: App>(
         forward: fwd,
         back: bck,
     })
+}
+
+/// The addresses of a pair's sender and receiver: two hosts of their own
+/// in 10.0.0.0/8, numbered by the pair's forward route (route ids are unique
+/// in a simulation, so two pairs never share an address).
+fn pair_addrs(forward: RouteId) -> (SocketAddr, SocketAddr) {
+    let host = |n: u32| SocketAddr::from(([10, (n >> 16) as u8, (n >> 8) as u8, n as u8], 4433));
+    let n = forward.0.wrapping_mul(2);
+    (host(n.wrapping_add(1)), host(n.wrapping_add(2)))
 }
 
 /// Adds `links` to `sim` and returns their ids.

@@ -2,12 +2,14 @@
 //! [`Node`], with an application model ([`App`]) inside.
 //!
 //! # Addressing
-//! The transport speaks `SocketAddr`s, the simulator speaks routes. A
-//! datagram that arrives over route `r` came from the peer whose synthetic
-//! address is [`route_addr`]`(r)`; the node remembers, per peer, the route
-//! that leads back to it ([`RudpNode::add_peer`]). So for two nodes A and B
-//! joined by routes `ab` (A→B) and `ba` (B→A), A knows B as
-//! `route_addr(ba)` and sends to it on `ab`, and vice versa.
+//! Every node has its own address, given at construction
+//! ([`RudpNode::addr`]); the simulator speaks routes. The node keeps a
+//! table of peers ([`RudpNode::add_peer`]): each peer's address, the route
+//! its datagrams arrive on, and the route that leads to it. A datagram over
+//! route `r` travelled the [`FourTuple`] (our address, the address of the
+//! peer that sends on `r`); a transmit goes out on the route towards its
+//! path's remote address. [`super::add_pair`] gives the two ends of a pair
+//! addresses of their own.
 //!
 //! # Driving
 //! Every call from the simulator first hands the input to the endpoint,
@@ -18,11 +20,14 @@
 //! window opens. `poll_timeout` is the earlier of the endpoint's timer and
 //! the application's own ([`App::next_wakeup`], e.g. the next video frame).
 //!
-//! Invariants: a transmit to an address with no known route is dropped and
-//! counted (`unroutable`); the node never reads a clock or an unseeded RNG.
+//! Invariants: a transmit to an address with no known route, or a datagram
+//! over a route no peer sends on, is dropped and counted (`unroutable`);
+//! the node never reads a clock or an unseeded RNG.
 
 use crate::node::{Datagram, Node, RouteId, Transmit};
-use braid_core::transport::{Config, ConfigError, Connection, ConnectionHandle, Endpoint};
+use braid_core::transport::{
+    Config, ConfigError, Connection, ConnectionHandle, Endpoint, FourTuple,
+};
 use braid_core::Instant;
 use std::net::SocketAddr;
 
@@ -44,20 +49,21 @@ pub trait App: 'static {
     }
 }
 
-/// The synthetic address of whoever sends over `route`.
-pub fn route_addr(route: RouteId) -> SocketAddr {
-    let r = route.0;
-    SocketAddr::from((
-        [10, (r >> 16) as u8, (r >> 8) as u8, r as u8],
-        4433 + (r >> 24) as u16,
-    ))
+/// A peer of a node: its address and the routes to and from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Peer {
+    addr: SocketAddr,
+    /// The route the peer's datagrams arrive on.
+    from: RouteId,
+    /// The route that leads to the peer.
+    to: RouteId,
 }
 
 /// A transport endpoint with one application, driven by the simulator.
 pub struct RudpNode<A: App> {
     endpoint: Endpoint,
-    /// (peer address, route towards the peer).
-    peers: Vec<(SocketAddr, RouteId)>,
+    addr: SocketAddr,
+    peers: Vec<Peer>,
     conn: Option<ConnectionHandle>,
     app: A,
     buf: Vec<u8>,
@@ -67,6 +73,7 @@ pub struct RudpNode<A: App> {
 impl<A: App> std::fmt::Debug for RudpNode<A> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RudpNode")
+            .field("addr", &self.addr)
             .field("peers", &self.peers)
             .field("conn", &self.conn)
             .finish()
@@ -74,13 +81,20 @@ impl<A: App> std::fmt::Debug for RudpNode<A> {
 }
 
 impl<A: App> RudpNode<A> {
-    /// A server node: it accepts the first connection that arrives.
+    /// A server node at `addr`: it accepts the first connection that
+    /// arrives (from a peer declared with [`RudpNode::add_peer`]).
     ///
     /// # Errors
     /// [`ConfigError`] for an invalid transport configuration.
-    pub fn server(config: Config, secret: [u8; 32], app: A) -> Result<Self, ConfigError> {
+    pub fn server(
+        addr: SocketAddr,
+        config: Config,
+        secret: [u8; 32],
+        app: A,
+    ) -> Result<Self, ConfigError> {
         Ok(RudpNode {
             endpoint: Endpoint::new(config, secret, true)?,
+            addr,
             peers: Vec::new(),
             conn: None,
             app,
@@ -89,40 +103,54 @@ impl<A: App> RudpNode<A> {
         })
     }
 
-    /// A client node that connects at time zero to the peer that sends on
-    /// `from_peer` and is reached over `to_peer`.
+    /// A client node at `addr` that connects at time zero to the peer at
+    /// `peer`, which sends on `from_peer` and is reached over `to_peer`.
     ///
     /// # Errors
     /// [`ConfigError`] for an invalid transport configuration.
     pub fn client(
+        addr: SocketAddr,
         config: Config,
         secret: [u8; 32],
+        peer: SocketAddr,
         from_peer: RouteId,
         to_peer: RouteId,
         app: A,
     ) -> Result<Self, ConfigError> {
         let mut n = RudpNode {
             endpoint: Endpoint::new(config, secret, false)?,
+            addr,
             peers: Vec::new(),
             conn: None,
             app,
             buf: Vec::with_capacity(2048),
             unroutable: 0,
         };
-        let addr = n.add_peer(from_peer, to_peer);
+        n.add_peer(peer, from_peer, to_peer);
         // One connection on a fresh endpoint: `max_connections` ≥ 1 is
         // checked by `Config::validate`, so this cannot fail.
-        n.conn = n.endpoint.connect(Instant::ZERO, addr).ok();
+        n.conn = n
+            .endpoint
+            .connect_on(Instant::ZERO, FourTuple::new(addr, peer))
+            .ok();
         Ok(n)
     }
 
-    /// Declares a peer: it sends to us over `from_peer` (which gives its
-    /// address, returned) and we reach it over `to_peer`.
-    pub fn add_peer(&mut self, from_peer: RouteId, to_peer: RouteId) -> SocketAddr {
-        let addr = route_addr(from_peer);
-        self.peers.retain(|p| p.0 != addr);
-        self.peers.push((addr, to_peer));
-        addr
+    /// Declares the peer at `peer`: it sends to us over `from_peer` and we
+    /// reach it over `to_peer`. Replaces an earlier declaration of the same
+    /// address or the same incoming route.
+    pub fn add_peer(&mut self, peer: SocketAddr, from_peer: RouteId, to_peer: RouteId) {
+        self.peers.retain(|p| p.addr != peer && p.from != from_peer);
+        self.peers.push(Peer {
+            addr: peer,
+            from: from_peer,
+            to: to_peer,
+        });
+    }
+
+    /// The node's own address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// The application model.
@@ -145,7 +173,8 @@ impl<A: App> RudpNode<A> {
         &self.endpoint
     }
 
-    /// Transmits dropped for want of a route.
+    /// Transmits dropped for want of a route, and datagrams dropped
+    /// because no peer sends on the route they came over.
     pub fn unroutable(&self) -> u64 {
         self.unroutable
     }
@@ -163,8 +192,13 @@ impl<A: App> RudpNode<A> {
 
 impl<A: App> Node for RudpNode<A> {
     fn handle_datagram(&mut self, now: Instant, route: RouteId, datagram: Datagram) {
-        self.endpoint
-            .handle_datagram(now, route_addr(route), datagram.data());
+        match self.peers.iter().find(|p| p.from == route) {
+            Some(p) => {
+                let path = FourTuple::new(self.addr, p.addr);
+                self.endpoint.handle_datagram(now, path, datagram.data());
+            }
+            None => self.unroutable += 1,
+        }
         self.drive(now);
     }
 
@@ -177,7 +211,12 @@ impl<A: App> Node for RudpNode<A> {
         loop {
             self.drive(now);
             let t = self.endpoint.poll_transmit(now, &mut self.buf)?;
-            let Some(&(_, route)) = self.peers.iter().find(|p| p.0 == t.destination) else {
+            let Some(route) = self
+                .peers
+                .iter()
+                .find(|p| p.addr == t.path.remote)
+                .map(|p| p.to)
+            else {
                 self.unroutable += 1;
                 continue;
             };
@@ -213,13 +252,49 @@ impl<A: App> Node for RudpNode<A> {
 mod tests {
     use super::*;
 
+    struct Idle;
+    impl App for Idle {
+        fn drive(&mut self, _: Instant, _: &mut Connection) {}
+    }
+
+    fn addr(n: u8) -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, n], 4433))
+    }
+
     #[test]
-    fn route_addresses_are_distinct() {
-        let a = route_addr(RouteId(1));
-        let b = route_addr(RouteId(2));
-        let c = route_addr(RouteId(1 << 24 | 1));
-        assert_ne!(a, b);
-        assert_ne!(a, c);
-        assert_eq!(a, route_addr(RouteId(1)));
+    fn datagrams_from_an_unknown_route_are_dropped_and_counted() {
+        let mut n = RudpNode::server(addr(2), Config::default(), [1; 32], Idle).unwrap();
+        n.add_peer(addr(1), RouteId(1), RouteId(2));
+        n.handle_datagram(
+            Instant::ZERO,
+            RouteId(9),
+            Datagram::from_bytes(vec![0; 1200]),
+        );
+        assert_eq!(n.unroutable(), 1);
+        n.handle_datagram(
+            Instant::ZERO,
+            RouteId(1),
+            Datagram::from_bytes(vec![0; 1200]),
+        );
+        assert_eq!(n.unroutable(), 1, "a known route reaches the endpoint");
+        assert_eq!(n.endpoint().stats().received, 1);
+    }
+
+    #[test]
+    fn a_client_connects_from_its_own_address_to_its_peer() {
+        let mut n = RudpNode::client(
+            addr(1),
+            Config::default(),
+            [1; 32],
+            addr(2),
+            RouteId(2),
+            RouteId(1),
+            Idle,
+        )
+        .unwrap();
+        let path = n.connection().unwrap().path();
+        assert_eq!(path, FourTuple::new(addr(1), addr(2)));
+        let t = n.poll_transmit(Instant::ZERO).expect("the INITIAL");
+        assert_eq!(t.route, RouteId(1));
     }
 }

@@ -29,7 +29,7 @@ use crate::clock;
 use braid_core::transport::thresholds::ThresholdError;
 use braid_core::transport::{
     AdaptReport, CloseReason, Condition, ConnectionHandle, Endpoint as CoreEndpoint, ErrorCode,
-    Event, SendOptions, Stats, StreamId, ThresholdId, Transmit,
+    Event, FourTuple, SendOptions, Stats, StreamId, ThresholdId, Transmit,
 };
 use braid_core::Instant;
 use std::collections::HashMap;
@@ -279,7 +279,7 @@ impl Driver {
             let now = clock::now();
             let r = self.udp.poll_recv(cx, |from, d| {
                 io.datagrams_received += 1;
-                core.handle_datagram(now, from, d);
+                core.handle_datagram(now, FourTuple::from_remote(from), d);
             });
             match r {
                 Poll::Ready(Ok(n)) => got += n.max(1),
@@ -306,7 +306,7 @@ impl Driver {
                 },
             };
             let size = t.size.min(self.scratch.len());
-            if !self.batch.push(t.destination, &self.scratch[..size], max) {
+            if !self.batch.push(t.path.remote, &self.scratch[..size], max) {
                 // Starts the next batch; its bytes stay in `scratch`.
                 self.held = Some(t);
                 return;

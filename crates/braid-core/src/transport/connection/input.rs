@@ -1,35 +1,51 @@
-//! The input half of [`Connection`]: `handle_datagram`, frame processing,
-//! and what acknowledgements and losses do to recovery, congestion control
-//! and the streams.
+//! The input half of [`Connection`]: `handle_datagram` and
+//! `handle_packet`, frame processing, and what acknowledgements and losses
+//! do to recovery, congestion control and the streams.
 //!
 //! Invariants: a datagram changes state only after it decoded completely,
-//! came from the peer's address with this connection's id, and carried a
+//! came on the connection's path with this connection's id, and carried a
 //! packet number not seen before; a frame that breaks the protocol closes
-//! the connection with a [`CloseReason::ProtocolViolation`].
+//! the connection with a [`CloseReason::ProtocolViolation`]. The datagram
+//! is decoded once: the endpoint hands the checked [`Packet`] on.
 
 use super::{CloseReason, Connection, Event, Side, State, CLOSE_PTOS, MAX_ADAPT_OUT};
 use crate::time::Instant;
 use crate::transport::recovery::{SentFrame, SentPacket};
 use crate::transport::recv::RecvError;
+use crate::transport::FourTuple;
 use crate::wire::{AdaptAction, ErrorCode, Frame, Header, Packet, PacketType};
-use std::net::SocketAddr;
 
 impl Connection {
-    /// Handles one datagram from `remote` received at `now`. Anything
-    /// malformed, misaddressed or duplicated is counted in [`crate::transport::Stats`] and
-    /// dropped.
-    pub fn handle_datagram(&mut self, now: Instant, remote: SocketAddr, data: &[u8]) {
+    /// Handles one datagram that travelled `path`, received at `now`.
+    /// Anything malformed, misaddressed or duplicated is counted in
+    /// [`crate::transport::Stats`] and dropped.
+    pub fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]) {
         if self.state == State::Closed {
-            return;
-        }
-        if remote != self.remote {
-            self.stats.malformed += 1;
             return;
         }
         let Ok(packet) = Packet::decode(data) else {
             self.stats.malformed += 1;
             return;
         };
+        self.handle_packet(now, path, &packet, data.len());
+    }
+
+    /// Handles one datagram the endpoint already decoded and checked:
+    /// `packet` is its view, `len` its size in bytes.
+    pub(crate) fn handle_packet(
+        &mut self,
+        now: Instant,
+        path: FourTuple,
+        packet: &Packet<'_>,
+        len: usize,
+    ) {
+        if self.state == State::Closed {
+            return;
+        }
+        if !self.path.admits(&path) {
+            self.stats.malformed += 1;
+            return;
+        }
         let h = packet.header;
         match (self.side, h.ty) {
             (Side::Client, PacketType::Retry) | (Side::Client, PacketType::Handshake)
@@ -39,7 +55,7 @@ impl Connection {
                 return;
             }
             (Side::Client, PacketType::Retry) => {
-                self.on_retry(&packet);
+                self.on_retry(packet);
                 return;
             }
             (Side::Server, PacketType::Initial) => {
@@ -74,8 +90,12 @@ impl Connection {
             return;
         }
         self.last_received = now;
+        if self.path.local.is_none() {
+            // The first datagram that names our local address fixes it.
+            self.path.local = path.local;
+        }
         self.stats.packets_received += 1;
-        self.stats.bytes_received += data.len() as u64;
+        self.stats.bytes_received += len as u64;
         let mut eliciting = false;
         for f in packet.frames() {
             // Invariant: `Packet::decode` validated every frame.

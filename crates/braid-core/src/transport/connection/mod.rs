@@ -4,7 +4,7 @@
 //! Main types: [`Connection`], [`Event`], [`CloseReason`], [`Side`].
 //!
 //! Invariants:
-//! - Only datagrams from the connection's peer address whose destination id
+//! - Only datagrams on the connection's path ([`FourTuple`]) whose destination id
 //!   is this connection's are processed; anything malformed is counted and
 //!   dropped before it changes state.
 //! - Each packet number is processed at most once (duplicates and replays
@@ -22,7 +22,7 @@ use super::recv::{ReceivedMessage, RecvStreams};
 use super::send::{SendError, SendOptions, SendStreams};
 use super::stats::{IntervalMeter, Stats};
 use super::thresholds::{Condition, ThresholdError, ThresholdEvent, ThresholdId, Thresholds};
-use super::{Config, CongestionController, CongestionKind};
+use super::{Config, CongestionController, CongestionKind, FourTuple};
 use crate::time::{Duration, Instant};
 use crate::units::Bandwidth;
 use crate::wire::{
@@ -111,7 +111,9 @@ enum State {
 pub struct Connection {
     side: Side,
     state: State,
-    remote: SocketAddr,
+    /// The path the connection was set up on; its `local` is learned from
+    /// the first datagram that names one.
+    path: FourTuple,
     local_cid: ConnectionId,
     remote_cid: ConnectionId,
     config: Config,
@@ -153,7 +155,7 @@ impl Connection {
     fn new(
         side: Side,
         now: Instant,
-        remote: SocketAddr,
+        path: FourTuple,
         local_cid: ConnectionId,
         remote_cid: ConnectionId,
         config: Config,
@@ -173,7 +175,7 @@ impl Connection {
         Connection {
             side,
             state: State::Initial,
-            remote,
+            path,
             local_cid,
             remote_cid,
             peer: None,
@@ -216,16 +218,16 @@ impl Connection {
         }
     }
 
-    /// A client connection that will send its INITIAL to `remote`.
+    /// A client connection that will send its INITIAL on `path`.
     /// `initial_dst` is the random id the client shows the server first.
     pub(crate) fn new_client(
         now: Instant,
-        remote: SocketAddr,
+        path: FourTuple,
         local_cid: ConnectionId,
         initial_dst: ConnectionId,
         config: Config,
     ) -> Self {
-        let mut c = Connection::new(Side::Client, now, remote, local_cid, initial_dst, config);
+        let mut c = Connection::new(Side::Client, now, path, local_cid, initial_dst, config);
         c.initial_pending = true;
         c
     }
@@ -233,13 +235,13 @@ impl Connection {
     /// A server connection for a client whose cookie checked out.
     pub(crate) fn new_server(
         now: Instant,
-        remote: SocketAddr,
+        path: FourTuple,
         local_cid: ConnectionId,
         client_cid: ConnectionId,
         client_params: TransportParams,
         config: Config,
     ) -> Self {
-        let mut c = Connection::new(Side::Server, now, remote, local_cid, client_cid, config);
+        let mut c = Connection::new(Side::Server, now, path, local_cid, client_cid, config);
         c.apply_peer_params(client_params);
         c.state = State::HandshakeSent;
         c.handshake_pending = true;
@@ -284,7 +286,12 @@ impl Connection {
     }
     /// The peer's address.
     pub fn remote(&self) -> SocketAddr {
-        self.remote
+        self.path.remote
+    }
+    /// The path the connection was set up on (its local address once
+    /// known).
+    pub fn path(&self) -> FourTuple {
+        self.path
     }
     /// The id the peer addresses this connection by.
     pub fn local_cid(&self) -> ConnectionId {

@@ -27,7 +27,7 @@ impl Connection {
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += size as u64;
         Some(Transmit {
-            destination: self.remote,
+            path: self.path,
             size,
         })
     }
