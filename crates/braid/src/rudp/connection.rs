@@ -9,7 +9,9 @@
 //! and [`Connection::finish`] share one channel, so a finish never
 //! overtakes a message sent before it; stream ids are handed out once.
 
-use super::driver::{Command, Outgoing};
+#[cfg(test)]
+use super::msg::DriverSide;
+use super::msg::{Command, HandleSide, Outgoing};
 use super::{RudpError, SendOptions, Stats, StreamId};
 use braid_core::transport::{
     AdaptReport, Condition, ConnectionHandle, ErrorCode, Event, ReceivedMessage, ThresholdId,
@@ -42,61 +44,32 @@ pub struct Connection {
     pub(crate) max_message_size: u64,
 }
 
-/// The channel ends the driver keeps for one connection.
-#[derive(Debug)]
-pub(crate) struct DriverSide {
-    pub data: mpsc::Receiver<Outgoing>,
-    pub messages: mpsc::Sender<Message>,
-    pub events: mpsc::Sender<Event>,
-    pub rx_stalled: Arc<AtomicBool>,
-}
-
-impl DriverSide {
-    /// Channel ends whose handle side is already gone (a connection the
-    /// driver refused but keeps until its CLOSE has been sent).
-    pub(crate) fn detached() -> DriverSide {
-        let (_, data) = mpsc::channel(1);
-        let (messages, _) = mpsc::channel(1);
-        let (events, _) = mpsc::channel(1);
-        DriverSide {
-            data,
-            messages,
-            events,
-            rx_stalled: Arc::new(AtomicBool::new(false)),
-        }
-    }
-}
-
 impl Connection {
     /// A handle and the driver's side of its channels.
+    #[cfg(test)]
     pub(crate) fn new(
         handle: ConnectionHandle,
         remote: SocketAddr,
         cmd: mpsc::Sender<Command>,
         max_message_size: u64,
     ) -> (Connection, DriverSide) {
-        let (data_tx, data_rx) = mpsc::channel(super::SEND_QUEUE_MESSAGES);
-        let (msg_tx, msg_rx) = mpsc::channel(super::RECV_QUEUE_MESSAGES);
-        let (ev_tx, ev_rx) = mpsc::channel(super::EVENT_QUEUE);
-        let flag = Arc::new(AtomicBool::new(false));
-        let conn = Connection {
-            handle,
-            remote,
-            cmd,
-            data: data_tx,
-            messages: msg_rx,
-            events: ev_rx,
-            rx_stalled: flag.clone(),
+        let (h, d) = super::msg::channels(handle, remote, cmd, max_message_size);
+        (Connection::from_parts(h), d)
+    }
+
+    /// The handle made of the channel ends the driver handed over.
+    pub(crate) fn from_parts(p: HandleSide) -> Connection {
+        Connection {
+            handle: p.handle,
+            remote: p.remote,
+            cmd: p.cmd,
+            data: p.data,
+            messages: p.messages,
+            events: p.events,
+            rx_stalled: p.rx_stalled,
             next_stream: Arc::new(AtomicU32::new(0)),
-            max_message_size,
-        };
-        let side = DriverSide {
-            data: data_rx,
-            messages: msg_tx,
-            events: ev_tx,
-            rx_stalled: flag,
-        };
-        (conn, side)
+            max_message_size: p.max_message_size,
+        }
     }
 
     /// The peer's address.

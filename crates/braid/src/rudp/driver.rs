@@ -1,14 +1,18 @@
-//! The driver: one task per UDP socket that owns the sans-IO endpoint and
-//! every connection on it, and moves bytes, commands, messages and events
-//! between the socket, the core and the application's handles.
+//! The driver: one task that owns the sans-IO endpoint, every connection
+//! on it and the sockets they travel through, and moves bytes, commands,
+//! messages and events between the sockets, the core and the
+//! application's handles.
 //!
 //! Main types: [`Driver`] (a hand-written future, spawned by
-//! [`super::Endpoint::bind`]), [`Command`] (handle → driver requests),
-//! [`Outgoing`] (a connection's queued messages and finish marker).
+//! [`super::Endpoint::bind`]); the messages it exchanges with the handles
+//! are in [`super::msg`].
 //!
 //! Invariants:
-//! - The driver is the only owner of the core endpoint; handles reach it
-//!   only through bounded channels.
+//! - The driver is the only owner of the core endpoint and its sockets;
+//!   handles reach it only through bounded channels.
+//! - A datagram received on socket `s` travels the [`FourTuple`] (`s`'s
+//!   local address, sender); a datagram to send leaves on the socket whose
+//!   local address is its path's `local` (the first socket when unset).
 //! - A message is taken from a connection's channel only when the core's
 //!   send queue has room for it (the core's `send` would otherwise consume
 //!   it and fail), so at most one message per connection waits in the
@@ -17,19 +21,18 @@
 //!   (`stalled_rx`) while the application's channel is full; the core keeps
 //!   the rest and its flow control stops the peer.
 //! - Every poll that returns `Pending` has registered a waker with each
-//!   source that can make progress (socket, channels, timer), or has
+//!   source that can make progress (sockets, channels, timer), or has
 //!   woken itself.
 //! - The driver ends when no handle is left and every connection is gone.
 
-use super::connection::{Connection, DriverSide, Message};
-use super::endpoint::{DriverStats, IoStats};
-use super::io::{Flushed, GsoBatch, UdpIo};
+use super::io::{poll_flush, AsyncUdpSocket, Flushed, GsoBatch, RecvBuffers};
+use super::msg::{self, Command, DriverSide, HandleSide, Outgoing};
+use super::stats::{DriverStats, IoStats};
 use super::{EndpointConfig, RudpError, MAX_ROUNDS, RECV_BATCH, SEND_BATCH, SPIN_THRESHOLD};
 use crate::clock;
-use braid_core::transport::thresholds::ThresholdError;
 use braid_core::transport::{
-    AdaptReport, CloseReason, Condition, ConnectionHandle, Endpoint as CoreEndpoint, ErrorCode,
-    Event, FourTuple, SendOptions, Stats, StreamId, ThresholdId, Transmit,
+    CloseReason, Connection as CoreConnection, ConnectionHandle, Endpoint as CoreEndpoint,
+    ErrorCode, Event, FourTuple, ReceivedMessage, SendOptions, StreamId, Transmit,
 };
 use braid_core::Instant;
 use std::collections::HashMap;
@@ -40,53 +43,9 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use tokio::sync::{mpsc, oneshot};
 
-/// A request from a handle.
-#[derive(Debug)]
-pub(crate) enum Command {
-    Connect {
-        remote: SocketAddr,
-        reply: oneshot::Sender<Result<Connection, RudpError>>,
-    },
-    Stats {
-        conn: ConnectionHandle,
-        reply: oneshot::Sender<Option<Stats>>,
-    },
-    EndpointStats {
-        reply: oneshot::Sender<DriverStats>,
-    },
-    AddThreshold {
-        conn: ConnectionHandle,
-        condition: Condition,
-        reply: oneshot::Sender<Option<Result<ThresholdId, ThresholdError>>>,
-    },
-    Report {
-        conn: ConnectionHandle,
-        report: AdaptReport,
-    },
-    Close {
-        conn: ConnectionHandle,
-        code: ErrorCode,
-        reason: Vec<u8>,
-    },
-    /// Nothing to do but run (the application made room somewhere).
-    Wake,
-}
-
-/// What a connection's handles queue for sending, in order.
-#[derive(Debug)]
-pub(crate) enum Outgoing {
-    Message {
-        stream: StreamId,
-        data: Vec<u8>,
-        opts: SendOptions,
-    },
-    /// Finish gracefully after everything before; reply when closed.
-    Finish(oneshot::Sender<CloseReason>),
-}
-
 struct PendingConnect {
-    conn: Connection,
-    reply: oneshot::Sender<Result<Connection, RudpError>>,
+    conn: HandleSide,
+    reply: oneshot::Sender<Result<HandleSide, RudpError>>,
     deadline: Instant,
 }
 
@@ -95,7 +54,7 @@ struct Conn {
     /// False once every sending handle is gone.
     data_open: bool,
     stalled_tx: Option<(StreamId, Vec<u8>, SendOptions)>,
-    stalled_rx: Option<Message>,
+    stalled_rx: Option<ReceivedMessage>,
     connect: Option<PendingConnect>,
     finish_waiters: Vec<oneshot::Sender<CloseReason>>,
     closed: Option<CloseReason>,
@@ -115,9 +74,36 @@ impl Conn {
     }
 }
 
-/// The task that owns one socket's endpoint.
+/// One socket the driver owns and the local address paths name it by.
+#[derive(Debug)]
+pub(crate) struct Socket {
+    io: Box<dyn AsyncUdpSocket>,
+    local: SocketAddr,
+}
+
+impl Socket {
+    /// Wraps a socket.
+    ///
+    /// # Errors
+    /// The socket's error reading its local address.
+    pub(crate) fn new(io: Box<dyn AsyncUdpSocket>) -> std::io::Result<Socket> {
+        let local = io.local_addr()?;
+        Ok(Socket { io, local })
+    }
+
+    /// The address it is bound to.
+    pub(crate) fn local(&self) -> SocketAddr {
+        self.local
+    }
+}
+
+/// The task that owns an endpoint and its sockets.
 pub(crate) struct Driver {
-    udp: UdpIo,
+    /// At least one; paths name them by local address.
+    sockets: Vec<Socket>,
+    /// Socket whose turn it is to be read first.
+    recv_next: usize,
+    rx: RecvBuffers,
     core: CoreEndpoint,
     config: EndpointConfig,
     cmd_rx: mpsc::Receiver<Command>,
@@ -125,9 +111,11 @@ pub(crate) struct Driver {
     /// For the handles of connections the driver creates; weak so that the
     /// command channel closes when the application drops every handle.
     cmd_weak: mpsc::WeakSender<Command>,
-    accept_tx: Option<mpsc::Sender<Connection>>,
+    accept_tx: Option<mpsc::Sender<HandleSide>>,
     conns: HashMap<ConnectionHandle, Conn>,
     batch: GsoBatch,
+    /// The socket `batch` leaves through.
+    batch_socket: usize,
     /// The datagram `poll_transmit` wrote last; it belongs to `held` when
     /// that is set.
     scratch: Vec<u8>,
@@ -149,13 +137,15 @@ impl std::fmt::Debug for Driver {
 }
 
 impl Driver {
+    /// A driver over `sockets` (at least one: the first is where paths
+    /// without a local address leave).
     pub(crate) fn new(
-        udp: UdpIo,
+        sockets: Vec<Socket>,
         core: CoreEndpoint,
         config: EndpointConfig,
         cmd_rx: mpsc::Receiver<Command>,
         cmd_weak: mpsc::WeakSender<Command>,
-        accept_tx: Option<mpsc::Sender<Connection>>,
+        accept_tx: Option<mpsc::Sender<HandleSide>>,
     ) -> Driver {
         // A zero sleep's deadline is tokio's "now"; reading braid's clock
         // right after pairs the two time lines (to within microseconds)
@@ -164,7 +154,9 @@ impl Driver {
         let tokio_base = sleep.deadline();
         let braid_base = clock::now();
         Driver {
-            udp,
+            sockets,
+            recv_next: 0,
+            rx: RecvBuffers::default(),
             core,
             config,
             cmd_rx,
@@ -173,6 +165,7 @@ impl Driver {
             accept_tx,
             conns: HashMap::new(),
             batch: GsoBatch::default(),
+            batch_socket: 0,
             scratch: Vec::with_capacity(super::RECV_BUFFER),
             held: None,
             sleep,
@@ -187,10 +180,18 @@ impl Driver {
         self.tokio_base + std::time::Duration::from(d)
     }
 
-    fn new_handle(&self, h: ConnectionHandle, remote: SocketAddr) -> Option<(Connection, Conn)> {
+    fn new_handle(&self, h: ConnectionHandle, remote: SocketAddr) -> Option<(HandleSide, Conn)> {
         let cmd = self.cmd_weak.upgrade()?;
-        let (c, side) = Connection::new(h, remote, cmd, self.config.transport.max_message_size);
+        let (c, side) = msg::channels(h, remote, cmd, self.config.transport.max_message_size);
         Some((c, Conn::new(side)))
+    }
+
+    /// The socket a path leaves through: the one bound to its local
+    /// address, else the first.
+    fn socket_for(&self, path: &FourTuple) -> usize {
+        path.local
+            .and_then(|l| self.sockets.iter().position(|s| s.local == l))
+            .unwrap_or(0)
     }
 
     // ---- commands --------------------------------------------------------
@@ -216,8 +217,15 @@ impl Driver {
     fn on_command(&mut self, c: Command) {
         let now = clock::now();
         match c {
-            Command::Connect { remote, reply } => {
-                let h = match self.core.connect(now, remote) {
+            Command::Connect { path, reply } => {
+                let remote = path.remote;
+                if let Some(local) = path.local {
+                    if !self.sockets.iter().any(|s| s.local == local) {
+                        let _ = reply.send(Err(RudpError::UnknownLocalAddress(local)));
+                        return;
+                    }
+                }
+                let h = match self.core.connect_on(now, path) {
                     Ok(h) => h,
                     Err(_) => {
                         let _ = reply.send(Err(RudpError::TooManyConnections));
@@ -272,31 +280,43 @@ impl Driver {
 
     // ---- socket ------------------------------------------------------------
 
+    /// Reads up to [`RECV_BATCH`] datagrams, the sockets taking turns,
+    /// into the core; true if any arrived.
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> bool {
         let mut got = 0;
-        while got < RECV_BATCH {
-            let (core, io) = (&mut self.core, &mut self.io);
+        let n = self.sockets.len();
+        let mut idle = 0;
+        while got < RECV_BATCH && idle < n {
+            let i = self.recv_next % n;
+            self.recv_next = (i + 1) % n;
             let now = clock::now();
-            let r = self.udp.poll_recv(cx, |from, d| {
+            let (core, io) = (&mut self.core, &mut self.io);
+            let sock = &mut self.sockets[i];
+            let local = Some(sock.local);
+            let r = self.rx.poll_recv_from(&mut *sock.io, cx, |remote, d| {
                 io.datagrams_received += 1;
-                core.handle_datagram(now, FourTuple::from_remote(from), d);
+                core.handle_datagram(now, FourTuple { local, remote }, d);
             });
             match r {
-                Poll::Ready(Ok(n)) => got += n.max(1),
+                Poll::Ready(Ok(k)) => {
+                    got += k.max(1);
+                    idle = 0;
+                }
                 Poll::Ready(Err(e)) => {
                     got += 1;
+                    idle = 0;
                     self.io.recv_errors += 1;
                     tracing::debug!(error = %e, "udp receive error");
                 }
-                Poll::Pending => break,
+                Poll::Pending => idle += 1,
             }
         }
         got > 0
     }
 
-    /// Collects datagrams from the core into the next (GSO) batch.
+    /// Collects datagrams from the core into the next (GSO) batch: one
+    /// socket, one destination.
     fn fill_batch(&mut self) {
-        let max = self.udp.max_segments();
         loop {
             let t = match self.held.take() {
                 Some(t) => t,
@@ -305,8 +325,15 @@ impl Driver {
                     None => return,
                 },
             };
+            let socket = self.socket_for(&t.path);
+            if self.batch.is_empty() {
+                self.batch_socket = socket;
+            }
+            let max = self.sockets[self.batch_socket].io.max_gso_segments();
             let size = t.size.min(self.scratch.len());
-            if !self.batch.push(t.path.remote, &self.scratch[..size], max) {
+            if socket != self.batch_socket
+                || !self.batch.push(t.path.remote, &self.scratch[..size], max)
+            {
                 // Starts the next batch; its bytes stay in `scratch`.
                 self.held = Some(t);
                 return;
@@ -328,7 +355,8 @@ impl Driver {
                     return progress;
                 }
             }
-            match self.udp.poll_flush(cx, &mut self.batch) {
+            let sock = &mut self.sockets[self.batch_socket];
+            match poll_flush(&mut *sock.io, cx, &mut self.batch) {
                 Poll::Ready(Flushed::Sent(n)) => self.io.datagrams_sent += n as u64,
                 Poll::Ready(Flushed::Failed(n)) => self.io.send_errors += n as u64,
                 Poll::Pending => return progress,
@@ -434,7 +462,8 @@ impl Driver {
     }
 
     /// Moves events, received messages and queued sends between the core
-    /// and the handles. True if anything moved.
+    /// and the handles, then forgets the connections that are gone. True
+    /// if anything moved.
     fn service(&mut self, cx: &mut Context<'_>) -> bool {
         self.accept_new();
         let now = clock::now();
@@ -446,122 +475,35 @@ impl Driver {
                 gone.push(h);
                 continue;
             };
-            // Events.
-            while let Some(ev) = c.poll_event() {
-                progress = true;
-                match &ev {
-                    Event::Connected => {
-                        if let Some(p) = st.connect.take() {
-                            let _ = p.reply.send(Ok(p.conn));
-                        }
-                    }
-                    Event::Closed(r) => {
-                        st.closed = Some(r.clone());
-                        for w in st.finish_waiters.drain(..) {
-                            let _ = w.send(r.clone());
-                        }
-                        if let Some(p) = st.connect.take() {
-                            let remote = p.conn.remote;
-                            let _ = p.reply.send(Err(RudpError::ConnectFailed {
-                                remote,
-                                reason: r.clone(),
-                            }));
-                        }
-                    }
-                    _ => {}
-                }
-                if st.side.events.try_send(ev).is_err() {
-                    self.io.events_dropped += 1;
-                }
-            }
-            // Received messages.
-            loop {
-                let m = match st.stalled_rx.take() {
-                    Some(m) => m,
-                    None => match c.recv(now) {
-                        Some(m) => m,
-                        None => break,
-                    },
-                };
-                match st.side.messages.try_send(m) {
-                    Ok(()) => progress = true,
-                    Err(mpsc::error::TrySendError::Full(m)) => {
-                        st.side.rx_stalled.store(true, Ordering::Release);
-                        // Retry once: the receiver may have made room
-                        // before it could see the flag.
-                        match st.side.messages.try_send(m) {
-                            Ok(()) => progress = true,
-                            Err(mpsc::error::TrySendError::Full(m)) => {
-                                st.stalled_rx = Some(m);
-                                break;
-                            }
-                            Err(mpsc::error::TrySendError::Closed(_)) => {}
-                        }
-                    }
-                    // The application dropped its receiving end.
-                    Err(mpsc::error::TrySendError::Closed(_)) => {}
-                }
-            }
-            // Queued sends, while the core has room.
-            loop {
-                if let Some((stream, data, opts)) = st.stalled_tx.take() {
-                    if !core_has_room(c.queued_bytes(), data.len(), max_queue) {
-                        st.stalled_tx = Some((stream, data, opts));
-                        break;
-                    }
-                    progress = true;
-                    if let Err(e) = c.send(now, stream, data, opts) {
-                        self.io.sends_refused += 1;
-                        tracing::debug!(error = %e, "message refused by the transport");
-                    }
-                }
-                if !st.data_open || c.is_closed() {
-                    break;
-                }
-                match st.side.data.poll_recv(cx) {
-                    Poll::Ready(Some(Outgoing::Message { stream, data, opts })) => {
-                        st.stalled_tx = Some((stream, data, opts));
-                    }
-                    Poll::Ready(Some(Outgoing::Finish(w))) => {
-                        progress = true;
-                        match &st.closed {
-                            Some(r) => {
-                                let _ = w.send(r.clone());
-                            }
-                            None => {
-                                st.finish_waiters.push(w);
-                                c.finish(now);
-                            }
-                        }
-                    }
-                    Poll::Ready(None) => {
-                        progress = true;
-                        st.data_open = false;
-                        c.finish(now);
-                    }
-                    Poll::Pending => break,
-                }
-            }
+            progress |= deliver_events(st, c, &mut self.io);
+            progress |= deliver_messages(st, c, now);
+            progress |= take_sends(st, c, cx, now, max_queue, &mut self.io);
             if c.is_closed() && st.stalled_rx.is_none() {
                 gone.push(h);
             }
         }
         for h in gone {
-            self.core.remove(h);
-            if let Some(st) = self.conns.remove(&h) {
-                let reason = st.closed.unwrap_or(CloseReason::IdleTimeout);
-                for w in st.finish_waiters {
-                    let _ = w.send(reason.clone());
-                }
-                if let Some(p) = st.connect {
-                    let remote = p.conn.remote;
-                    let _ = p
-                        .reply
-                        .send(Err(RudpError::ConnectFailed { remote, reason }));
-                }
-            }
+            self.forget(h);
         }
         progress
+    }
+
+    /// Removes a closed connection and answers whoever still waits on it.
+    fn forget(&mut self, h: ConnectionHandle) {
+        self.core.remove(h);
+        let Some(st) = self.conns.remove(&h) else {
+            return;
+        };
+        let reason = st.closed.unwrap_or(CloseReason::IdleTimeout);
+        for w in st.finish_waiters {
+            let _ = w.send(reason.clone());
+        }
+        if let Some(p) = st.connect {
+            let remote = p.conn.remote;
+            let _ = p
+                .reply
+                .send(Err(RudpError::ConnectFailed { remote, reason }));
+        }
     }
 
     fn done(&self) -> bool {
@@ -595,6 +537,127 @@ impl Future for Driver {
         this.arm_timer(cx);
         Poll::Pending
     }
+}
+
+/// Passes a connection's events to its handle, answering a pending
+/// connect on `Connected` or `Closed`; true if any moved.
+fn deliver_events(st: &mut Conn, c: &mut CoreConnection, io: &mut IoStats) -> bool {
+    let mut progress = false;
+    while let Some(ev) = c.poll_event() {
+        progress = true;
+        match &ev {
+            Event::Connected => {
+                if let Some(p) = st.connect.take() {
+                    let _ = p.reply.send(Ok(p.conn));
+                }
+            }
+            Event::Closed(r) => {
+                st.closed = Some(r.clone());
+                for w in st.finish_waiters.drain(..) {
+                    let _ = w.send(r.clone());
+                }
+                if let Some(p) = st.connect.take() {
+                    let remote = p.conn.remote;
+                    let _ = p.reply.send(Err(RudpError::ConnectFailed {
+                        remote,
+                        reason: r.clone(),
+                    }));
+                }
+            }
+            _ => {}
+        }
+        if st.side.events.try_send(ev).is_err() {
+            io.events_dropped += 1;
+        }
+    }
+    progress
+}
+
+/// Passes received messages to the handle while its channel has room; the
+/// first that does not fit waits in `stalled_rx`. True if any moved.
+fn deliver_messages(st: &mut Conn, c: &mut CoreConnection, now: Instant) -> bool {
+    let mut progress = false;
+    loop {
+        let m = match st.stalled_rx.take() {
+            Some(m) => m,
+            None => match c.recv(now) {
+                Some(m) => m,
+                None => break,
+            },
+        };
+        match st.side.messages.try_send(m) {
+            Ok(()) => progress = true,
+            Err(mpsc::error::TrySendError::Full(m)) => {
+                st.side.rx_stalled.store(true, Ordering::Release);
+                // Retry once: the receiver may have made room before it
+                // could see the flag.
+                match st.side.messages.try_send(m) {
+                    Ok(()) => progress = true,
+                    Err(mpsc::error::TrySendError::Full(m)) => {
+                        st.stalled_rx = Some(m);
+                        break;
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => {}
+                }
+            }
+            // The application dropped its receiving end.
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+    progress
+}
+
+/// Moves queued messages (and finish requests) from the handle into the
+/// core while its send queue has room; true if any moved.
+fn take_sends(
+    st: &mut Conn,
+    c: &mut CoreConnection,
+    cx: &mut Context<'_>,
+    now: Instant,
+    max_queue: u64,
+    io: &mut IoStats,
+) -> bool {
+    let mut progress = false;
+    loop {
+        if let Some((stream, data, opts)) = st.stalled_tx.take() {
+            if !core_has_room(c.queued_bytes(), data.len(), max_queue) {
+                st.stalled_tx = Some((stream, data, opts));
+                break;
+            }
+            progress = true;
+            if let Err(e) = c.send(now, stream, data, opts) {
+                io.sends_refused += 1;
+                tracing::debug!(error = %e, "message refused by the transport");
+            }
+        }
+        if !st.data_open || c.is_closed() {
+            break;
+        }
+        match st.side.data.poll_recv(cx) {
+            Poll::Ready(Some(Outgoing::Message { stream, data, opts })) => {
+                st.stalled_tx = Some((stream, data, opts));
+            }
+            Poll::Ready(Some(Outgoing::Finish(w))) => {
+                progress = true;
+                match &st.closed {
+                    Some(r) => {
+                        let _ = w.send(r.clone());
+                    }
+                    None => {
+                        st.finish_waiters.push(w);
+                        c.finish(now);
+                    }
+                }
+            }
+            Poll::Ready(None) => {
+                progress = true;
+                st.data_open = false;
+                c.finish(now);
+            }
+            Poll::Pending => break,
+        }
+    }
+    progress
 }
 
 /// Whether the core's send queue takes a message of `len` bytes now. The

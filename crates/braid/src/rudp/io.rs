@@ -1,10 +1,17 @@
-//! Batched UDP I/O for the driver, over quinn-udp: segmentation offload on
-//! send (GSO: one `sendmsg` carries up to [`MAX_GSO_BYTES`] of equal-sized
-//! datagrams to one destination) and on receive (GRO, `recvmmsg`), where
-//! the kernel offers them; one datagram per call elsewhere.
+//! The driver's sockets: the [`AsyncUdpSocket`] trait (modelled on quinn's),
+//! its kernel implementation [`UdpIo`] over quinn-udp, and the batching the
+//! driver does on top of any of them.
 //!
-//! Main types: [`UdpIo`] (the socket and its offload state) and
-//! [`GsoBatch`] (datagrams collected for one send).
+//! [`UdpIo`] uses segmentation offload on send (GSO: one `sendmsg` carries
+//! up to [`MAX_GSO_BYTES`] of equal-sized datagrams to one destination) and
+//! on receive (GRO, `recvmmsg`), where the kernel offers them; one datagram
+//! per call elsewhere. [`super::mem`] has an in-memory implementation for
+//! tests.
+//!
+//! Main types: [`AsyncUdpSocket`], [`RecvMeta`], [`UdpTransmit`],
+//! [`UdpIo`], [`GsoBatch`] (datagrams collected for one send) and
+//! [`RecvBuffers`] (the driver's receive buffers, split at each GRO
+//! stride).
 //!
 //! Invariants: a batch holds datagrams for one destination, all of the
 //! first one's size except possibly the last, which may be shorter (the
@@ -12,9 +19,9 @@
 //! [`MAX_GSO_BYTES`] in all. Receive buffers are fixed ([`RECV_IOVS`] of
 //! [`RECV_IOV_BYTES`]); a GRO buffer is split at its stride.
 
-use quinn_udp::{RecvMeta, Transmit, UdpSocketState};
+use std::fmt::Debug;
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::task::{Context, Poll};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
@@ -25,6 +32,79 @@ pub const MAX_GSO_BYTES: usize = 60_000;
 pub const RECV_IOVS: usize = 8;
 /// Size of one receive buffer (a GRO buffer holds several datagrams).
 pub const RECV_IOV_BYTES: usize = 64 << 10;
+
+/// Where one receive buffer's datagrams came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvMeta {
+    /// The sender's address.
+    pub addr: SocketAddr,
+    /// Bytes in the buffer.
+    pub len: usize,
+    /// Size of each datagram in the buffer (GRO); the last may be shorter.
+    /// `len` when the buffer holds one datagram.
+    pub stride: usize,
+    /// The datagram's destination IP address, where the platform reports it.
+    pub dst_ip: Option<IpAddr>,
+}
+
+impl Default for RecvMeta {
+    fn default() -> Self {
+        RecvMeta {
+            addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+            len: 0,
+            stride: 0,
+            dst_ip: None,
+        }
+    }
+}
+
+/// Datagrams for one send: to `destination`, every `segment_size` bytes of
+/// `contents` one datagram (the last may be shorter), or all of it one
+/// datagram when `segment_size` is `None`.
+#[derive(Debug, Clone, Copy)]
+pub struct UdpTransmit<'a> {
+    /// Where to send them.
+    pub destination: SocketAddr,
+    /// The bytes.
+    pub contents: &'a [u8],
+    /// The size of each datagram when there are several.
+    pub segment_size: Option<usize>,
+}
+
+/// A UDP socket the driver can own: quinn's `AsyncUdpSocket`, reduced to
+/// what the driver uses. The driver owns its sockets, so the methods take
+/// `&mut self`.
+pub trait AsyncUdpSocket: Send + Debug + 'static {
+    /// Receives what is waiting into `bufs`, describing buffer `i` in
+    /// `meta[i]`; returns how many buffers were filled (at least one on
+    /// `Ready(Ok)`). `Pending` registers the waker.
+    ///
+    /// # Errors
+    /// The socket's error (the driver counts it and goes on).
+    fn poll_recv(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>>;
+
+    /// Sends one batch (at most [`AsyncUdpSocket::max_gso_segments`]
+    /// datagrams). `Pending` registers the waker; the batch is then sent
+    /// again on a later call.
+    ///
+    /// # Errors
+    /// The socket's error: the datagrams are lost (the transport recovers).
+    fn poll_send(&mut self, cx: &mut Context<'_>, t: &UdpTransmit<'_>) -> Poll<io::Result<()>>;
+
+    /// The address the socket is bound to.
+    ///
+    /// # Errors
+    /// The OS error.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+
+    /// Most datagrams one send may carry (1 without GSO).
+    fn max_gso_segments(&self) -> usize;
+}
 
 /// Datagrams collected for one (GSO) send.
 #[derive(Debug, Default)]
@@ -74,20 +154,112 @@ impl GsoBatch {
         true
     }
 
-    fn clear(&mut self) {
+    /// The batch as one send, if it holds anything.
+    pub fn as_transmit(&self) -> Option<UdpTransmit<'_>> {
+        let destination = self.dest?;
+        Some(UdpTransmit {
+            destination,
+            contents: &self.buf,
+            segment_size: (self.count > 1).then_some(self.segment),
+        })
+    }
+
+    /// Empties the batch.
+    pub fn clear(&mut self) {
         self.count = 0;
         self.dest = None;
         self.closed = false;
     }
 }
 
-/// The driver's socket with its offload state and buffers.
+/// The driver's receive buffers: [`RECV_IOVS`] of [`RECV_IOV_BYTES`] and
+/// their metadata.
+#[derive(Debug)]
+pub struct RecvBuffers {
+    rx: Vec<Vec<u8>>,
+    meta: Vec<RecvMeta>,
+}
+
+impl Default for RecvBuffers {
+    fn default() -> Self {
+        RecvBuffers {
+            rx: vec![vec![0; RECV_IOV_BYTES]; RECV_IOVS],
+            meta: vec![RecvMeta::default(); RECV_IOVS],
+        }
+    }
+}
+
+impl RecvBuffers {
+    /// Receives what `socket` has waiting (one call) and hands each
+    /// datagram, GRO buffers split at their stride, to `f` with its sender;
+    /// returns how many. `Pending` registers the waker.
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub fn poll_recv_from(
+        &mut self,
+        socket: &mut dyn AsyncUdpSocket,
+        cx: &mut Context<'_>,
+        mut f: impl FnMut(SocketAddr, &[u8]),
+    ) -> Poll<io::Result<usize>> {
+        let n = {
+            let mut iovs: Vec<IoSliceMut<'_>> =
+                self.rx.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            match socket.poll_recv(cx, &mut iovs, &mut self.meta) {
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        };
+        let mut count = 0;
+        for (m, buf) in self.meta.iter().zip(self.rx.iter()).take(n) {
+            let data = &buf[..m.len.min(buf.len())];
+            let stride = if m.stride == 0 {
+                data.len().max(1)
+            } else {
+                m.stride
+            };
+            for d in data.chunks(stride) {
+                f(m.addr, d);
+                count += 1;
+            }
+        }
+        Poll::Ready(Ok(count))
+    }
+}
+
+/// Sends `batch` on `socket`; on `Ready` the batch is empty again.
+pub fn poll_flush(
+    socket: &mut dyn AsyncUdpSocket,
+    cx: &mut Context<'_>,
+    batch: &mut GsoBatch,
+) -> Poll<Flushed> {
+    let n = batch.len();
+    let Some(t) = batch.as_transmit() else {
+        batch.clear();
+        return Poll::Ready(Flushed::Sent(0));
+    };
+    let r = match socket.poll_send(cx, &t) {
+        Poll::Pending => return Poll::Pending,
+        Poll::Ready(r) => r,
+    };
+    batch.clear();
+    Poll::Ready(match r {
+        Ok(()) => Flushed::Sent(n),
+        Err(e) => {
+            tracing::debug!(error = %e, "udp send error");
+            Flushed::Failed(n)
+        }
+    })
+}
+
+/// A kernel UDP socket with its offload state (quinn-udp).
 #[derive(Debug)]
 pub struct UdpIo {
     socket: UdpSocket,
-    state: UdpSocketState,
-    rx: Vec<Vec<u8>>,
-    meta: Vec<RecvMeta>,
+    state: quinn_udp::UdpSocketState,
+    /// quinn-udp's metadata, converted to [`RecvMeta`] after each receive.
+    meta: Vec<quinn_udp::RecvMeta>,
 }
 
 /// What a flush did.
@@ -106,64 +278,45 @@ impl UdpIo {
     /// # Errors
     /// The OS error of configuring the socket or registering it.
     pub fn new(socket: std::net::UdpSocket) -> io::Result<UdpIo> {
-        let state = UdpSocketState::new((&socket).into())?;
+        let state = quinn_udp::UdpSocketState::new((&socket).into())?;
         let socket = UdpSocket::from_std(socket)?;
         Ok(UdpIo {
             socket,
             state,
-            rx: vec![vec![0; RECV_IOV_BYTES]; RECV_IOVS],
-            meta: vec![RecvMeta::default(); RECV_IOVS],
+            meta: vec![quinn_udp::RecvMeta::default(); RECV_IOVS],
         })
     }
+}
 
-    /// The local address.
-    ///
-    /// # Errors
-    /// The OS error.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.socket.local_addr()
-    }
-
-    /// Most datagrams one send may carry (1 without GSO).
-    pub fn max_segments(&self) -> usize {
-        self.state.max_gso_segments().max(1)
-    }
-
-    /// Receives what is waiting (one `recvmmsg`) and hands each datagram
-    /// to `f`; returns how many. `Pending` registers the waker.
-    pub fn poll_recv(
+impl AsyncUdpSocket for UdpIo {
+    fn poll_recv(
         &mut self,
         cx: &mut Context<'_>,
-        mut f: impl FnMut(SocketAddr, &[u8]),
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
+        let n = bufs.len().min(meta.len()).min(self.meta.len());
         loop {
             match self.socket.poll_recv_ready(cx) {
                 Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             }
-            let (socket, state, meta) = (&self.socket, &self.state, &mut self.meta);
-            let mut iovs: Vec<IoSliceMut<'_>> =
-                self.rx.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            let (socket, state, qmeta) = (&self.socket, &self.state, &mut self.meta[..n]);
             let r = socket.try_io(Interest::READABLE, || {
-                state.recv(socket.into(), &mut iovs, meta)
+                state.recv(socket.into(), &mut bufs[..n], qmeta)
             });
             match r {
-                Ok(n) => {
-                    let mut count = 0;
-                    for (m, buf) in self.meta.iter().zip(self.rx.iter()).take(n) {
-                        let data = &buf[..m.len.min(buf.len())];
-                        let stride = if m.stride == 0 {
-                            data.len().max(1)
-                        } else {
-                            m.stride
+                Ok(got) => {
+                    for (m, q) in meta.iter_mut().zip(self.meta.iter()).take(got) {
+                        *m = RecvMeta {
+                            addr: q.addr,
+                            len: q.len,
+                            stride: q.stride,
+                            dst_ip: q.dst_ip,
                         };
-                        for d in data.chunks(stride) {
-                            f(m.addr, d);
-                            count += 1;
-                        }
                     }
-                    return Poll::Ready(Ok(count));
+                    return Poll::Ready(Ok(got));
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
@@ -171,44 +324,35 @@ impl UdpIo {
         }
     }
 
-    /// Sends the batch; on `Ready` it is empty again.
-    pub fn poll_flush(&mut self, cx: &mut Context<'_>, batch: &mut GsoBatch) -> Poll<Flushed> {
-        let Some(destination) = batch.dest else {
-            batch.clear();
-            return Poll::Ready(Flushed::Sent(0));
-        };
-        let n = batch.count;
-        let t = Transmit {
-            destination,
+    fn poll_send(&mut self, cx: &mut Context<'_>, t: &UdpTransmit<'_>) -> Poll<io::Result<()>> {
+        let qt = quinn_udp::Transmit {
+            destination: t.destination,
             ecn: None,
-            contents: &batch.buf,
-            segment_size: (n > 1).then_some(batch.segment),
+            contents: t.contents,
+            segment_size: t.segment_size,
             src_ip: None,
         };
         loop {
             match self.socket.poll_send_ready(cx) {
                 Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => {
-                    tracing::debug!(error = %e, "udp socket error");
-                    batch.clear();
-                    return Poll::Ready(Flushed::Failed(n));
-                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             }
             let (socket, state) = (&self.socket, &self.state);
-            match socket.try_io(Interest::WRITABLE, || state.try_send(socket.into(), &t)) {
-                Ok(()) => {
-                    batch.clear();
-                    return Poll::Ready(Flushed::Sent(n));
-                }
+            match socket.try_io(Interest::WRITABLE, || state.try_send(socket.into(), &qt)) {
+                Ok(()) => return Poll::Ready(Ok(())),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => {
-                    tracing::debug!(error = %e, to = %destination, "udp send error");
-                    batch.clear();
-                    return Poll::Ready(Flushed::Failed(n));
-                }
+                Err(e) => return Poll::Ready(Err(e)),
             }
         }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    fn max_gso_segments(&self) -> usize {
+        self.state.max_gso_segments().max(1)
     }
 }
 
@@ -256,21 +400,24 @@ mod tests {
         let to = r.local_addr().unwrap();
         let mut tx = UdpIo::new(s).unwrap();
         let mut rx = UdpIo::new(r).unwrap();
+        let mut bufs = RecvBuffers::default();
         let mut b = GsoBatch::default();
-        let max = tx.max_segments();
+        let max = tx.max_gso_segments();
         for i in 0..5u8 {
             let d = [i; 1000];
             if !b.push(to, &d, max) {
-                std::future::poll_fn(|cx| tx.poll_flush(cx, &mut b)).await;
+                std::future::poll_fn(|cx| poll_flush(&mut tx, cx, &mut b)).await;
                 assert!(b.push(to, &d, max));
             }
         }
-        std::future::poll_fn(|cx| tx.poll_flush(cx, &mut b)).await;
+        std::future::poll_fn(|cx| poll_flush(&mut tx, cx, &mut b)).await;
         let mut got = Vec::new();
         while got.len() < 5 {
-            std::future::poll_fn(|cx| rx.poll_recv(cx, |_, d| got.push(d.to_vec())))
-                .await
-                .unwrap();
+            std::future::poll_fn(|cx| {
+                bufs.poll_recv_from(&mut rx, cx, |_, d| got.push(d.to_vec()))
+            })
+            .await
+            .unwrap();
         }
         for (i, d) in got.iter().enumerate() {
             assert_eq!(d, &vec![i as u8; 1000]);

@@ -15,13 +15,24 @@
 //! | [`EndpointConfig`] | transport settings plus the runtime's (server or not, handshake timeout, socket buffers) |
 //! | [`DriverStats`] | the endpoint's counters: the core's drops (malformed, spoofed, replayed…) and the driver's I/O |
 //! | [`RudpError`] | what can go wrong, one variant per cause |
-//! | [`io`] | batched UDP I/O (GSO/GRO over quinn-udp) |
+//! | [`io`] | the [`AsyncUdpSocket`] trait and batched kernel UDP I/O ([`UdpIo`]: GSO/GRO over quinn-udp) |
+//! | [`mem`] | in-memory sockets ([`mem::MemNet`]) to run drivers without the kernel |
+//!
+//! Inside: `msg` holds the handle ↔ driver messages, `connection` and
+//! `endpoint` the handles, `driver` the task, `stats` its counters; each
+//! imports `msg`, none imports the others in a circle.
 //!
 //! # Driving (see `driver.rs`)
 //!
+//! One driver task owns one or more sockets ([`Endpoint::bind`],
+//! [`Endpoint::bind_many`], [`Endpoint::with_sockets`]). A datagram
+//! received on a socket is handed to the core with the path it travelled
+//! (the socket's local address and the sender), and each datagram the core
+//! sends leaves through the socket bound to its path's local address.
+//!
 //! The driver is a hand-written future. Each time it runs it: takes
-//! commands; reads datagrams (at most [`RECV_BATCH`] per round) into
-//! `handle_datagram`; runs due timers; moves events and received messages
+//! commands; reads datagrams (at most [`RECV_BATCH`] per round, the sockets
+//! taking turns) into `handle_datagram`; runs due timers; moves events and received messages
 //! to the connections' channels and queued messages from them into the
 //! core; and writes everything `poll_transmit` yields (at most
 //! [`SEND_BATCH`] per round). Time comes from [`crate::clock::now`] only.
@@ -50,13 +61,18 @@ mod connection;
 mod driver;
 mod endpoint;
 pub mod io;
+pub mod mem;
+mod msg;
+mod stats;
 
 pub use braid_core::transport::{
     AdaptReport, CloseReason, Condition, Config, CongestionKind, EndpointStats, ErrorCode, Event,
     Reliability, SendOptions, Stats, StreamId, ThresholdEvent, ThresholdId,
 };
 pub use connection::{Connection, Message, SendStream};
-pub use endpoint::{DriverStats, Endpoint};
+pub use endpoint::Endpoint;
+pub use io::{AsyncUdpSocket, UdpIo};
+pub use stats::{DriverStats, IoStats};
 
 use braid_core::Duration;
 use std::net::SocketAddr;
@@ -180,6 +196,12 @@ pub enum RudpError {
     /// No tokio runtime is running (bind inside one).
     #[error("no tokio runtime: bind the endpoint from within one")]
     NoRuntime,
+    /// No socket of the endpoint is bound to this local address.
+    #[error("no socket of this endpoint is bound to {0}")]
+    UnknownLocalAddress(SocketAddr),
+    /// An endpoint needs at least one socket.
+    #[error("an endpoint needs at least one socket")]
+    NoSocket,
     /// Every stream id is in use.
     #[error("no stream id left on this connection")]
     TooManyStreams,
