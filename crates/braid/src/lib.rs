@@ -1,8 +1,10 @@
 //! braid: the library applications use.
 //!
-//! tokio drivers for the sans-IO state machines of `braid-core`. The one
+//! tokio drivers for the sans-IO state machines of `braid-core`, and the
+//! `braid perf` measurement protocol ([`perf`]). The one
 //! place that reads the wall clock is [`clock`].
 
 pub mod clock;
+pub mod perf;
 pub mod pipe;
 pub mod rudp;

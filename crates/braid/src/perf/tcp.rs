@@ -1,20 +1,26 @@
-//! The TCP side of `braid perf`: the server's loop and the client, with
-//! the kernel's `TCP_INFO` for RTT, congestion window and retransmissions.
-//! Same exchange as RUDP (see the parent module), on one TCP connection:
-//! the server writes a [`Report`] every [`REPORT_EVERY`]; the client ends by
-//! shutting down its write side.
+//! The TCP side of `braid perf`: the server's handling of one test
+//! ([`serve`]) and the client ([`client`]), with the kernel's `TCP_INFO`
+//! for RTT, congestion window and retransmissions. Same exchange as RUDP
+//! (see the [parent module](super)), on one TCP connection: the server
+//! writes a [`Report`] every [`REPORT_EVERY`]; the client ends by shutting
+//! down its write side.
 
 use super::{
-    cpu_us, pace, print_summary, ClientArgs, Counter, Printer, Report, Sample, Summary,
+    cpu_us, pace, ClientOptions, Counter, PerfError, Progress, Report, Sample, Summary,
     REPORT_EVERY, REPORT_LEN, TCP_CHUNK,
 };
-use anyhow::{bail, Context};
-use braid::clock;
+use crate::clock;
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub(super) async fn serve(mut s: TcpStream) -> anyhow::Result<Report> {
+/// Serves one TCP test on an accepted stream: counts what arrives, reports
+/// every [`REPORT_EVERY`], and once the client shuts down its side sends
+/// the final report, which it returns.
+///
+/// # Errors
+/// [`PerfError::Io`] if reading or writing fails.
+pub async fn serve(mut s: TcpStream) -> Result<Report, PerfError> {
     let _ = s.set_nodelay(true);
     let (mut rd, mut wr) = s.split();
     let mut count = Counter::new();
@@ -23,19 +29,19 @@ pub(super) async fn serve(mut s: TcpStream) -> anyhow::Result<Report> {
     loop {
         tokio::select! {
             n = rd.read(&mut buf) => {
-                let n = n.context("reading")?;
+                let n = n.map_err(PerfError::io("reading"))?;
                 if n == 0 { break; }
                 count.add(n);
             }
             _ = tick.tick() => {
-                wr.write_all(&count.report(false).encode()).await.context("writing a report")?;
+                wr.write_all(&count.report(false).encode()).await.map_err(PerfError::io("writing a report"))?;
             }
         }
     }
     let r = count.report(true);
     wr.write_all(&r.encode())
         .await
-        .context("writing the final report")?;
+        .map_err(PerfError::io("writing the final report"))?;
     wr.shutdown().await.ok();
     Ok(r)
 }
@@ -77,19 +83,26 @@ fn tcp_info(s: &TcpStream) -> Option<TcpInfo> {
     })
 }
 
-pub(super) async fn client(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> {
-    let size = a.message_size.unwrap_or(TCP_CHUNK as u64);
-    if size == 0 || size > (64 << 20) {
-        bail!("--message-size must be 1..=64MiB for tcp");
-    }
+/// Runs one TCP test against the perf server at `to` (writes of
+/// `o.message_size` bytes), telling `progress` as it goes; returns what it
+/// measured once the final report arrived.
+///
+/// # Errors
+/// [`PerfError`] if the connection cannot be made or the server goes away
+/// before its final report.
+pub async fn client(
+    o: &ClientOptions,
+    to: SocketAddr,
+    progress: &mut dyn Progress,
+) -> Result<Summary, PerfError> {
+    let size = o.message_size;
     let s = tokio::time::timeout(std::time::Duration::from_secs(10), TcpStream::connect(to))
         .await
-        .map_err(|_| anyhow::anyhow!("connecting to {to}: timed out"))?
-        .with_context(|| format!("connecting to {to}"))?;
+        .map_err(|_| PerfError::Protocol(format!("connecting to {to}: timed out")))?
+        .map_err(PerfError::io(format!("connecting to {to}")))?;
     let (mut rd, mut wr) = s.into_split();
     let cpu0 = cpu_us();
-    let duration = a.duration;
-    let rate = a.rate;
+    let (duration, rate) = (o.duration, o.rate);
     let sender = tokio::spawn(async move {
         let msg = vec![0x5a_u8; size as usize];
         let start = clock::now();
@@ -107,8 +120,8 @@ pub(super) async fn client(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> 
         let _ = wr.shutdown().await;
         (bytes, n, secs)
     });
-    let mut printer = Printer::new(a.format, "tcp");
-    let mut tick = tokio::time::interval(a.interval.into());
+    progress.on_start();
+    let mut tick = tokio::time::interval(o.interval.into());
     tick.tick().await;
     let first = tcp_info(rd.as_ref()).unwrap_or_default();
     let mut prev = first;
@@ -120,8 +133,10 @@ pub(super) async fn client(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> 
     loop {
         tokio::select! {
             r = rd.read_exact(&mut rbuf) => {
-                r.context("the server closed the connection before the final report")?;
-                let Some(r) = Report::decode(&rbuf) else { bail!("malformed report from the server") };
+                r.map_err(PerfError::io("the server closed the connection before the final report"))?;
+                let Some(r) = Report::decode(&rbuf) else {
+                    return Err(PerfError::Protocol("malformed report from the server".into()));
+                };
                 latest = r;
                 if r.last { break; }
             }
@@ -129,7 +144,7 @@ pub(super) async fn client(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> 
                 let i = tcp_info(rd.as_ref()).unwrap_or_default();
                 let segs = i.segs_out.wrapping_sub(prev.segs_out);
                 let rtx = i.total_retrans.wrapping_sub(prev.total_retrans);
-                printer.line(latest.bytes, Sample {
+                progress.on_interval(latest.bytes, Sample {
                     rtt_ms: f64::from(i.rtt_us) / 1e3,
                     loss_pct: if segs > 0 { 100.0 * f64::from(rtx) / f64::from(segs) } else { 0.0 },
                     cwnd: i.cwnd_bytes,
@@ -139,19 +154,19 @@ pub(super) async fn client(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> 
             }
             r = async { sender.as_mut().expect("guarded by the branch condition").await }, if sender.is_some() => {
                 sender = None;
-                sent = r.context("sender task")?;
+                sent = r.map_err(PerfError::Task)?;
                 at_stop = latest;
             }
         }
     }
     if let Some(task) = sender {
-        sent = task.await.context("sender task")?;
+        sent = task.await.map_err(PerfError::Task)?;
         at_stop = latest;
     }
     let i = tcp_info(rd.as_ref()).unwrap_or_default();
     let segs = i.segs_out.wrapping_sub(first.segs_out);
     let rtx = i.total_retrans.wrapping_sub(first.total_retrans);
-    let summary = Summary {
+    Ok(Summary {
         sent_bytes: sent.0,
         sent_messages: sent.1,
         send_seconds: sent.2,
@@ -165,7 +180,5 @@ pub(super) async fn client(a: ClientArgs, to: SocketAddr) -> anyhow::Result<()> 
         } else {
             0.0
         },
-    };
-    print_summary(a.format, "tcp", &summary);
-    Ok(())
+    })
 }
