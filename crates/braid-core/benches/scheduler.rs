@@ -61,7 +61,7 @@ fn bench(c: &mut Criterion) {
             now += 10_000;
             let t = Instant::from_nanos(now);
             // Every stream is backlogged, so there is always a decision.
-            let x = pgos.poll_transmit(t).expect("backlogged");
+            let x = pgos.poll_dispatch(t).expect("backlogged");
             pgos.handle_enqueue(x.stream, x.bytes, t).expect("refill");
             black_box(x)
         })
@@ -74,7 +74,7 @@ fn bench(c: &mut Criterion) {
             now += 10_000;
             path = (path + 1) % 4;
             let t = Instant::from_nanos(now);
-            let x = pgos.poll_transmit_on(PathId(path), t).expect("backlogged");
+            let x = pgos.poll_dispatch_on(PathId(path), t).expect("backlogged");
             pgos.handle_enqueue(x.stream, x.bytes, t).expect("refill");
             black_box(x)
         })
@@ -85,7 +85,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             now += 10_000;
             let t = Instant::from_nanos(now);
-            let x = msfq.poll_transmit(t).expect("backlogged");
+            let x = msfq.poll_dispatch(t).expect("backlogged");
             msfq.handle_enqueue(x.stream, x.bytes, t).expect("refill");
             black_box(x)
         })

@@ -7,6 +7,7 @@
 //!
 //! | module | what it is for |
 //! | --- | --- |
+//! | [`id`] | [`StreamId`], [`PathId`] and the one stream bound [`id::MAX_STREAMS`] |
 //! | [`time`] | [`Instant`] and [`Duration`] in nanoseconds; time is always passed in |
 //! | [`units`] | [`Bandwidth`] and [`ByteSize`], with parsing of `10mbit`, `12MB/s`, `64KiB` |
 //! | [`trace`] | parsers for bandwidth traces (mahimahi, `time<TAB>Mbit/s`, 5G CSV) |
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod estimate;
+pub mod id;
 pub mod scheduler;
 pub mod time;
 pub mod trace;
@@ -24,5 +26,6 @@ pub mod transport;
 pub mod units;
 pub mod wire;
 
+pub use id::{PathId, StreamId};
 pub use time::{Duration, Instant};
 pub use units::{Bandwidth, ByteSize};

@@ -21,14 +21,14 @@
 //!
 //! Invariants: the mapping never promises a path more than its guarantee at
 //! the strictest probability of the streams on it; every queue is bounded
-//! ([`queues::MAX_STREAMS`], a per-stream backlog bound); no clock reads —
+//! ([`MAX_STREAMS`], shared with the wire, and a per-stream backlog bound); no clock reads —
 //! every call takes `now`.
 //!
 //! # Driving a scheduler
 //! * `handle_path_update` whenever a path's estimate changes;
 //! * `handle_stream_open` / `handle_stream_close`, `handle_enqueue` per message;
-//! * `poll_transmit_on(path, now)` when `path` can take one packet (pull), or
-//!   `poll_transmit(now)` to let the scheduler pick the path (push); if the
+//! * `poll_dispatch_on(path, now)` when `path` can take one packet (pull), or
+//!   `poll_dispatch(now)` to let the scheduler pick the path (push); if the
 //!   driver then cannot send, it hands the packet back with `handle_blocked`;
 //! * `poll_event` for mapping changes and upcalls, `poll_timeout` for the next
 //!   time the scheduler wants to be asked again (a blocked path's back-off).
@@ -41,36 +41,17 @@ pub(crate) mod queues;
 mod simple;
 pub mod spec;
 
+pub use crate::id::{PathId, StreamId, MAX_STREAMS};
 pub use mapping::{BestAchievable, Combine, MapperConfig, Mapping, Part};
 pub use optsched::{OptSched, OptSchedConfig};
 pub use path::{EmpiricalDistribution, PathDistribution, PathView};
 pub use pgos::{Pgos, PgosConfig, PgosStats, UpcallAnswer};
-pub use queues::{DEFAULT_MAX_BACKLOG, MAX_STREAMS};
+pub use queues::DEFAULT_MAX_BACKLOG;
 pub use simple::{MinRtt, Msfq, RoundRobin, Wfq};
 pub use spec::{SpecError, StreamSpec};
 
 use crate::time::Instant;
 use core::fmt;
-
-/// A stream, named by the application.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StreamId(pub u32);
-
-/// A path (overlay route or connection), named by the driver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PathId(pub u32);
-
-impl fmt::Display for StreamId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "stream {}", self.0)
-    }
-}
-
-impl fmt::Display for PathId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "path {}", self.0)
-    }
-}
 
 /// Why a packet was chosen (Table I's precedence classes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -86,7 +67,7 @@ pub enum Class {
 
 /// One dispatch decision: send the head message of `stream` on `path`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
+pub struct Dispatch {
     /// Path to send on.
     pub path: PathId,
     /// Stream whose head message to send.
@@ -165,6 +146,9 @@ pub enum SchedError {
     /// Too many streams.
     #[error("at most {0} streams")]
     TooManyStreams(usize),
+    /// The stream id is not below [`MAX_STREAMS`] (it could not be encoded).
+    #[error("{0} is not below {max}", max = MAX_STREAMS)]
+    StreamOutOfRange(StreamId),
     /// No such path.
     #[error("{0} is not known")]
     UnknownPath(PathId),
@@ -203,13 +187,13 @@ pub trait Scheduler: fmt::Debug {
     ) -> Result<(), SchedError>;
     /// `path` can take one packet now: which message? `None` if nothing
     /// should go on it.
-    fn poll_transmit_on(&mut self, path: PathId, now: Instant) -> Option<Transmit>;
+    fn poll_dispatch_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch>;
     /// Pick the path and the message (push mode). `None` if nothing to send or
     /// every path with work is backing off.
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit>;
+    fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch>;
     /// The driver could not send `t` (its path is blocked): the message goes
     /// back to the head of its stream and the path backs off.
-    fn handle_blocked(&mut self, t: Transmit, now: Instant);
+    fn handle_blocked(&mut self, t: Dispatch, now: Instant);
     /// Next event for the application.
     fn poll_event(&mut self) -> Option<SchedulerEvent> {
         None

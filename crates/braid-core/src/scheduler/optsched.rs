@@ -18,7 +18,7 @@
 use super::path::PathView;
 use super::simple::FairQueue;
 use super::spec::StreamSpec;
-use super::{Class, PathId, SchedError, Scheduler, StreamId, Transmit};
+use super::{Class, Dispatch, PathId, SchedError, Scheduler, StreamId};
 use crate::time::{Duration, Instant};
 use crate::units::Bandwidth;
 
@@ -144,7 +144,7 @@ impl OptSched {
         }
     }
 
-    fn decide(&mut self, j: usize, now: Instant) -> Option<Transmit> {
+    fn decide(&mut self, j: usize, now: Instant) -> Option<Dispatch> {
         let _ = now;
         let path = self.fq.paths.list[j].0;
         // Guaranteed streams with budget on this path, strictest first.
@@ -163,7 +163,7 @@ impl OptSched {
             if let Some(Some(g)) = self.streams.get_mut(slot) {
                 g.budget[j] = g.budget[j].saturating_sub(u64::from(bytes));
             }
-            return Some(Transmit {
+            return Some(Dispatch {
                 path,
                 stream,
                 bytes,
@@ -177,7 +177,7 @@ impl OptSched {
         let slot = (0..self.streams.len())
             .find(|&s| self.streams[s].is_some() && self.fq.queues.head(s).is_some())?;
         let (stream, bytes) = self.fq.queues.pop(slot)?;
-        Some(Transmit {
+        Some(Dispatch {
             path,
             stream,
             bytes,
@@ -227,15 +227,15 @@ impl Scheduler for OptSched {
     ) -> Result<(), SchedError> {
         self.fq.enqueue(stream, bytes)
     }
-    fn poll_transmit_on(&mut self, path: PathId, now: Instant) -> Option<Transmit> {
+    fn poll_dispatch_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {
         let j = self.fq.paths.unblock(path)?;
         self.decide(j, now)
     }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+    fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch> {
         let ready: Vec<usize> = self.fq.paths.ready(now).collect();
         ready.into_iter().find_map(|j| self.decide(j, now))
     }
-    fn handle_blocked(&mut self, t: Transmit, now: Instant) {
+    fn handle_blocked(&mut self, t: Dispatch, now: Instant) {
         self.fq.unsend(t, now);
     }
     fn poll_timeout(&self) -> Option<Instant> {
@@ -277,7 +277,7 @@ mod tests {
             s.handle_enqueue(StreamId(2), 1000, t).unwrap();
         }
         let first: Vec<StreamId> = (0..501)
-            .filter_map(|_| s.poll_transmit_on(PathId(1), t))
+            .filter_map(|_| s.poll_dispatch_on(PathId(1), t))
             .map(|x| x.stream)
             .collect();
         assert!(first[..500].iter().all(|&x| x == StreamId(1)));

@@ -40,7 +40,7 @@ use super::path::PathView;
 use super::queues::{StreamQueues, DEFAULT_MAX_BACKLOG};
 use super::spec::StreamSpec;
 use super::{
-    Class, PathId, RemapReason, SchedError, Scheduler, SchedulerEvent, StreamId, Transmit,
+    Class, Dispatch, PathId, RemapReason, SchedError, Scheduler, SchedulerEvent, StreamId,
 };
 use crate::time::{Duration, Instant};
 use std::cmp::Reverse;
@@ -176,7 +176,7 @@ struct PathState {
 /// // The guarantee goes on the steady path, not the one with the higher mean.
 /// assert_eq!(s.mapping().parts(StreamId(1)).unwrap()[0].path, PathId(0));
 /// s.handle_enqueue(StreamId(1), 1400, t)?;
-/// let tx = s.poll_transmit_on(PathId(0), t).unwrap();
+/// let tx = s.poll_dispatch_on(PathId(0), t).unwrap();
 /// assert_eq!((tx.stream, tx.class), (StreamId(1), Class::Scheduled));
 /// # Ok::<(), SchedError>(())
 /// ```
@@ -199,7 +199,7 @@ pub struct Pgos {
     undo_part: Option<(usize, usize, u64)>,
     /// How to undo the last decision if the driver hands it back.
     undo: Option<Undo>,
-    /// Scratch for `poll_transmit`'s path order, kept so a decision does not
+    /// Scratch for `poll_dispatch`'s path order, kept so a decision does not
     /// allocate.
     vp_order: Vec<(u64, usize)>,
 }
@@ -516,7 +516,7 @@ impl Pgos {
     }
 
     /// The decision for path `j` (Table I).
-    fn decide(&mut self, j: usize, now: Instant) -> Option<Transmit> {
+    fn decide(&mut self, j: usize, now: Instant) -> Option<Dispatch> {
         self.undo_part = None;
         let horizon = now.as_nanos().saturating_add(self.cfg.window.as_nanos());
         let path = self.paths[j].id;
@@ -525,7 +525,7 @@ impl Pgos {
             if key <= horizon {
                 let (stream, bytes) = self.serve_part(j, slot, part, now);
                 self.stats.decisions[0] += 1;
-                return Some(Transmit {
+                return Some(Dispatch {
                     path,
                     stream,
                     bytes,
@@ -548,7 +548,7 @@ impl Pgos {
         if let Some((_, k, slot, part)) = best {
             let (stream, bytes) = self.serve_part(k, slot, part, now);
             self.stats.decisions[1] += 1;
-            return Some(Transmit {
+            return Some(Dispatch {
                 path,
                 stream,
                 bytes,
@@ -562,7 +562,7 @@ impl Pgos {
         if let Some((_, slot, _)) = self.clean_vs(j) {
             if let Some((stream, bytes)) = self.queues.pop(slot) {
                 self.stats.decisions[2] += 1;
-                return Some(Transmit {
+                return Some(Dispatch {
                     path,
                     stream,
                     bytes,
@@ -595,7 +595,7 @@ impl Pgos {
             }
             self.activate(slot, now);
             self.stats.decisions[2] += 1;
-            return Some(Transmit {
+            return Some(Dispatch {
                 path,
                 stream,
                 bytes,
@@ -615,7 +615,7 @@ impl Pgos {
         let (_, slot) = best?;
         let (stream, bytes) = self.queues.pop(slot)?;
         self.stats.decisions[2] += 1;
-        Some(Transmit {
+        Some(Dispatch {
             path,
             stream,
             bytes,
@@ -623,7 +623,7 @@ impl Pgos {
         })
     }
 
-    fn record_undo(&mut self, t: Transmit, j: usize) {
+    fn record_undo(&mut self, t: Dispatch, j: usize) {
         self.undo = Some(Undo {
             stream: t.stream,
             path: j,
@@ -727,7 +727,7 @@ impl Scheduler for Pgos {
         Ok(())
     }
 
-    fn poll_transmit_on(&mut self, path: PathId, now: Instant) -> Option<Transmit> {
+    fn poll_dispatch_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {
         let j = self.path_index(path)?;
         self.paths[j].backoff = self.cfg.backoff_initial;
         self.paths[j].blocked_until = Instant::ZERO;
@@ -738,7 +738,7 @@ impl Scheduler for Pgos {
         Some(t)
     }
 
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+    fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch> {
         // VP: visit unblocked paths in virtual-deadline order.
         let mut order = std::mem::take(&mut self.vp_order);
         order.clear();
@@ -764,7 +764,7 @@ impl Scheduler for Pgos {
         sent
     }
 
-    fn handle_blocked(&mut self, t: Transmit, now: Instant) {
+    fn handle_blocked(&mut self, t: Dispatch, now: Instant) {
         // Roll back the virtual clocks if this is the last decision.
         let undo = self.undo.take().filter(|u| {
             u.stream == t.stream && self.paths.get(u.path).is_some_and(|p| p.id == t.path)

@@ -43,16 +43,16 @@ fn precedence_follows_table_1() {
         s.handle_enqueue(StreamId(id), 1000, t).unwrap();
     }
     // 1. Scheduled on this path.
-    let a = s.poll_transmit_on(PathId(1), t).unwrap();
+    let a = s.poll_dispatch_on(PathId(1), t).unwrap();
     assert_eq!((a.stream, a.class), (StreamId(1), Class::Scheduled));
     // S2's packet (deadline 1 ms, on path 2) is not late at t = 0, so
     // path 1 sends unscheduled traffic rather than reorder S2.
-    let b = s.poll_transmit_on(PathId(1), t).unwrap();
+    let b = s.poll_dispatch_on(PathId(1), t).unwrap();
     assert_eq!((b.stream, b.class), (StreamId(3), Class::Unscheduled));
     // 2. At 2 ms S2 is late on path 2: path 1 takes it.
-    let c = s.poll_transmit_on(PathId(1), ms(2)).unwrap();
+    let c = s.poll_dispatch_on(PathId(1), ms(2)).unwrap();
     assert_eq!((c.stream, c.class), (StreamId(2), Class::OtherPath));
-    assert!(s.poll_transmit_on(PathId(1), ms(2)).is_none());
+    assert!(s.poll_dispatch_on(PathId(1), ms(2)).is_none());
     assert_eq!(s.stats().decisions, [1, 1, 1]);
 }
 
@@ -69,7 +69,7 @@ fn equal_deadlines_go_to_the_higher_window_constraint() {
     s.handle_enqueue(StreamId(1), 1000, t).unwrap();
     s.handle_enqueue(StreamId(2), 1000, t).unwrap();
     let order: Vec<StreamId> = (0..2)
-        .filter_map(|_| s.poll_transmit_on(PathId(1), t))
+        .filter_map(|_| s.poll_dispatch_on(PathId(1), t))
         .map(|x| x.stream)
         .collect();
     assert_eq!(order, vec![StreamId(2), StreamId(1)]);
@@ -98,7 +98,7 @@ fn spare_capacity_goes_to_best_effort_and_excess_to_the_guaranteed_stream_first(
         if k % 5 == 0 {
             s.handle_enqueue(StreamId(1), 1250, ms(k)).unwrap();
         }
-        let x = s.poll_transmit_on(PathId(1), ms(k)).unwrap();
+        let x = s.poll_dispatch_on(PathId(1), ms(k)).unwrap();
         got[(x.stream.0 - 1) as usize] += 1;
     }
     assert_eq!(got, [200, 800]);
@@ -110,7 +110,7 @@ fn spare_capacity_goes_to_best_effort_and_excess_to_the_guaranteed_stream_first(
     }
     let mut got = [0u32; 2];
     for k in 0..1000 {
-        let x = s.poll_transmit_on(PathId(1), ms(k)).unwrap();
+        let x = s.poll_dispatch_on(PathId(1), ms(k)).unwrap();
         got[(x.stream.0 - 1) as usize] += 1;
     }
     assert_eq!(got, [300, 700]);
@@ -142,7 +142,7 @@ fn infeasible_stream_upcalls_and_runs_best_effort_until_answered() {
     assert!((up.1.probability.unwrap() - 0.51).abs() < 1e-6);
     // Runs best effort meanwhile.
     s.handle_enqueue(StreamId(9), 1000, t).unwrap();
-    let x = s.poll_transmit_on(PathId(1), t).unwrap();
+    let x = s.poll_dispatch_on(PathId(1), t).unwrap();
     assert_eq!((x.stream, x.class), (StreamId(9), Class::Unscheduled));
     // The application lowers its spec to what is achievable.
     let lower = StreamSpec::min_rate(mb(2.0), 0.99).unwrap();
@@ -153,7 +153,7 @@ fn infeasible_stream_upcalls_and_runs_best_effort_until_answered() {
         .iter()
         .any(|e| matches!(e, SchedulerEvent::Mapped { stream, .. } if *stream == StreamId(9))));
     s.handle_enqueue(StreamId(9), 1000, t).unwrap();
-    let x = s.poll_transmit_on(PathId(1), t).unwrap();
+    let x = s.poll_dispatch_on(PathId(1), t).unwrap();
     assert_eq!(x.class, Class::Scheduled);
     // Close via the answer.
     s.handle_upcall_answer(StreamId(9), UpcallAnswer::Close, t)
@@ -240,21 +240,21 @@ fn blocked_path_is_skipped_with_exponential_backoff() {
     for _ in 0..10 {
         s.handle_enqueue(StreamId(1), 100, t).unwrap();
     }
-    let x = s.poll_transmit(t).unwrap();
+    let x = s.poll_dispatch(t).unwrap();
     let blocked = x.path;
     s.handle_blocked(x, t);
     assert_eq!(s.backlog(StreamId(1)), 10, "message handed back");
     assert_eq!(s.poll_timeout(), Some(t + Duration::from_millis(1)));
     // Until the back-off ends every push decision avoids the blocked path.
     for _ in 0..3 {
-        let y = s.poll_transmit(t).unwrap();
+        let y = s.poll_dispatch(t).unwrap();
         assert_ne!(y.path, blocked);
     }
     // Blocked again after the first back-off: the next one is twice as long.
     let at = t + Duration::from_millis(1);
-    let mut y = s.poll_transmit(at).unwrap();
+    let mut y = s.poll_dispatch(at).unwrap();
     while y.path != blocked {
-        y = s.poll_transmit(at).unwrap();
+        y = s.poll_dispatch(at).unwrap();
     }
     s.handle_blocked(y, at);
     let until = s.poll_timeout().unwrap();
@@ -354,13 +354,13 @@ fn a_handed_back_packet_does_not_cost_its_stream_virtual_time() {
     // Handing the same packet back 30 times must not push the stream's
     // deadline out of the window (without the rollback it would after 20).
     for _ in 0..30 {
-        let x = s.poll_transmit_on(PathId(1), t).unwrap();
+        let x = s.poll_dispatch_on(PathId(1), t).unwrap();
         assert_eq!(x.class, Class::Scheduled);
         s.handle_blocked(x, t);
     }
     assert_eq!(s.backlog(StreamId(1)), 20);
     let classes: Vec<Class> = (0..20)
-        .map(|_| s.poll_transmit_on(PathId(1), t).unwrap().class)
+        .map(|_| s.poll_dispatch_on(PathId(1), t).unwrap().class)
         .collect();
     assert!(
         classes.iter().all(|&c| c == Class::Scheduled),
@@ -423,7 +423,7 @@ proptest::proptest! {
         ];
         for mut s in scheds {
             let mut now = Instant::ZERO;
-            let mut last: Option<Transmit> = None;
+            let mut last: Option<Dispatch> = None;
             let mut queued = [0i64; 6];
             for o in &ops {
                 match o {
@@ -447,11 +447,11 @@ proptest::proptest! {
                         }
                     }
                     Op::Pull(p) => {
-                        last = s.poll_transmit_on(PathId(*p), now);
+                        last = s.poll_dispatch_on(PathId(*p), now);
                         if let Some(t) = last { queued[t.stream.0 as usize] -= 1; }
                     }
                     Op::Push => {
-                        last = s.poll_transmit(now);
+                        last = s.poll_dispatch(now);
                         if let Some(t) = last { queued[t.stream.0 as usize] -= 1; }
                     }
                     Op::Block => {

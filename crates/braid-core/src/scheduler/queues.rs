@@ -3,11 +3,9 @@
 //! heap entries that outlive a closed stream are recognised as stale.
 
 use super::spec::StreamSpec;
-use super::{SchedError, StreamId};
+use super::{SchedError, StreamId, MAX_STREAMS};
 use std::collections::{BTreeMap, VecDeque};
 
-/// Most streams a scheduler holds at once.
-pub const MAX_STREAMS: usize = 4096;
 /// Default bound on queued messages per stream.
 pub const DEFAULT_MAX_BACKLOG: usize = 1 << 16;
 
@@ -44,6 +42,9 @@ impl StreamQueues {
     /// Open a stream; returns its slot.
     pub fn open(&mut self, id: StreamId, spec: StreamSpec) -> Result<usize, SchedError> {
         spec.validate()?;
+        if !id.in_range() {
+            return Err(SchedError::StreamOutOfRange(id));
+        }
         if self.index.contains_key(&id) {
             return Err(SchedError::DuplicateStream(id));
         }
@@ -58,8 +59,8 @@ impl StreamQueues {
             self.slots[free] = Some(slot);
             free
         } else {
-            if self.slots.len() >= MAX_STREAMS {
-                return Err(SchedError::TooManyStreams(MAX_STREAMS));
+            if self.slots.len() >= MAX_STREAMS as usize {
+                return Err(SchedError::TooManyStreams(MAX_STREAMS as usize));
             }
             self.slots.push(Some(slot));
             self.gens.push(0);

@@ -17,7 +17,7 @@
 use super::path::PathView;
 use super::queues::{StreamQueues, DEFAULT_MAX_BACKLOG};
 use super::spec::StreamSpec;
-use super::{Class, PathId, SchedError, Scheduler, StreamId, Transmit};
+use super::{Class, Dispatch, PathId, SchedError, Scheduler, StreamId};
 use crate::time::{Duration, Instant};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -118,7 +118,7 @@ impl FairQueue {
             .push(Reverse((key, slot as u32, self.queues.gen(slot))));
     }
 
-    pub(super) fn next(&mut self, path: PathId) -> Option<Transmit> {
+    pub(super) fn next(&mut self, path: PathId) -> Option<Dispatch> {
         while let Some(Reverse((key, slot, gen))) = self.heap.pop() {
             let slot = slot as usize;
             if !self.queues.is_live(slot, gen) {
@@ -131,7 +131,7 @@ impl FairQueue {
             self.vtime = self.vtime.max(key);
             self.tags[slot].0 = key;
             self.activate(slot);
-            return Some(Transmit {
+            return Some(Dispatch {
                 path,
                 stream,
                 bytes,
@@ -154,7 +154,7 @@ impl FairQueue {
         Ok(())
     }
 
-    pub(super) fn unsend(&mut self, t: Transmit, now: Instant) {
+    pub(super) fn unsend(&mut self, t: Dispatch, now: Instant) {
         if let Ok(slot) = self.queues.slot_of(t.stream) {
             self.queues.push_front(slot, t.bytes);
             self.activate(slot);
@@ -195,7 +195,7 @@ macro_rules! fair_scheduler {
             ) -> Result<(), SchedError> {
                 self.fq.enqueue(stream, bytes)
             }
-            fn poll_transmit_on(&mut self, $path: PathId, _now: Instant) -> Option<Transmit> {
+            fn poll_dispatch_on(&mut self, $path: PathId, _now: Instant) -> Option<Dispatch> {
                 let $s = &*self;
                 if !$allowed {
                     return None;
@@ -203,7 +203,7 @@ macro_rules! fair_scheduler {
                 self.fq.paths.unblock($path)?;
                 self.fq.next($path)
             }
-            fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+            fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch> {
                 let ready: Vec<PathId> = self
                     .fq
                     .paths
@@ -218,7 +218,7 @@ macro_rules! fair_scheduler {
                 }
                 None
             }
-            fn handle_blocked(&mut self, t: Transmit, now: Instant) {
+            fn handle_blocked(&mut self, t: Dispatch, now: Instant) {
                 self.fq.unsend(t, now);
             }
             fn poll_timeout(&self) -> Option<Instant> {
@@ -304,13 +304,13 @@ fn pop_live(
     queues: &mut StreamQueues,
     fifo: &mut VecDeque<Entry>,
     path: PathId,
-) -> Option<Transmit> {
+) -> Option<Dispatch> {
     while let Some((slot, gen)) = fifo.pop_front() {
         if !queues.is_live(slot as usize, gen) {
             continue;
         }
         if let Some((stream, bytes)) = queues.pop(slot as usize) {
-            return Some(Transmit {
+            return Some(Dispatch {
                 path,
                 stream,
                 bytes,
@@ -363,7 +363,7 @@ impl RoundRobin {
         self.fifo[j].push_back(entry);
     }
 
-    fn take(&mut self, j: usize) -> Option<Transmit> {
+    fn take(&mut self, j: usize) -> Option<Dispatch> {
         let path = self.paths.list[j].0;
         pop_live(&mut self.queues, &mut self.fifo[j], path)
     }
@@ -407,15 +407,15 @@ impl Scheduler for RoundRobin {
         self.deal(e);
         Ok(())
     }
-    fn poll_transmit_on(&mut self, path: PathId, _now: Instant) -> Option<Transmit> {
+    fn poll_dispatch_on(&mut self, path: PathId, _now: Instant) -> Option<Dispatch> {
         let j = self.paths.unblock(path)?;
         self.take(j)
     }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+    fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch> {
         let ready: Vec<usize> = self.paths.ready(now).collect();
         ready.into_iter().find_map(|j| self.take(j))
     }
-    fn handle_blocked(&mut self, t: Transmit, now: Instant) {
+    fn handle_blocked(&mut self, t: Dispatch, now: Instant) {
         if let (Ok(slot), Some(j)) = (self.queues.slot_of(t.stream), self.paths.index(t.path)) {
             requeue(&mut self.queues, &mut self.fifo[j], slot, t.bytes);
         }
@@ -482,11 +482,11 @@ impl Scheduler for MinRtt {
         self.fifo.push_back(e);
         Ok(())
     }
-    fn poll_transmit_on(&mut self, path: PathId, _now: Instant) -> Option<Transmit> {
+    fn poll_dispatch_on(&mut self, path: PathId, _now: Instant) -> Option<Dispatch> {
         self.paths.unblock(path)?;
         pop_live(&mut self.queues, &mut self.fifo, path)
     }
-    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+    fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch> {
         let best = self
             .paths
             .ready(now)
@@ -494,7 +494,7 @@ impl Scheduler for MinRtt {
         let path = self.paths.list[best].0;
         pop_live(&mut self.queues, &mut self.fifo, path)
     }
-    fn handle_blocked(&mut self, t: Transmit, now: Instant) {
+    fn handle_blocked(&mut self, t: Dispatch, now: Instant) {
         if let Ok(slot) = self.queues.slot_of(t.stream) {
             requeue(&mut self.queues, &mut self.fifo, slot, t.bytes);
         }
@@ -523,7 +523,7 @@ mod tests {
 
     fn drain_on<S: Scheduler>(s: &mut S, path: PathId, n: usize) -> Vec<StreamId> {
         (0..n)
-            .filter_map(|_| s.poll_transmit_on(path, Instant::ZERO))
+            .filter_map(|_| s.poll_dispatch_on(path, Instant::ZERO))
             .map(|t| t.stream)
             .collect()
     }
@@ -542,7 +542,7 @@ mod tests {
             s.handle_enqueue(StreamId(1), 1000, t).unwrap();
             s.handle_enqueue(StreamId(2), 1000, t).unwrap();
         }
-        assert!(s.poll_transmit_on(PathId(2), t).is_none(), "one path only");
+        assert!(s.poll_dispatch_on(PathId(2), t).is_none(), "one path only");
         let sent = drain_on(&mut s, PathId(1), 400);
         let a_share = sent.iter().filter(|&&x| x == StreamId(1)).count();
         assert_eq!(a_share, 300, "3:1 weights");
@@ -559,14 +559,14 @@ mod tests {
         s.handle_enqueue(StreamId(1), 100, t).unwrap();
         s.handle_enqueue(StreamId(1), 100, t).unwrap();
         assert_eq!(
-            s.poll_transmit_on(PathId(2), t).map(|x| x.path),
+            s.poll_dispatch_on(PathId(2), t).map(|x| x.path),
             Some(PathId(2))
         );
         assert_eq!(
-            s.poll_transmit_on(PathId(1), t).map(|x| x.path),
+            s.poll_dispatch_on(PathId(1), t).map(|x| x.path),
             Some(PathId(1))
         );
-        assert!(s.poll_transmit_on(PathId(1), t).is_none());
+        assert!(s.poll_dispatch_on(PathId(1), t).is_none());
     }
 
     #[test]
@@ -602,11 +602,11 @@ mod tests {
         s.handle_stream_open(StreamId(1), StreamSpec::best_effort(1).unwrap(), t)
             .unwrap();
         s.handle_enqueue(StreamId(1), 100, t).unwrap();
-        let x = s.poll_transmit(t).unwrap();
+        let x = s.poll_dispatch(t).unwrap();
         assert_eq!(x.path, PathId(2));
         s.handle_blocked(x, t);
         assert_eq!(s.backlog(StreamId(1)), 1);
-        assert_eq!(s.poll_transmit(t).map(|x| x.path), Some(PathId(1)));
+        assert_eq!(s.poll_dispatch(t).map(|x| x.path), Some(PathId(1)));
         assert_eq!(s.poll_timeout(), Some(t + BACKOFF_INITIAL));
     }
 }

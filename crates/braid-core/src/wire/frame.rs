@@ -34,9 +34,7 @@ mod code {
 /// MESSAGE_SKIP flag: a `depends_back` varint follows.
 const SKIP_FLAG_DEP: u8 = 0x04;
 
-/// A stream of messages within a connection (`0..MAX_STREAMS`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct StreamId(pub u32);
+pub use crate::id::StreamId;
 
 /// How hard the transport tries to deliver a message (seed 002 §2.1:
 /// per-message marks; seed 001 §3.2: prioritized reliability).

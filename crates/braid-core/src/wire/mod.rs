@@ -39,8 +39,7 @@ pub const MAX_DATAGRAM_SIZE: usize = 1472;
 pub const MIN_DATAGRAM_SIZE: usize = 1200;
 /// Most ranges one ACK frame carries.
 pub const MAX_ACK_RANGES: usize = 32;
-/// Number of stream ids (`0..MAX_STREAMS`).
-pub const MAX_STREAMS: u32 = 1024;
+pub use crate::id::MAX_STREAMS;
 /// Hard upper bound on a message's length; the negotiated limit is lower.
 pub const MAX_MESSAGE_SIZE: u64 = 64 << 20;
 /// Longest time-to-live a message may carry: one hour in microseconds.

@@ -247,7 +247,7 @@ impl SchedulerNode {
     fn on_path_free(&mut self, j: usize, now: Instant) {
         let path = &mut self.paths[j];
         path.free_at = None;
-        let Some(tx) = self.algo.sched().poll_transmit_on(path_id(j), now) else {
+        let Some(tx) = self.algo.sched().poll_dispatch_on(path_id(j), now) else {
             path.idle = true;
             return;
         };
