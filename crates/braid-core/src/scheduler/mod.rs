@@ -25,7 +25,8 @@
 //! every call takes `now`.
 //!
 //! # Driving a scheduler
-//! * `handle_path_update` whenever a path's estimate changes;
+//! * `handle_path_update` whenever a path's estimate changes, and
+//!   `handle_path_remove` when a path is gone;
 //! * `handle_stream_open` / `handle_stream_close`, `handle_enqueue` per message;
 //! * `poll_dispatch_on(path, now)` when `path` can take one packet (pull), or
 //!   `poll_dispatch(now)` to let the scheduler pick the path (push); if the
@@ -160,6 +161,17 @@ pub trait Scheduler: fmt::Debug {
     fn name(&self) -> &'static str;
     /// A path's estimate changed (adds the path if new).
     fn handle_path_update(&mut self, path: PathId, view: PathView, now: Instant);
+    /// The path is gone (its connection closed, its interface went down).
+    ///
+    /// No later decision names it. Messages stay queued on their streams and
+    /// go out on the remaining paths; a scheduler that maps streams onto
+    /// paths re-maps them ([`RemapReason::PathsChanged`]) or raises an upcall.
+    /// A dispatch for the path that the driver hands back afterwards with
+    /// [`Scheduler::handle_blocked`] still returns its message to its queue.
+    ///
+    /// # Errors
+    /// [`SchedError::UnknownPath`] if the path is not known.
+    fn handle_path_remove(&mut self, path: PathId, now: Instant) -> Result<(), SchedError>;
     /// Open a stream.
     ///
     /// # Errors
@@ -205,3 +217,7 @@ pub trait Scheduler: fmt::Debug {
     /// Messages queued on `stream` (0 if unknown).
     fn backlog(&self, stream: StreamId) -> usize;
 }
+
+#[cfg(test)]
+#[path = "path_remove_tests.rs"]
+mod path_remove_tests;

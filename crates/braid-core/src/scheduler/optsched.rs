@@ -88,7 +88,7 @@ impl OptSched {
         let tw = self.cfg.window.as_secs_f64();
         let mut spare: Vec<f64> = (0..n_paths)
             .map(|j| {
-                let id = self.fq.paths.list[j].0;
+                let id = self.fq.paths.list[j].id;
                 capacity
                     .iter()
                     .find(|c| c.0 == id)
@@ -146,7 +146,7 @@ impl OptSched {
 
     fn decide(&mut self, j: usize, now: Instant) -> Option<Dispatch> {
         let _ = now;
-        let path = self.fq.paths.list[j].0;
+        let path = self.fq.paths.list[j].id;
         // Guaranteed streams with budget on this path, strictest first.
         let mut pick: Option<(f64, usize)> = None;
         for (slot, g) in self.streams.iter().enumerate() {
@@ -196,6 +196,14 @@ impl Scheduler for OptSched {
                 g.budget.push(0);
             }
         }
+    }
+    fn handle_path_remove(&mut self, path: PathId, _now: Instant) -> Result<(), SchedError> {
+        let j = self.fq.paths.remove(path)?;
+        // The path's budget is lost; the next window allocates over the rest.
+        for g in self.streams.iter_mut().flatten() {
+            g.budget.remove(j);
+        }
+        Ok(())
     }
     fn handle_stream_open(
         &mut self,

@@ -687,6 +687,26 @@ impl Scheduler for Pgos {
         }
     }
 
+    fn handle_path_remove(&mut self, path: PathId, now: Instant) -> Result<(), SchedError> {
+        let j = self.path_index(path).ok_or(SchedError::UnknownPath(path))?;
+        self.paths.remove(j);
+        // Parts name paths by index: drop the parts on `j` and renumber the
+        // rest, so that the re-map sees which streams lost a part.
+        for st in self.streams.iter_mut().flatten() {
+            st.parts.retain(|p| p.path != j);
+            for p in &mut st.parts {
+                if p.path > j {
+                    p.path -= 1;
+                }
+            }
+        }
+        // The undo record names path and part indices that just moved; a
+        // decision handed back now only returns its message to its queue.
+        self.undo = None;
+        self.remap(now, RemapReason::PathsChanged);
+        Ok(())
+    }
+
     fn handle_stream_open(
         &mut self,
         stream: StreamId,

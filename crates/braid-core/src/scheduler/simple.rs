@@ -26,53 +26,89 @@ const BACKOFF_INITIAL: Duration = Duration::from_millis(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 const SCALE: u128 = 1 << 40;
 
+/// One path a baseline knows, with its push-mode back-off.
+#[derive(Debug, Clone)]
+pub(super) struct PathEntry {
+    /// The driver's name for the path.
+    pub(super) id: PathId,
+    /// Its latest estimate.
+    pub(super) view: PathView,
+    /// Not offered in push mode before this time (`ZERO`: not backing off).
+    pub(super) blocked_until: Instant,
+    /// Back-off the next block will apply (doubles up to [`BACKOFF_MAX`]).
+    pub(super) backoff: Duration,
+}
+
 /// Paths with push-mode back-off, shared by the baselines.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Paths {
-    pub(super) list: Vec<(PathId, PathView, Instant, Duration)>,
+    pub(super) list: Vec<PathEntry>,
 }
 
 impl Paths {
     pub(super) fn update(&mut self, path: PathId, view: PathView) -> bool {
-        if let Some(p) = self.list.iter_mut().find(|p| p.0 == path) {
-            p.1 = view;
-            p.3 = BACKOFF_INITIAL;
+        if let Some(p) = self.list.iter_mut().find(|p| p.id == path) {
+            p.view = view;
+            p.backoff = BACKOFF_INITIAL;
             false
         } else {
-            self.list.push((path, view, Instant::ZERO, BACKOFF_INITIAL));
+            self.list.push(PathEntry {
+                id: path,
+                view,
+                blocked_until: Instant::ZERO,
+                backoff: BACKOFF_INITIAL,
+            });
             true
         }
     }
+    /// Forget `path`; returns the index it had.
+    ///
+    /// # Errors
+    /// [`SchedError::UnknownPath`] if it is not known.
+    pub(super) fn remove(&mut self, path: PathId) -> Result<usize, SchedError> {
+        let j = self.index(path).ok_or(SchedError::UnknownPath(path))?;
+        self.list.remove(j);
+        Ok(j)
+    }
     pub(super) fn index(&self, path: PathId) -> Option<usize> {
-        self.list.iter().position(|p| p.0 == path)
+        self.list.iter().position(|p| p.id == path)
     }
     pub(super) fn block(&mut self, path: PathId, now: Instant) {
-        if let Some(p) = self.list.iter_mut().find(|p| p.0 == path) {
-            p.2 = now + p.3;
-            p.3 = (p.3 * 2).min(BACKOFF_MAX);
+        if let Some(p) = self.list.iter_mut().find(|p| p.id == path) {
+            p.blocked_until = now + p.backoff;
+            p.backoff = (p.backoff * 2).min(BACKOFF_MAX);
         }
     }
     pub(super) fn ready(&self, now: Instant) -> impl Iterator<Item = usize> + '_ {
         self.list
             .iter()
             .enumerate()
-            .filter(move |(_, p)| p.2 <= now)
+            .filter(move |(_, p)| p.blocked_until <= now)
             .map(|(j, _)| j)
     }
     /// A poll on `path` clears its back-off; returns its index.
     pub(super) fn unblock(&mut self, path: PathId) -> Option<usize> {
         let j = self.index(path)?;
-        self.list[j].2 = Instant::ZERO;
-        self.list[j].3 = BACKOFF_INITIAL;
+        self.list[j].blocked_until = Instant::ZERO;
+        self.list[j].backoff = BACKOFF_INITIAL;
         Some(j)
     }
     pub(super) fn timeout(&self) -> Option<Instant> {
         self.list
             .iter()
-            .map(|p| p.2)
+            .map(|p| p.blocked_until)
             .filter(|&t| t > Instant::ZERO)
             .min()
     }
+}
+
+/// A stream slot's fair-queueing state.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct FairTag {
+    /// Finish tag of its last message.
+    finish: u128,
+    /// Whether its head message is in the heap.
+    in_heap: bool,
 }
 
 /// Self-clocked fair queueing core shared by [`Wfq`] and [`Msfq`].
@@ -81,8 +117,8 @@ pub(super) struct FairQueue {
     pub(super) queues: StreamQueues,
     pub(super) paths: Paths,
     heap: BinaryHeap<Reverse<(u128, u32, u32)>>,
-    /// Per slot: (last finish tag, in heap).
-    tags: Vec<(u128, bool)>,
+    /// Per slot: its finish tag and whether it is in the heap.
+    tags: Vec<FairTag>,
     vtime: u128,
     /// Only best-effort streams enter the fair queue (OptSched).
     pub(super) best_effort_only: bool,
@@ -109,11 +145,11 @@ impl FairQueue {
         }
         let w = u128::from(s.spec.fair_weight().max(1));
         let t = &mut self.tags[slot];
-        if t.1 {
+        if t.in_heap {
             return;
         }
-        t.1 = true;
-        let key = t.0.max(self.vtime) + u128::from(head) * SCALE / w;
+        t.in_heap = true;
+        let key = t.finish.max(self.vtime) + u128::from(head) * SCALE / w;
         self.heap
             .push(Reverse((key, slot as u32, self.queues.gen(slot))));
     }
@@ -124,12 +160,12 @@ impl FairQueue {
             if !self.queues.is_live(slot, gen) {
                 continue;
             }
-            self.tags[slot].1 = false;
+            self.tags[slot].in_heap = false;
             let Some((stream, bytes)) = self.queues.pop(slot) else {
                 continue;
             };
             self.vtime = self.vtime.max(key);
-            self.tags[slot].0 = key;
+            self.tags[slot].finish = key;
             self.activate(slot);
             return Some(Dispatch {
                 path,
@@ -143,8 +179,11 @@ impl FairQueue {
 
     pub(super) fn open(&mut self, stream: StreamId, spec: StreamSpec) -> Result<(), SchedError> {
         let slot = self.queues.open(stream, spec)?;
-        self.tags.resize(self.queues.capacity(), (0, false));
-        self.tags[slot] = (self.vtime, false);
+        self.tags.resize(self.queues.capacity(), FairTag::default());
+        self.tags[slot] = FairTag {
+            finish: self.vtime,
+            in_heap: false,
+        };
         Ok(())
     }
 
@@ -171,6 +210,13 @@ macro_rules! fair_scheduler {
             }
             fn handle_path_update(&mut self, path: PathId, view: PathView, _now: Instant) {
                 self.fq.paths.update(path, view);
+            }
+            fn handle_path_remove(
+                &mut self,
+                path: PathId,
+                _now: Instant,
+            ) -> Result<(), SchedError> {
+                self.fq.paths.remove(path).map(|_| ())
             }
             fn handle_stream_open(
                 &mut self,
@@ -208,7 +254,7 @@ macro_rules! fair_scheduler {
                     .fq
                     .paths
                     .ready(now)
-                    .map(|j| self.fq.paths.list[j].0)
+                    .map(|j| self.fq.paths.list[j].id)
                     .collect();
                 for $path in ready {
                     let $s = &*self;
@@ -249,7 +295,7 @@ impl Wfq {
 
     fn on(&self, path: PathId) -> bool {
         self.path
-            .or_else(|| self.fq.paths.list.first().map(|p| p.0))
+            .or_else(|| self.fq.paths.list.first().map(|p| p.id))
             == Some(path)
     }
 }
@@ -364,7 +410,7 @@ impl RoundRobin {
     }
 
     fn take(&mut self, j: usize) -> Option<Dispatch> {
-        let path = self.paths.list[j].0;
+        let path = self.paths.list[j].id;
         pop_live(&mut self.queues, &mut self.fifo[j], path)
     }
 }
@@ -385,6 +431,15 @@ impl Scheduler for RoundRobin {
                 self.deal(e);
             }
         }
+    }
+    fn handle_path_remove(&mut self, path: PathId, _now: Instant) -> Result<(), SchedError> {
+        let j = self.paths.remove(path)?;
+        // What was dealt to the path is dealt again over the others, in order.
+        let orphaned = self.fifo.remove(j);
+        for e in orphaned {
+            self.deal(e);
+        }
+        Ok(())
     }
     fn handle_stream_open(
         &mut self,
@@ -416,8 +471,14 @@ impl Scheduler for RoundRobin {
         ready.into_iter().find_map(|j| self.take(j))
     }
     fn handle_blocked(&mut self, t: Dispatch, now: Instant) {
-        if let (Ok(slot), Some(j)) = (self.queues.slot_of(t.stream), self.paths.index(t.path)) {
-            requeue(&mut self.queues, &mut self.fifo[j], slot, t.bytes);
+        if let Ok(slot) = self.queues.slot_of(t.stream) {
+            if let Some(j) = self.paths.index(t.path) {
+                requeue(&mut self.queues, &mut self.fifo[j], slot, t.bytes);
+            } else {
+                // Its path was removed meanwhile: deal the message again.
+                self.queues.push_front(slot, t.bytes);
+                self.deal((slot as u32, self.queues.gen(slot)));
+            }
         }
         self.paths.block(t.path, now);
     }
@@ -461,6 +522,9 @@ impl Scheduler for MinRtt {
     fn handle_path_update(&mut self, path: PathId, view: PathView, _now: Instant) {
         self.paths.update(path, view);
     }
+    fn handle_path_remove(&mut self, path: PathId, _now: Instant) -> Result<(), SchedError> {
+        self.paths.remove(path).map(|_| ())
+    }
     fn handle_stream_open(
         &mut self,
         stream: StreamId,
@@ -490,8 +554,8 @@ impl Scheduler for MinRtt {
         let best = self
             .paths
             .ready(now)
-            .min_by_key(|&j| (self.paths.list[j].1.rtt, j))?;
-        let path = self.paths.list[best].0;
+            .min_by_key(|&j| (self.paths.list[j].view.rtt, j))?;
+        let path = self.paths.list[best].id;
         pop_live(&mut self.queues, &mut self.fifo, path)
     }
     fn handle_blocked(&mut self, t: Dispatch, now: Instant) {
