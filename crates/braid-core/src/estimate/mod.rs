@@ -41,7 +41,7 @@ pub use path::{PathEstimate, PathEstimateStats};
 pub use predictor::{
     Ewma, MovingAverage, PercentilePredictor, Predictor, Sma, DEFAULT_EWMA_ALPHA, DEFAULT_MA_LEN,
 };
-pub use sampler::{RateSample, RateSampler, SamplerStats, DEFAULT_SAMPLE_QUEUE};
+pub use sampler::{Closing, RateSample, RateSampler, SamplerStats, DEFAULT_SAMPLE_QUEUE};
 pub use study::{run_study, StudyConfig, StudyError, StudyReport};
 
 pub use window::{quantile_rank, SlidingWindow, MAX_WINDOW};

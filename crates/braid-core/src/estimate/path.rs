@@ -24,7 +24,9 @@ pub struct PathEstimateStats {
 /// The same as [`RateSampler`]'s: [`handle_delivery`](Self::handle_delivery)
 /// on every delivery, [`handle_timeout`](Self::handle_timeout) at
 /// [`poll_timeout`](Self::poll_timeout). Finished samples go straight into
-/// the window; read it with [`window`](Self::window) (quantiles, CDF and the
+/// the window; so do samples handed in with
+/// [`handle_sample`](Self::handle_sample) (from a transport connection). Read
+/// the window with [`window`](Self::window) (quantiles, CDF and the
 /// guarantee methods of [`super::guarantee`]).
 /// [`version`](Self::version) changes whenever the window does, so a
 /// scheduler can tell when to re-map.
@@ -73,6 +75,14 @@ impl PathEstimate {
         self.drain();
     }
 
+    /// Takes a sample measured elsewhere, e.g. one a transport connection
+    /// delivered through `Connection::poll_rate_sample`: it enters the
+    /// window unless it is app-limited, exactly as this estimate's own
+    /// samples do. The estimate's own sampler is not involved.
+    pub fn handle_sample(&mut self, sample: RateSample) {
+        self.take(sample);
+    }
+
     /// Closes every sampling interval that ended at or before `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.sampler.handle_timeout(now);
@@ -111,14 +121,18 @@ impl PathEstimate {
 
     fn drain(&mut self) {
         while let Some(s) = self.sampler.poll_sample() {
-            self.last = Some(s);
-            if s.app_limited {
-                self.stats.samples_app_limited += 1;
-            } else {
-                self.window.push(s.rate);
-                self.stats.samples_used += 1;
-                self.version = self.version.wrapping_add(1);
-            }
+            self.take(s);
+        }
+    }
+
+    fn take(&mut self, s: RateSample) {
+        self.last = Some(s);
+        if s.app_limited {
+            self.stats.samples_app_limited += 1;
+        } else {
+            self.window.push(s.rate);
+            self.stats.samples_used += 1;
+            self.version = self.version.wrapping_add(1);
         }
     }
 }

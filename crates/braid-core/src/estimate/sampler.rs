@@ -10,6 +10,12 @@
 //! offered, not what the path can carry, so it must be kept out of the
 //! distribution ([`super::PathEstimate`] does that).
 //!
+//! A sampler can instead close intervals only when its driver says so
+//! ([`Closing::OnTimeout`]): that is how a transport connection measures
+//! its delivery rate and loss ratio (seed 002 §2.1), and it then hands
+//! every finished sample out through `Connection::poll_rate_sample`, where a
+//! [`super::PathEstimate`] can take it ([`super::PathEstimate::handle_sample`]).
+//!
 //! Invariants: bytes are conserved — every byte handed in is in exactly one
 //! emitted sample, in [`SamplerStats::bytes_dropped`] (a sample pushed out of
 //! the full output queue) or in [`RateSampler::pending_bytes`]; the output
@@ -24,12 +30,15 @@ use crate::{Bandwidth, Duration, Instant};
 /// Default bound of the output queue of a [`RateSampler`].
 pub const DEFAULT_SAMPLE_QUEUE: usize = 1024;
 
-/// One interval's throughput.
+/// One interval's throughput (and, from a transport connection, its losses):
+/// the one rate-sample type of braid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct RateSample {
     /// Start of the interval.
     pub start: Instant,
-    /// Length of the interval (the sampler's interval).
+    /// Length of the interval: the sampler's interval, or a whole multiple
+    /// of it when [`Closing::OnTimeout`] folded intervals that passed without
+    /// a timeout into one sample.
     pub duration: Duration,
     /// Bytes delivered in the interval.
     pub bytes: u64,
@@ -38,6 +47,11 @@ pub struct RateSample {
     /// The sender had nothing to send during some part of the interval; the
     /// sample does not measure the path and is kept out of distributions.
     pub app_limited: bool,
+    /// Packets acknowledged in the interval (counted through
+    /// [`RateSampler::handle_ack`]; 0 for plain deliveries).
+    pub acked_packets: u64,
+    /// Packets declared lost in the interval ([`RateSampler::handle_loss`]).
+    pub lost_packets: u64,
 }
 
 impl RateSample {
@@ -45,6 +59,38 @@ impl RateSample {
     pub fn end(&self) -> Instant {
         self.start + self.duration
     }
+
+    /// Packets acknowledged or declared lost: the loss ratio's sample size.
+    pub fn packets(&self) -> u64 {
+        self.acked_packets.saturating_add(self.lost_packets)
+    }
+
+    /// Lost over (acknowledged + lost) packets; 0 when neither.
+    pub fn loss_ratio(&self) -> f64 {
+        let total = self.packets();
+        if total == 0 {
+            0.0
+        } else {
+            self.lost_packets as f64 / total as f64
+        }
+    }
+}
+
+/// When a [`RateSampler`] closes an interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Closing {
+    /// Every call first closes the intervals that ended at or before its
+    /// `now`; events land in the interval their time stamp falls in, and
+    /// every interval is one sample, empty ones included (the default).
+    #[default]
+    Stamped,
+    /// Only [`RateSampler::handle_timeout`] closes, once the open interval
+    /// has ended; events go in the interval open when they are handled, and
+    /// whole intervals that passed without a timeout are folded into one
+    /// sample as long as all of them. A transport connection measures this
+    /// way: its driver calls `handle_timeout` at the interval's end, and a
+    /// burst of acks handled together is never split between samples.
+    OnTimeout,
 }
 
 /// Counters of a [`RateSampler`].
@@ -109,6 +155,12 @@ pub struct RateSampler {
     /// An event inside the open interval (after its start) made the sender
     /// app-limited.
     seen_limited: bool,
+    /// Packets acknowledged and lost in the open interval.
+    acked_packets: u64,
+    lost_packets: u64,
+    closing: Closing,
+    /// The most recent finished sample.
+    last: Option<RateSample>,
     queue: VecDeque<RateSample>,
     queue_bound: usize,
     stats: SamplerStats,
@@ -130,6 +182,10 @@ impl RateSampler {
             limited_now: false,
             start_limited: false,
             seen_limited: false,
+            acked_packets: 0,
+            lost_packets: 0,
+            closing: Closing::Stamped,
+            last: None,
             queue: VecDeque::new(),
             queue_bound: DEFAULT_SAMPLE_QUEUE,
             stats: SamplerStats::default(),
@@ -144,6 +200,17 @@ impl RateSampler {
             self.drop_oldest();
         }
         self
+    }
+
+    /// Sets when intervals close (default [`Closing::Stamped`]).
+    pub fn with_closing(mut self, closing: Closing) -> Self {
+        self.closing = closing;
+        self
+    }
+
+    /// The most recent finished sample, even if it was already polled.
+    pub fn last(&self) -> Option<RateSample> {
+        self.last
     }
 
     /// The sampling interval.
@@ -169,7 +236,7 @@ impl RateSampler {
     /// Records `bytes` delivered at `now`; `app_limited` is the sender's
     /// state from `now` on (see the type's driving contract).
     pub fn handle_delivery(&mut self, now: Instant, bytes: u64, app_limited: bool) {
-        self.advance(now);
+        self.advance_stamped(now);
         if now < self.start {
             self.stats.late_events += 1;
         }
@@ -185,9 +252,34 @@ impl RateSampler {
         }
     }
 
-    /// Closes every interval that ended at or before `now`.
+    /// One packet of `bytes` was acknowledged at `now`: a delivery that is
+    /// also counted in [`RateSample::acked_packets`]. The sender's state is
+    /// left as it was.
+    pub fn handle_ack(&mut self, now: Instant, bytes: u64) {
+        self.handle_delivery(now, bytes, self.limited_now);
+        self.acked_packets = self.acked_packets.saturating_add(1);
+    }
+
+    /// `packets` packets were declared lost at `now`.
+    pub fn handle_loss(&mut self, now: Instant, packets: u64) {
+        self.advance_stamped(now);
+        self.lost_packets = self.lost_packets.saturating_add(packets);
+    }
+
+    /// The sender had room to send at `now` but nothing to send: the open
+    /// interval is app-limited. The sender's state afterwards is unchanged.
+    pub fn handle_app_limited(&mut self, now: Instant) {
+        self.advance_stamped(now);
+        self.seen_limited = true;
+    }
+
+    /// Closes every interval that ended at or before `now` (with
+    /// [`Closing::OnTimeout`]: them all, as one sample).
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.advance(now);
+        match self.closing {
+            Closing::Stamped => self.advance(now),
+            Closing::OnTimeout => self.fold(now),
+        }
     }
 
     /// When the open interval ends: call [`Self::handle_timeout`] then.
@@ -200,6 +292,41 @@ impl RateSampler {
         self.queue.pop_front()
     }
 
+    fn advance_stamped(&mut self, now: Instant) {
+        if self.closing == Closing::Stamped {
+            self.advance(now);
+        }
+    }
+
+    /// [`Closing::OnTimeout`]: closes the open interval and every whole
+    /// interval after it that ended by `now`, as one sample.
+    fn fold(&mut self, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.start);
+        let closed = elapsed.checked_div_duration(self.interval).unwrap_or(0);
+        if closed == 0 {
+            return;
+        }
+        let span = self.interval.saturating_mul(closed);
+        let limited = self.start_limited || self.seen_limited;
+        let mut sample = self.make_sample(self.start, self.bytes, limited);
+        sample.duration = span;
+        sample.rate = Bandwidth::from_delivery(self.bytes, span);
+        sample.acked_packets = self.acked_packets;
+        sample.lost_packets = self.lost_packets;
+        self.emit(sample);
+        self.start += span;
+        self.reset_open();
+    }
+
+    /// Empties the open interval after it was closed.
+    fn reset_open(&mut self) {
+        self.bytes = 0;
+        self.acked_packets = 0;
+        self.lost_packets = 0;
+        self.start_limited = self.limited_now;
+        self.seen_limited = false;
+    }
+
     fn advance(&mut self, now: Instant) {
         let elapsed = now.saturating_duration_since(self.start);
         let Some(closed) = elapsed.checked_div_duration(self.interval) else {
@@ -210,7 +337,9 @@ impl RateSampler {
         }
         // The open interval, with whatever it holds.
         let limited = self.start_limited || self.seen_limited;
-        let first = self.make_sample(self.start, self.bytes, limited);
+        let mut first = self.make_sample(self.start, self.bytes, limited);
+        first.acked_packets = self.acked_packets;
+        first.lost_packets = self.lost_packets;
         self.emit(first);
         self.start += self.interval;
         // The rest are empty and all alike: the sender's state has not
@@ -232,9 +361,7 @@ impl RateSampler {
             self.emit(s);
             self.start += self.interval;
         }
-        self.bytes = 0;
-        self.start_limited = self.limited_now;
-        self.seen_limited = false;
+        self.reset_open();
     }
 
     fn make_sample(&self, start: Instant, bytes: u64, app_limited: bool) -> RateSample {
@@ -244,10 +371,13 @@ impl RateSampler {
             bytes,
             rate: Bandwidth::from_delivery(bytes, self.interval),
             app_limited,
+            acked_packets: 0,
+            lost_packets: 0,
         }
     }
 
     fn emit(&mut self, sample: RateSample) {
+        self.last = Some(sample);
         self.stats.samples += 1;
         if sample.app_limited {
             self.stats.app_limited_samples += 1;
@@ -277,6 +407,43 @@ mod tests {
 
     fn drain(s: &mut RateSampler) -> Vec<RateSample> {
         std::iter::from_fn(|| s.poll_sample()).collect()
+    }
+
+    /// The transport's way of measuring (the former `IntervalMeter`): acks
+    /// and losses go in the open interval, a late timeout folds the
+    /// intervals it skipped into one sample.
+    #[test]
+    fn on_timeout_samples_loss_and_rate_per_interval() {
+        let t0 = Instant::ZERO;
+        let mut m = RateSampler::new(Duration::from_millis(100), t0)
+            .unwrap()
+            .with_closing(Closing::OnTimeout);
+        for _ in 0..9 {
+            m.handle_ack(t0, 1250);
+        }
+        m.handle_loss(t0, 1);
+        m.handle_timeout(ms(99));
+        assert!(m.poll_sample().is_none());
+        // Handled after the interval's end but before the timeout: still in it.
+        m.handle_ack(ms(100), 0);
+        m.handle_timeout(ms(100));
+        let s = m.poll_sample().unwrap();
+        assert_eq!(m.last(), Some(s));
+        assert!((s.loss_ratio() - 1.0 / 11.0).abs() < 1e-9);
+        assert_eq!((s.acked_packets, s.lost_packets), (10, 1));
+        // 11 250 bytes in 100 ms = 900 kbit/s
+        assert_eq!(s.rate, Bandwidth::from_kbps(900));
+        assert!(!s.app_limited);
+        m.handle_app_limited(ms(120));
+        m.handle_timeout(ms(350));
+        let s = m.poll_sample().unwrap();
+        assert!(s.app_limited);
+        assert_eq!(s.loss_ratio(), 0.0);
+        assert_eq!(s.duration, Duration::from_millis(200));
+        assert_eq!(s.end(), ms(300));
+        assert!(m.poll_sample().is_none());
+        m.handle_timeout(ms(400));
+        assert!(!m.poll_sample().unwrap().app_limited);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! | [`congestion`] | the [`CongestionController`] trait: CUBIC (default), NewReno, fixed rate |
 //! | [`pacing`] | spreading a window over the round trip |
 //! | [`send`], [`recv`] | message streams: classes, fragmentation, deadlines, discarding, reassembly, flow control |
-//! | [`stats`] | the [`Stats`] snapshot and per-interval loss and delivery-rate samples |
+//! | [`stats`] | the [`Stats`] snapshot; per-interval [`RateSample`](crate::estimate::RateSample)s come from `Connection::poll_rate_sample` |
 //! | [`thresholds`] | application-registered conditions and their events |
 //! | [`coordination`] | seed 002 §3's re-adjustments after an application adaptation |
 //!
@@ -54,7 +54,7 @@ pub mod thresholds;
 mod tests;
 
 pub use congestion::CongestionController;
-pub use connection::{CloseReason, Connection, Event, Side};
+pub use connection::{CloseReason, Connection, Event, Side, RATE_SAMPLE_QUEUE};
 pub use endpoint::{Batch, ConnectError, ConnectionHandle, Endpoint, EndpointStats};
 pub use recv::ReceivedMessage;
 pub use send::{SendError, SendOptions};

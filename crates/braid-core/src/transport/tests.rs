@@ -32,6 +32,14 @@ pub(crate) struct Pipe {
     pub dup: f64,
     pub reorder: f64,
     pub delay: Duration,
+    /// A bottleneck on the way to the server (`None`: no rate limit):
+    /// datagrams leave one after another at this rate, then take `delay`.
+    pub rate: Option<Bandwidth>,
+    /// Longest queueing delay at the bottleneck; what would wait longer is
+    /// dropped (a drop-tail buffer).
+    pub buffer: Duration,
+    /// When the bottleneck is free again.
+    busy_until: Instant,
     seq: u64,
     queue: BinaryHeap<Reverse<InPipe>>,
     /// Every datagram that entered the pipe, for replay tests.
@@ -47,6 +55,9 @@ impl Pipe {
             dup: 0.0,
             reorder: 0.0,
             delay: Duration::from_millis(10),
+            rate: None,
+            buffer: Duration::from_millis(50),
+            busy_until: Instant::ZERO,
             seq: 0,
             queue: BinaryHeap::new(),
             log: Vec::new(),
@@ -66,6 +77,14 @@ impl Pipe {
         } else {
             1
         };
+        let mut now = now;
+        if let Some(rate) = self.rate.filter(|_| to == addr(SERVER)) {
+            if self.busy_until > now + self.buffer {
+                return;
+            }
+            self.busy_until = self.busy_until.max(now) + rate.transmit_time(bytes.len() as u64);
+            now = self.busy_until;
+        }
         for _ in 0..copies {
             let mut d = self.delay;
             if self.rng.random::<f64>() < self.reorder {
@@ -529,6 +548,52 @@ fn replayed_data_packets_are_counted_as_duplicates() {
 }
 
 // ---- threshold events and coordination (seed 002 §2.1, §3) ------------
+
+#[test]
+fn every_interval_is_one_rate_sample_and_a_path_estimate_converges_on_the_link() {
+    use crate::estimate::PathEstimate;
+    let mut net = Net::new(23, Config::default());
+    net.pipe.rate = Some(Bandwidth::from_mbps(20));
+    let (c, s) = net.connect();
+    let start = net.now;
+    let interval = Config::default().stats_interval;
+    let mut samples = Vec::new();
+    let mut path = PathEstimate::new(interval, 100, start).unwrap();
+    net.run(Duration::from_secs(5), |n| {
+        let conn = n.client.connection_mut(c).unwrap();
+        while conn.queued_bytes() < 256 << 10 {
+            conn.send(n.now, StreamId(0), vec![1; 1000], SendOptions::RELIABLE)
+                .unwrap();
+        }
+        while let Some(x) = conn.poll_rate_sample() {
+            path.handle_sample(x);
+            samples.push(x);
+        }
+        while n.server.connection_mut(s).unwrap().recv(n.now).is_some() {}
+        false
+    });
+    // One sample per interval, back to back, none dropped.
+    assert!(samples.len() >= 45, "{}", samples.len());
+    for w in samples.windows(2) {
+        assert_eq!(w[0].end(), w[1].start);
+        assert_eq!(w[1].duration, interval);
+    }
+    let conn = net.client.connection(c).unwrap();
+    assert_eq!(conn.rate_sampler_stats().samples_dropped, 0);
+    // `stats()` still shows the last one.
+    let last = samples.last().unwrap();
+    assert_eq!(conn.stats().delivery_rate, last.rate);
+    assert_eq!(conn.stats().loss_ratio, last.loss_ratio());
+    // Once the window has opened, the median is the bottleneck's rate.
+    let median = path.window().quantile(0.5).unwrap();
+    let mbps = median.mbps();
+    assert!((18.0..=20.5).contains(&mbps), "median {mbps} Mbit/s");
+    assert!(path.stats().samples_used >= 30, "{:?}", path.stats());
+    assert_eq!(
+        path.stats().samples_used + path.stats().samples_app_limited,
+        samples.len() as u64
+    );
+}
 
 /// Keeps the client's stream 0 busy with reliable 1000-byte messages and
 /// drains the server; returns every client event seen.

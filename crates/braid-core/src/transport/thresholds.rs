@@ -16,7 +16,7 @@
 //! on the safe side of the trigger; a `cleared` event only ever follows a
 //! `crossed` one.
 
-use super::stats::IntervalSample;
+use crate::estimate::RateSample;
 use crate::time::Duration;
 use crate::units::Bandwidth;
 
@@ -74,19 +74,20 @@ impl Condition {
 
     /// (triggered, cleared) for this interval; `None` if the interval says
     /// nothing about the metric (rate in an app-limited interval).
-    fn check(&self, s: &IntervalSample, srtt: Duration) -> Option<(bool, bool)> {
-        let loss_known = s.packets >= MIN_LOSS_SAMPLES;
+    fn check(&self, s: &RateSample, srtt: Duration) -> Option<(bool, bool)> {
+        let loss_known = s.packets() >= MIN_LOSS_SAMPLES;
+        let loss = s.loss_ratio();
         Some(match *self {
             Condition::LossAbove { .. } | Condition::LossBelow { .. } if !loss_known => {
                 return None
             }
-            Condition::LossAbove { above, clear } => (s.loss_ratio > above, s.loss_ratio < clear),
-            Condition::LossBelow { below, clear } => (s.loss_ratio < below, s.loss_ratio > clear),
+            Condition::LossAbove { above, clear } => (loss > above, loss < clear),
+            Condition::LossBelow { below, clear } => (loss < below, loss > clear),
             Condition::RateBelow { below, clear } => {
                 if s.app_limited {
                     return None;
                 }
-                (s.delivery_rate < below, s.delivery_rate > clear)
+                (s.rate < below, s.rate > clear)
             }
             Condition::RttAbove { above, clear } => (srtt > above, srtt < clear),
         })
@@ -126,11 +127,21 @@ pub enum ThresholdError {
     Invalid,
 }
 
+/// One registered condition.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    id: ThresholdId,
+    condition: Condition,
+    /// The condition currently holds (`crossed` was reported last).
+    active: bool,
+    /// Reports every interval while it holds.
+    repeat: bool,
+}
+
 /// The registered conditions and whether each currently holds.
 #[derive(Debug, Default)]
 pub struct Thresholds {
-    /// (id, condition, currently holds, repeating)
-    entries: Vec<(ThresholdId, Condition, bool, bool)>,
+    entries: Vec<Entry>,
     next_id: u32,
 }
 
@@ -162,25 +173,36 @@ impl Thresholds {
         }
         let id = ThresholdId(self.next_id);
         self.next_id += 1;
-        self.entries.push((id, c, false, repeat));
+        self.entries.push(Entry {
+            id,
+            condition: c,
+            active: false,
+            repeat,
+        });
         Ok(id)
     }
 
     /// Removes a condition; false if unknown.
     pub fn remove(&mut self, id: ThresholdId) -> bool {
         let n = self.entries.len();
-        self.entries.retain(|e| e.0 != id);
+        self.entries.retain(|e| e.id != id);
         self.entries.len() != n
     }
 
     /// Evaluates every condition on one interval's sample.
     pub fn evaluate(
         &mut self,
-        s: &IntervalSample,
+        s: &RateSample,
         srtt: Duration,
         mut emit: impl FnMut(ThresholdEvent),
     ) {
-        for (id, c, active, repeat) in self.entries.iter_mut() {
+        for Entry {
+            id,
+            condition: c,
+            active,
+            repeat,
+        } in self.entries.iter_mut()
+        {
             let Some((trig, clear)) = c.check(s, srtt) else {
                 continue;
             };
@@ -196,8 +218,8 @@ impl Thresholds {
                     id: *id,
                     condition: *c,
                     crossed: *active,
-                    loss_ratio: s.loss_ratio,
-                    delivery_rate: s.delivery_rate,
+                    loss_ratio: s.loss_ratio(),
+                    delivery_rate: s.rate,
                     srtt,
                 });
             }
@@ -210,17 +232,21 @@ mod tests {
     use super::*;
     use crate::time::Instant;
 
-    fn sample(loss: f64, mbps: u64, app_limited: bool) -> IntervalSample {
-        IntervalSample {
-            loss_ratio: loss,
-            delivery_rate: Bandwidth::from_mbps(mbps),
+    /// A sample of 100 packets with loss ratio `loss` (a whole percentage).
+    fn sample(loss: f64, mbps: u64, app_limited: bool) -> RateSample {
+        let lost = (loss * 100.0).round() as u64;
+        RateSample {
+            start: Instant::ZERO,
+            duration: Duration::from_millis(100),
+            bytes: 0,
+            rate: Bandwidth::from_mbps(mbps),
             app_limited,
-            packets: 100,
-            end: Instant::ZERO,
+            acked_packets: 100 - lost,
+            lost_packets: lost,
         }
     }
 
-    fn run(t: &mut Thresholds, s: IntervalSample, rtt_ms: u64) -> Vec<bool> {
+    fn run(t: &mut Thresholds, s: RateSample, rtt_ms: u64) -> Vec<bool> {
         let mut v = Vec::new();
         t.evaluate(&s, Duration::from_millis(rtt_ms), |e| v.push(e.crossed));
         v

@@ -169,7 +169,7 @@ impl Connection {
                             p.app_limited,
                             self.recovery.rtt(),
                         );
-                        self.meter.on_ack(p.size);
+                        self.rate.handle_ack(now, p.size);
                     }
                     for fr in &p.frames {
                         if let SentFrame::Stream {
@@ -228,7 +228,7 @@ impl Connection {
                 continue;
             }
             self.stats.packets_lost += 1;
-            self.meter.on_loss(1);
+            self.rate.handle_loss(now, 1);
             if p.in_flight {
                 bytes += p.size;
             }

@@ -20,9 +20,10 @@ use super::pacing::Pacer;
 use super::recovery::Recovery;
 use super::recv::{ReceivedMessage, RecvStreams};
 use super::send::{SendError, SendOptions, SendStreams};
-use super::stats::{IntervalMeter, Stats};
+use super::stats::Stats;
 use super::thresholds::{Condition, ThresholdError, ThresholdEvent, ThresholdId, Thresholds};
 use super::{Config, CongestionController, CongestionKind, FourTuple};
+use crate::estimate::{Closing, RateSample, RateSampler, SamplerStats};
 use crate::time::{Duration, Instant};
 use crate::units::Bandwidth;
 use crate::wire::{
@@ -44,6 +45,9 @@ pub const MAX_ADAPT_OUT: usize = 64;
 pub const DISCARD_QUEUE_WINDOWS: u64 = 2;
 /// Close and drain periods last this many probe timeouts.
 pub const CLOSE_PTOS: u64 = 3;
+/// Most finished rate samples waiting for [`Connection::poll_rate_sample`]
+/// (6.4 s at the default 100 ms interval); older ones are dropped.
+pub const RATE_SAMPLE_QUEUE: usize = 64;
 
 /// Which end of the connection this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +133,9 @@ pub struct Connection {
     ack: AckTracker,
     send: SendStreams,
     recv: RecvStreams,
-    meter: IntervalMeter,
+    /// Per-interval delivery rate and loss ratio ([`Closing::OnTimeout`]:
+    /// intervals close in `handle_timeout`).
+    rate: RateSampler,
     thresholds: Thresholds,
     coord: Coordinator,
     events: VecDeque<Event>,
@@ -166,8 +172,14 @@ impl Connection {
             CongestionKind::Fixed(rate) => Box::new(FixedRate::new(rate, mss)),
             _ => Box::new(NewReno::new_reno(mss)),
         };
-        let mut meter = IntervalMeter::new(config.stats_interval);
-        meter.start(now);
+        // At least 1 ms, so the interval is never zero and `new` cannot fail.
+        let interval = config.stats_interval.max(Duration::from_millis(1));
+        let rate = match RateSampler::new(interval, now) {
+            Ok(r) => r,
+            Err(_) => unreachable!("the interval is at least 1 ms"),
+        }
+        .with_closing(Closing::OnTimeout)
+        .with_queue_bound(RATE_SAMPLE_QUEUE);
         let recovery = Recovery::new(config.initial_rtt, Duration::ZERO);
         let mut send = SendStreams::new(config.send_queue_bytes, 0);
         // Deadlines hold against the initial RTT until the first sample.
@@ -194,7 +206,7 @@ impl Connection {
                 config.recv_window,
                 config.max_unreliable_buffer,
             ),
-            meter,
+            rate,
             thresholds: Thresholds::default(),
             coord: Coordinator::new(config.coordination),
             events: VecDeque::new(),
@@ -310,6 +322,25 @@ impl Connection {
         matches!(self.state, State::Initial | State::HandshakeSent)
     }
 
+    /// The next finished measurement interval, oldest first: bytes
+    /// acknowledged, packets acknowledged and lost, app-limited flag.
+    ///
+    /// Every interval closed by [`Connection::handle_timeout`] is queued here
+    /// (at most [`RATE_SAMPLE_QUEUE`]; when full the oldest is dropped and
+    /// counted in [`Connection::rate_sampler_stats`]). [`Connection::stats`]
+    /// shows the last one whether or not it was polled. Feed them to a
+    /// [`PathEstimate`](crate::estimate::PathEstimate) with
+    /// [`handle_sample`](crate::estimate::PathEstimate::handle_sample).
+    pub fn poll_rate_sample(&mut self) -> Option<RateSample> {
+        self.rate.poll_sample()
+    }
+
+    /// Counters of the connection's rate sampler (samples made, dropped
+    /// from the full queue).
+    pub fn rate_sampler_stats(&self) -> SamplerStats {
+        self.rate.stats()
+    }
+
     /// A snapshot of the connection's metrics.
     pub fn stats(&self) -> Stats {
         let rtt = self.recovery.rtt();
@@ -317,9 +348,9 @@ impl Connection {
         s.srtt = rtt.srtt();
         s.rttvar = rtt.rttvar();
         s.min_rtt = rtt.min();
-        if let Some(last) = self.meter.last() {
-            s.loss_ratio = last.loss_ratio;
-            s.delivery_rate = last.delivery_rate;
+        if let Some(last) = self.rate.last() {
+            s.loss_ratio = last.loss_ratio();
+            s.delivery_rate = last.rate;
             s.app_limited = last.app_limited;
         }
         s.cwnd = self.cc.window();
@@ -433,7 +464,7 @@ impl Connection {
 
     fn coord_context(&self) -> CoordContext {
         CoordContext {
-            error_ratio: self.meter.last().map_or(0.0, |s| s.loss_ratio),
+            error_ratio: self.rate.last().map_or(0.0, |s| s.loss_ratio()),
             message_size: self.last_message_size,
             segment_size: self.mss() as u64,
         }
@@ -527,7 +558,7 @@ impl Connection {
             at(self.ack.deadline());
         }
         if self.state == State::Established {
-            at(self.meter.deadline());
+            at(Some(self.rate.poll_timeout()));
             at(self.send.next_deadline());
             at(self.recv.next_deadline());
             if let Some(k) = self.config.keep_alive {
@@ -577,7 +608,13 @@ impl Connection {
         }
         self.recv.expire(now);
         self.expire_send(now);
-        if let Some(sample) = self.meter.roll(now) {
+        let closed = self.rate.stats().samples;
+        self.rate.handle_timeout(now);
+        let sample = self
+            .rate
+            .last()
+            .filter(|_| self.rate.stats().samples != closed);
+        if let Some(sample) = sample {
             let srtt = self.recovery.rtt().srtt();
             let mut evs = Vec::new();
             self.thresholds.evaluate(&sample, srtt, |e| evs.push(e));

@@ -159,7 +159,7 @@ impl Connection {
         }
         let send_data = want_data && !paced;
         if window_open && !self.send.has_sendable() {
-            self.meter.mark_app_limited();
+            self.rate.handle_app_limited(now);
         }
         if !(ack_due || self.probe_pending || self.ping_pending || send_data || control) {
             return None;
@@ -197,7 +197,7 @@ impl Connection {
             self.ping_pending = false;
         }
         if send_data {
-            let congested = self.meter.last().is_some_and(|s| s.loss_ratio > 0.0)
+            let congested = self.rate.last().is_some_and(|s| s.loss_ratio() > 0.0)
                 || self.send.queued_bytes() > DISCARD_QUEUE_WINDOWS * self.cc.window();
             let policy = DiscardPolicy {
                 congested,
