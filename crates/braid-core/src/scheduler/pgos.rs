@@ -405,6 +405,7 @@ impl Pgos {
                     if matches!(st.status, Status::New | Status::Mapped) {
                         st.status = Status::AwaitingAnswer;
                         self.stats.upcalls += 1;
+                        tracing::debug!(stream = id.0, ?best, "pgos upcall: spec cannot be met");
                         self.stats.mapping_changes += 1;
                         events.push(SchedulerEvent::Upcall {
                             stream: id,
@@ -415,6 +416,14 @@ impl Pgos {
                 }
             }
         }
+        tracing::debug!(
+            ?reason,
+            ?now,
+            paths = self.paths.len(),
+            mapped = mapping.assigned.len(),
+            infeasible = mapping.infeasible.len(),
+            "pgos re-map"
+        );
         self.mapping = mapping;
         self.push_event(SchedulerEvent::Remapped { reason, at: now });
         for e in events {

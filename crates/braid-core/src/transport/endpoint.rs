@@ -25,6 +25,7 @@ use crate::wire::{
 };
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
+use tracing::{debug, trace};
 
 /// Most stateless RETRY answers waiting to be sent.
 pub const MAX_STATELESS_QUEUE: usize = 256;
@@ -189,6 +190,7 @@ impl Endpoint {
         let local = self.new_cid();
         let initial_dst = self.new_cid();
         let c = Connection::new_client(now, path, local, initial_dst, self.config.clone());
+        debug!(?path, cid = ?local, ?now, "client connection created");
         Ok(self.insert(c))
     }
 
@@ -240,14 +242,17 @@ impl Endpoint {
             Ok(p) => p,
             Err(WireError::Oversized(_)) => {
                 self.stats.oversized += 1;
+                trace!(?path, reason = "oversized", "datagram dropped");
                 return;
             }
             Err(WireError::UnsupportedVersion(_)) => {
                 self.stats.bad_version += 1;
+                trace!(?path, reason = "bad_version", "datagram dropped");
                 return;
             }
             Err(_) => {
                 self.stats.malformed += 1;
+                trace!(?path, reason = "malformed", "datagram dropped");
                 return;
             }
         };
@@ -257,6 +262,7 @@ impl Endpoint {
                 self.on_initial(now, path, data.len(), &packet);
             } else {
                 self.stats.unknown_connection += 1;
+                trace!(?path, reason = "unknown_connection", "datagram dropped");
             }
             return;
         }
@@ -266,7 +272,10 @@ impl Endpoint {
             .and_then(|i| self.conns.get_mut(i))
         {
             Some(c) => c.handle_packet(now, path, &packet, data.len()),
-            None => self.stats.unknown_connection += 1,
+            None => {
+                self.stats.unknown_connection += 1;
+                trace!(?path, reason = "unknown_connection", "datagram dropped");
+            }
         }
     }
 
@@ -276,10 +285,12 @@ impl Endpoint {
         // Invariant: INITIAL is a long header, so the source id is present.
         let Some(src) = h.src_cid else {
             self.stats.malformed += 1;
+            trace!(?path, reason = "malformed", "datagram dropped");
             return;
         };
         if len < MIN_DATAGRAM_SIZE {
             self.stats.short_initial += 1;
+            trace!(?path, reason = "short_initial", "datagram dropped");
             return;
         }
         if let Some(c) = self
@@ -296,6 +307,7 @@ impl Endpoint {
             _ => None,
         }) else {
             self.stats.malformed += 1;
+            trace!(?path, reason = "malformed", "datagram dropped");
             return;
         };
         if cookie.is_empty() {
@@ -309,19 +321,23 @@ impl Endpoint {
             Ok(t) => t,
             Err(super::cookie::CookieError::Stale) => {
                 self.stats.stale_cookies += 1;
+                trace!(?path, reason = "stale_cookies", "datagram dropped");
                 return;
             }
             Err(_) => {
                 self.stats.bad_cookies += 1;
+                trace!(?path, reason = "bad_cookies", "datagram dropped");
                 return;
             }
         };
         if self.used_cookies.contains(&tag) {
             self.stats.replayed_cookies += 1;
+            trace!(?path, reason = "replayed_cookies", "datagram dropped");
             return;
         }
         if self.conns.len() >= self.config.max_connections {
             self.stats.refused += 1;
+            trace!(?path, reason = "refused", "datagram dropped");
             return;
         }
         if self.used_order.len() >= MAX_REPLAY_ENTRIES {
@@ -337,11 +353,13 @@ impl Endpoint {
         self.by_initial.insert((path, h.dst_cid), handle.0);
         self.incoming.push_back(handle);
         self.stats.accepted += 1;
+        debug!(?path, cid = ?local, ?now, "cookie accepted: connection created");
     }
 
     fn send_retry(&mut self, now: Instant, path: FourTuple, dst: ConnectionId, src: ConnectionId) {
         if self.stateless.len() >= MAX_STATELESS_QUEUE {
             self.stats.refused += 1;
+            trace!(?path, reason = "refused", "datagram dropped");
             return;
         }
         let cookie = self.cookie_key.mint(now, &path.remote, &dst, &src);
@@ -360,6 +378,7 @@ impl Endpoint {
         }
         b.finish();
         self.stats.retries_sent += 1;
+        trace!(?path, ?now, "cookie issued in a RETRY");
         self.stateless.push_back((path, buf));
     }
 

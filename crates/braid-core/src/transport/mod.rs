@@ -40,6 +40,7 @@ mod connection;
 pub mod cookie;
 pub mod coordination;
 mod endpoint;
+#[cfg(any(test, fuzzing, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod pacing;

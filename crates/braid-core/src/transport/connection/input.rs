@@ -14,6 +14,7 @@ use crate::transport::recovery::{SentFrame, SentPacket};
 use crate::transport::recv::RecvError;
 use crate::transport::FourTuple;
 use crate::wire::{AdaptAction, ErrorCode, Frame, Header, Packet, PacketType};
+use tracing::{debug, trace};
 
 impl Connection {
     /// Handles one datagram that travelled `path`, received at `now`.
@@ -112,6 +113,7 @@ impl Connection {
         self.ack
             .on_packet(now, h.pn, eliciting, self.config.max_ack_delay);
         if self.side == Side::Server && self.state == State::HandshakeSent {
+            debug!(cid = ?self.local_cid, ?now, "server handshake complete: established");
             self.state = State::Established;
             self.push_event(Event::Connected);
         }
@@ -148,6 +150,7 @@ impl Connection {
                 // Invariant: long headers always carry a source id.
                 self.remote_cid = h.src_cid.unwrap_or(self.remote_cid);
                 self.apply_peer_params(*params);
+                debug!(cid = ?self.local_cid, ?now, "client handshake complete: established");
                 self.state = State::Established;
                 self.initial_pending = false;
                 self.push_event(Event::Connected);
@@ -199,6 +202,7 @@ impl Connection {
                 .map_err(recv_code)?,
             Frame::MaxData { limit } => self.send.on_max_data(*limit),
             Frame::Close(c) => {
+                debug!(cid = ?self.local_cid, ?now, code = ?c.code, "peer closed: draining");
                 self.state = State::Draining;
                 self.close_deadline = Some(now + self.recovery.pto() * CLOSE_PTOS);
                 self.recovery.drain();
@@ -228,6 +232,7 @@ impl Connection {
                 continue;
             }
             self.stats.packets_lost += 1;
+            trace!(cid = ?self.local_cid, size = p.size, "packet lost");
             self.rate.handle_loss(now, 1);
             if p.in_flight {
                 bytes += p.size;
@@ -259,10 +264,17 @@ impl Connection {
             }
         }
         if bytes > 0 {
+            let before = self.cc.window();
             self.cc.on_loss(now, latest, bytes);
+            let after = self.cc.window();
+            if after != before {
+                // A window reduction starts a recovery episode.
+                debug!(cid = ?self.local_cid, ?now, lost_bytes = bytes, cwnd_before = before, cwnd = after, "congestion event: recovery episode");
+            }
         }
         if self.recovery.take_persistent_congestion() {
             self.cc.on_persistent_congestion(now);
+            debug!(cid = ?self.local_cid, ?now, cwnd = self.cc.window(), "persistent congestion: window collapsed");
         }
     }
 }

@@ -494,6 +494,7 @@ impl Connection {
         self.recovery.drain();
         self.state = State::Closing;
         self.close_deadline = Some(now + self.recovery.pto() * CLOSE_PTOS);
+        tracing::debug!(cid = ?self.local_cid, ?now, ?code, "local close: closing");
         self.push_event(Event::Closed(CloseReason::Local(code)));
     }
 
@@ -575,6 +576,7 @@ impl Connection {
             State::Closed => return,
             State::Closing | State::Draining => {
                 if self.close_deadline.is_some_and(|d| now >= d) {
+                    tracing::debug!(cid = ?self.local_cid, ?now, "close period over: closed");
                     self.state = State::Closed;
                 }
                 return;
@@ -582,6 +584,7 @@ impl Connection {
             _ => {}
         }
         if !self.idle_timeout.is_zero() && now >= self.last_received + self.idle_timeout {
+            tracing::debug!(cid = ?self.local_cid, ?now, "idle timeout: closed");
             self.state = State::Closed;
             self.recovery.drain();
             self.push_event(Event::Closed(CloseReason::IdleTimeout));
@@ -592,6 +595,7 @@ impl Connection {
         }
         if self.recovery.timeout(false).is_some_and(|t| now >= t) {
             let (lost, probe) = self.recovery.on_timeout(now);
+            tracing::debug!(cid = ?self.local_cid, ?now, lost = lost.len(), probe, "loss timer fired");
             self.on_lost(now, lost);
             if probe {
                 self.probe_pending = true;
@@ -619,6 +623,7 @@ impl Connection {
             let mut evs = Vec::new();
             self.thresholds.evaluate(&sample, srtt, |e| evs.push(e));
             for e in evs {
+                tracing::debug!(cid = ?self.local_cid, ?now, id = e.id.0, crossed = e.crossed, loss_ratio = e.loss_ratio, "threshold event");
                 self.push_event(Event::Threshold(e));
             }
         }
