@@ -7,11 +7,11 @@
 //! in [`super`]) when encoding and when decoding, as in [`super::frame`].
 
 use super::codec::{put_varint, varint_len, Reader, VARINT_MAX};
-use super::frame::StreamId;
 use super::{
     WireError, MAX_ACK_DELAY_MS, MAX_ADAPT_FACTOR, MAX_DATAGRAM_SIZE, MAX_IDLE_TIMEOUT_MS,
     MAX_MESSAGE_SIZE, MAX_STREAMS, MIN_DATAGRAM_SIZE, RATIO_ONE,
 };
+use crate::id::StreamId;
 
 /// The ADAPT frame's type byte (see `frame::code`).
 pub(super) const ADAPT_CODE: u8 = 0x07;
