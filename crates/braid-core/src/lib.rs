@@ -15,8 +15,10 @@
 //! | [`scheduler`] | stream specs, path views, PGOS mapping and dispatch, baselines (seed 000 §V) |
 //! | [`wire`] | packet views and encoders; strict, bounded decoding |
 //! | [`transport`] | the adaptive reliable UDP connection (seeds 001, 002) |
+//! | [`bulk`] | the multipath pipe's block scheduler, weighted buffers and reorder window (seed 003) |
 #![forbid(unsafe_code)]
 
+pub mod bulk;
 pub mod estimate;
 pub mod id;
 pub mod scheduler;

@@ -11,9 +11,7 @@
 //! | module | what it is for |
 //! | --- | --- |
 //! | [`frame`] | wire format: hello, data/END/ABORT frames, control frames |
-//! | [`sched`] | sans-IO block scheduler: adaptive, weighted, round-robin |
-//! | [`weighted`] | the seed's weighted-buffer controller with its PI loop |
-//! | [`reorder`] | the receiver's bounded reorder window |
+//! | [`sched`], [`weighted`], [`reorder`] | re-exports of [`braid_core::bulk`]: the sans-IO scheduler, weighted buffers and reorder window |
 //! | [`sender`], [`receiver`] | thread drivers over blocking sockets |
 //! | [`net`] | socket set-up (TCP or MPTCP, buffers, timeouts) |
 //! | [`stats`] | reports and progress snapshots |
@@ -30,11 +28,10 @@
 pub mod frame;
 pub mod net;
 pub mod receiver;
-pub mod reorder;
-pub mod sched;
 pub mod sender;
 pub mod stats;
-pub mod weighted;
+
+pub use braid_core::bulk::{reorder, sched, weighted};
 
 pub use receiver::{Receiver, RecvConfig};
 pub use sched::{Layout, Mode};

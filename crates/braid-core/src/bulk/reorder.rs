@@ -12,6 +12,31 @@
 
 use std::collections::BTreeMap;
 
+/// A block's contents as the window sees them: only its length matters.
+///
+/// The runtime stores the bytes (`Vec<u8>`); a simulator that moves no
+/// bytes stores a [`BlockLen`].
+pub trait Payload {
+    /// Length in bytes.
+    fn len_bytes(&self) -> u64;
+}
+
+impl Payload for Vec<u8> {
+    fn len_bytes(&self) -> u64 {
+        self.len() as u64
+    }
+}
+
+/// A block that carries only its length (for simulations).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockLen(pub u32);
+
+impl Payload for BlockLen {
+    fn len_bytes(&self) -> u64 {
+        u64::from(self.0)
+    }
+}
+
 /// What to do with an arriving block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -24,21 +49,25 @@ pub enum Verdict {
 }
 
 /// The reorder window; see the module docs.
+///
+/// Drive it with [`Reorder::verdict`] before reading a block's payload,
+/// [`Reorder::insert`] once it is verified, [`Reorder::pop_ready`] to take
+/// what is next in order and [`Reorder::mark_written`] once written.
 #[derive(Debug)]
-pub struct Reorder {
+pub struct Reorder<T = Vec<u8>> {
     window: u64,
     window_bytes: u64,
     out_bytes: u64,
     written: u64,
     popped: u64,
-    held: BTreeMap<u64, Vec<u8>>,
+    held: BTreeMap<u64, T>,
     held_bytes: u64,
     peak_blocks: u64,
     peak_bytes: u64,
     duplicates: u64,
 }
 
-impl Reorder {
+impl<T: Payload> Reorder<T> {
     /// An empty window of `window` blocks and `window_bytes` bytes.
     pub fn new(window: u64, window_bytes: u64) -> Self {
         Reorder {
@@ -70,12 +99,12 @@ impl Reorder {
 
     /// Stores a verified block; returns false (and drops it) if it is a
     /// duplicate or outside the window.
-    pub fn insert(&mut self, seq: u64, data: Vec<u8>) -> bool {
-        if self.verdict(seq, data.len() as u64) != Verdict::Take {
+    pub fn insert(&mut self, seq: u64, data: T) -> bool {
+        if self.verdict(seq, data.len_bytes()) != Verdict::Take {
             self.duplicates += 1;
             return false;
         }
-        self.held_bytes += data.len() as u64;
+        self.held_bytes += data.len_bytes();
         self.held.insert(seq, data);
         let in_use = self.held.len() as u64 + (self.popped - self.written);
         self.peak_blocks = self.peak_blocks.max(in_use);
@@ -89,11 +118,11 @@ impl Reorder {
     }
 
     /// Takes the blocks that are next in order (possibly none).
-    pub fn pop_ready(&mut self) -> Vec<(u64, Vec<u8>)> {
+    pub fn pop_ready(&mut self) -> Vec<(u64, T)> {
         let mut out = Vec::new();
         while let Some(data) = self.held.remove(&self.popped) {
-            self.held_bytes -= data.len() as u64;
-            self.out_bytes += data.len() as u64;
+            self.held_bytes -= data.len_bytes();
+            self.out_bytes += data.len_bytes();
             out.push((self.popped, data));
             self.popped += 1;
         }
@@ -133,7 +162,7 @@ mod tests {
 
     #[test]
     fn in_order_within_window() {
-        let mut r = Reorder::new(3, 100);
+        let mut r: Reorder = Reorder::new(3, 100);
         assert_eq!(r.verdict(3, 1), Verdict::Violation);
         assert_eq!(r.verdict(0, 101), Verdict::Violation);
         assert!(r.insert(2, vec![2]));

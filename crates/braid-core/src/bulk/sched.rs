@@ -3,7 +3,7 @@
 //! [`Scheduler`] knows the blocks read from the input (numbers and lengths,
 //! not bytes), what is in flight on each connection, what the receiver
 //! acknowledged and wrote, and an estimate of each connection's rate. The
-//! driver ([`super::sender`]) tells it what happened (`handle_*`) and asks it
+//! driver (`braid::pipe`'s sender, or a simulator node) tells it what happened (`handle_*`) and asks it
 //! what a connection whose socket can take more should send next
 //! ([`Scheduler::poll_send`]).
 //!
@@ -23,7 +23,7 @@
 //! died go back to the unsent set unless already acknowledged.
 
 use super::weighted::Weighted;
-use braid_core::{Duration, Instant};
+use crate::{Duration, Instant};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// At most this many copies of one block are in flight at once.
@@ -54,6 +54,12 @@ pub const BLOCK_TIME: Duration = Duration::from_millis(50);
 /// ... but never smaller than this.
 pub const MIN_ADAPTIVE_BLOCK: u32 = 16 << 10;
 /// Weight of a new rate sample in the moving average.
+///
+/// The average is kept here in bytes per second as an `f64`
+/// (`r += RATE_GAIN · (sample − r)`) rather than through
+/// `estimate::predictor::Ewma`, which works in whole bits per second and
+/// rounds each prediction: reusing it would change the scheduler's decisions
+/// and the pipe's figures.
 pub const RATE_GAIN: f64 = 0.25;
 
 /// How blocks are spread over connections.
@@ -299,6 +305,12 @@ impl Scheduler {
     /// Re-weightings done by the weighted controller.
     pub fn reweights(&self) -> u64 {
         self.weighted.as_ref().map_or(0, Weighted::reweights)
+    }
+
+    /// The weighted controller's current block length per connection
+    /// (weighted mode only), for logging after a re-weighting.
+    pub fn weighted_lens(&self) -> Option<&[u32]> {
+        self.weighted.as_ref().map(Weighted::lens)
     }
 
     /// Connection `c` is up (connected, hello accepted).

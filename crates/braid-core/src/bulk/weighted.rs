@@ -24,7 +24,7 @@
 //! Invariants: every `B_i` is in `[MIN_BLOCK, B]`; the controller never
 //! divides by a zero time (sojourn samples are floored at 1 µs).
 
-use braid_core::{Duration, Instant};
+use crate::{Duration, Instant};
 
 /// Steps in one measurement for N = 1; divided by N, floored at 2.
 pub const STEPS_NUMERATOR: usize = 12;
@@ -93,6 +93,12 @@ impl Weighted {
     /// The current buffer size of connection `conn`.
     pub fn block_len(&self, conn: usize) -> u32 {
         self.lens.get(conn).copied().unwrap_or(self.base)
+    }
+
+    /// The current buffer size of every connection (the driver logs it
+    /// when [`Self::reweights`] grows; braid-core itself does not log).
+    pub fn lens(&self) -> &[u32] {
+        &self.lens
     }
 
     /// How many times the weights were recomputed.
@@ -199,7 +205,6 @@ impl Weighted {
         }
         self.last_weighting = now;
         self.reweights += 1;
-        tracing::debug!(lens = ?self.lens, times = ?t_i, phase = ?self.phase, "re-weighted");
     }
 }
 
