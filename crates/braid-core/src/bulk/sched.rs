@@ -396,7 +396,8 @@ impl Scheduler {
     }
 
     /// What connection `c`, whose socket can take more, sends next; `None`:
-    /// nothing for now (ask again after the next event or a short timer).
+    /// nothing for now (ask again after the next event or at
+    /// [`Self::poll_timeout`]).
     pub fn poll_send(&mut self, c: usize, now: Instant) -> Option<Transmit> {
         if !self.conns.get(c)?.alive {
             return None;
@@ -453,17 +454,41 @@ impl Scheduler {
     }
 
     fn stalled(&self, d: usize, now: Instant) -> bool {
+        match self.stall_limit(d) {
+            Some(limit) => now.saturating_duration_since(self.conns[d].last_progress) > limit,
+            None => false,
+        }
+    }
+
+    /// How long connection `d` may go without progress before it counts as
+    /// stalled; `None` while it has nothing in flight.
+    fn stall_limit(&self, d: usize) -> Option<Duration> {
         let k = &self.conns[d];
-        let Some(f) = k.inflight.front() else {
-            return false;
-        };
+        let f = k.inflight.front()?;
         let expected = match k.rate {
             Some(r) if r > 0.0 => Duration::from_secs_f64(f64::from(f.len) / r),
             // No rate yet (first block, slow start): be patient.
             _ => STALL_MIN.saturating_mul(4),
         };
-        let limit = STALL_MIN.max(expected.saturating_mul(4));
-        now.saturating_duration_since(k.last_progress) > limit
+        Some(STALL_MIN.max(expected.saturating_mul(4)))
+    }
+
+    /// The next time after `now` at which [`Self::poll_send`] may answer
+    /// differently without any other event: the earliest moment a live
+    /// connection with data in flight becomes stalled (strictly after its
+    /// limit). `None`: only events change the answer.
+    ///
+    /// A driver whose connections wait for work asks again at this time
+    /// instead of polling on a clock.
+    pub fn poll_timeout(&self, now: Instant) -> Option<Instant> {
+        (0..self.conns.len())
+            .filter(|&d| self.conns[d].alive)
+            .filter_map(|d| {
+                let limit = self.stall_limit(d)?;
+                Some(self.conns[d].last_progress + limit + Duration::from_nanos(1))
+            })
+            .filter(|&t| t > now)
+            .min()
     }
 
     /// Expected time until a new block of `len` bytes taken by `c` arrives;
@@ -671,6 +696,27 @@ mod tests {
         // Window 4 kB, aggregate ~1 MB/s: horizon 2 ms; slow ETA 100 ms.
         assert!(s.poll_send(0, ms(1000)).is_none());
         assert_eq!(s.poll_send(1, ms(1000)).unwrap().seq, 2);
+    }
+
+    #[test]
+    fn poll_timeout_is_when_a_connection_stalls() {
+        let mut s = sched(Mode::Adaptive, 2, 8);
+        assert_eq!(s.poll_timeout(ms(0)), None);
+        s.handle_block_read(1000);
+        let t = s.poll_send(0, ms(10)).unwrap();
+        assert_eq!(t.seq, 0);
+        // No rate yet: four times STALL_MIN after the send.
+        let due = s.poll_timeout(ms(10)).unwrap();
+        assert_eq!(
+            due,
+            ms(10) + STALL_MIN.saturating_mul(4) + Duration::from_nanos(1)
+        );
+        assert!(!s.stalled(0, due - Duration::from_nanos(1)));
+        assert!(s.stalled(0, due));
+        // Once stalled, time alone changes nothing more.
+        assert_eq!(s.poll_timeout(due), None);
+        s.handle_ack(0, 0, 1, ms(20));
+        assert_eq!(s.poll_timeout(ms(20)), None);
     }
 
     #[test]

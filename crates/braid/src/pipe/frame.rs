@@ -11,7 +11,7 @@
 //! hello with a wrong magic or version is rejected before the receiver
 //! allocates anything for the peer.
 
-use super::PipeError;
+use super::ProtocolViolation;
 
 /// The first eight bytes of every hello and hello-ack.
 pub const MAGIC: [u8; 8] = *b"BRDPIPE\0";
@@ -71,19 +71,15 @@ impl Hello {
     /// Decodes and checks a hello: magic, version and bounds.
     ///
     /// # Errors
-    /// [`PipeError::Protocol`] for a wrong magic, an unknown version or a
+    /// [`ProtocolViolation`] for a wrong magic, an unknown version or a
     /// block length outside `1..=MAX_BLOCK_LEN`.
-    pub fn decode(b: &[u8; HELLO_LEN]) -> Result<Self, PipeError> {
+    pub fn decode(b: &[u8; HELLO_LEN]) -> Result<Self, ProtocolViolation> {
         if b[0..8] != MAGIC {
-            return Err(PipeError::Protocol(
-                "not a braid pipe peer (bad magic)".into(),
-            ));
+            return Err(ProtocolViolation::BadMagic);
         }
         let version = u16::from_be_bytes([b[8], b[9]]);
         if version != VERSION {
-            return Err(PipeError::Protocol(format!(
-                "peer speaks pipe version {version}, this build speaks {VERSION}"
-            )));
+            return Err(ProtocolViolation::Version(version));
         }
         let h = Hello {
             flags: u16::from_be_bytes([b[10], b[11]]),
@@ -94,10 +90,7 @@ impl Hello {
             total_size: u64::from_be_bytes(b[38..46].try_into().unwrap_or([0; 8])),
         };
         if h.max_block == 0 || h.max_block > MAX_BLOCK_LEN {
-            return Err(PipeError::Protocol(format!(
-                "block length {} out of bounds",
-                h.max_block
-            )));
+            return Err(ProtocolViolation::BlockLen(h.max_block));
         }
         Ok(h)
     }
@@ -168,12 +161,10 @@ impl HelloAck {
     /// Decodes a hello-ack.
     ///
     /// # Errors
-    /// [`PipeError::Protocol`] for a wrong magic or version.
-    pub fn decode(b: &[u8; HELLO_ACK_LEN]) -> Result<Self, PipeError> {
+    /// [`ProtocolViolation`] for a wrong magic or version.
+    pub fn decode(b: &[u8; HELLO_ACK_LEN]) -> Result<Self, ProtocolViolation> {
         if b[0..8] != MAGIC || u16::from_be_bytes([b[8], b[9]]) != VERSION {
-            return Err(PipeError::Protocol(
-                "peer is not a braid pipe receiver of this version".into(),
-            ));
+            return Err(ProtocolViolation::NotAReceiver);
         }
         Ok(HelloAck {
             status: HelloStatus::from_code(b[10]),
@@ -226,14 +217,14 @@ impl DataHeader {
     /// Decodes a header and checks its length against `max_block`.
     ///
     /// # Errors
-    /// [`PipeError::Protocol`] for an unknown kind or a length out of bounds.
-    pub fn decode(b: &[u8; HEADER_LEN], max_block: u32) -> Result<Self, PipeError> {
+    /// [`ProtocolViolation`] for an unknown kind or a length out of bounds.
+    pub fn decode(b: &[u8; HEADER_LEN], max_block: u32) -> Result<Self, ProtocolViolation> {
         let len = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
         let kind = match b[0] {
             1 => DataKind::Data,
             2 => DataKind::End,
             4 => DataKind::Abort,
-            k => return Err(PipeError::Protocol(format!("unknown frame kind {k}"))),
+            k => return Err(ProtocolViolation::FrameKind(k)),
         };
         let ok = match kind {
             DataKind::Data => len >= 1 && len <= max_block.min(MAX_BLOCK_LEN),
@@ -241,9 +232,7 @@ impl DataHeader {
             DataKind::Abort => len == 0,
         };
         if !ok {
-            return Err(PipeError::Protocol(format!(
-                "frame length {len} out of bounds"
-            )));
+            return Err(ProtocolViolation::FrameLen(len));
         }
         Ok(DataHeader {
             kind,
@@ -356,8 +345,8 @@ impl Control {
     /// Decodes a control frame.
     ///
     /// # Errors
-    /// [`PipeError::Protocol`] for an unknown kind.
-    pub fn decode(b: &[u8; CONTROL_LEN]) -> Result<Self, PipeError> {
+    /// [`ProtocolViolation`] for an unknown kind.
+    pub fn decode(b: &[u8; CONTROL_LEN]) -> Result<Self, ProtocolViolation> {
         let x = u64::from_be_bytes(b[8..16].try_into().unwrap_or([0; 8]));
         let y = u64::from_be_bytes(b[16..24].try_into().unwrap_or([0; 8]));
         match b[0] {
@@ -371,7 +360,7 @@ impl Control {
                 bytes: x,
                 seq: y,
             }),
-            k => Err(PipeError::Protocol(format!("unknown control frame {k}"))),
+            k => Err(ProtocolViolation::ControlKind(k)),
         }
     }
 }

@@ -25,6 +25,7 @@
 //! over the scheduler state, taken once per block event (never per byte).
 //! The precise rules are in `docs/pipe.md`.
 
+mod error;
 pub mod frame;
 pub mod net;
 pub mod receiver;
@@ -33,6 +34,7 @@ pub mod stats;
 
 pub use braid_core::bulk::{reorder, sched, weighted};
 
+pub use error::{ConfigError, PipeError, ProtocolViolation};
 pub use receiver::{Receiver, RecvConfig};
 pub use sched::{Layout, Mode};
 pub use sender::{send, SendConfig};
@@ -46,83 +48,3 @@ pub const MAX_WINDOW_BLOCKS: u64 = 65_536;
 pub const DEFAULT_BLOCK: u32 = 256 << 10;
 /// Default reorder window in bytes (64 MiB).
 pub const DEFAULT_WINDOW_BYTES: u64 = 64 << 20;
-
-/// What can go wrong in a pipe transfer.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum PipeError {
-    /// A setting is out of range.
-    #[error("{0}")]
-    Config(String),
-    /// Could not listen.
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        /// The address.
-        addr: std::net::SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// The peer does not speak this protocol or broke it.
-    #[error("protocol error: {0}")]
-    Protocol(String),
-    /// Reading the input failed.
-    #[error("reading input: {0}")]
-    Input(std::io::Error),
-    /// Writing the output failed.
-    #[error("writing output failed after {bytes} bytes (all verified): {source}")]
-    Output {
-        /// Bytes written before the failure.
-        bytes: u64,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// A block failed its checksum at the receiver.
-    #[error(
-        "block {seq} failed its checksum (connection {conn}); stopped after {bytes} bytes, all verified"
-    )]
-    Corrupt {
-        /// The block.
-        seq: u64,
-        /// The connection it came on.
-        conn: usize,
-        /// Bytes written before.
-        bytes: u64,
-    },
-    /// The end-to-end digest or length did not match.
-    #[error("end-to-end check failed: {0}")]
-    Digest(String),
-    /// The receiver stopped the transfer.
-    #[error("receiver stopped: {reason}; it wrote {bytes} bytes, all verified")]
-    ReceiverStopped {
-        /// Why.
-        reason: frame::StopReason,
-        /// Bytes it wrote.
-        bytes: u64,
-    },
-    /// Every connection failed and reconnecting did not help.
-    #[error(
-        "lost the receiver: all {conns} connections failed ({last_error}); {acked_bytes} bytes were acknowledged"
-    )]
-    LostReceiver {
-        /// Connections tried.
-        conns: usize,
-        /// Bytes the receiver acknowledged.
-        acked_bytes: u64,
-        /// The last error seen.
-        last_error: String,
-    },
-    /// The sender went away before the end of the stream.
-    #[error("lost the sender: no connection for {secs} s; {bytes} bytes written, all verified")]
-    LostSender {
-        /// Seconds waited.
-        secs: u64,
-        /// Bytes written.
-        bytes: u64,
-    },
-    /// The sender gave up (its input failed).
-    #[error("the sender aborted the transfer; {bytes} bytes written, all verified")]
-    SenderAborted {
-        /// Bytes written.
-        bytes: u64,
-    },
-}

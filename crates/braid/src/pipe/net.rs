@@ -68,6 +68,33 @@ pub fn connect(
     Ok(s.into())
 }
 
+/// Connects to `addr` on the tokio runtime and applies the options (the
+/// socket is made with socket2, so MPTCP and every option work as in
+/// [`connect`]); the caller bounds the time with its own timeout.
+///
+/// # Errors
+/// The OS error of `socket`, `connect` or a socket option.
+pub async fn connect_async(
+    addr: &SocketAddr,
+    o: &SockOpts,
+) -> std::io::Result<tokio::net::TcpStream> {
+    let s = socket_for(addr, o)?;
+    if let Some(t) = o.user_timeout {
+        // MPTCP sockets on older kernels refuse TCP-level options.
+        if let Err(e) = s.set_tcp_user_timeout(Some(t)) {
+            tracing::debug!("TCP_USER_TIMEOUT not set: {e}");
+        }
+    }
+    if let Some(l) = o.notsent_lowat {
+        set_notsent_lowat(&s, l);
+    }
+    s.set_nonblocking(true)?;
+    let std: TcpStream = s.into();
+    tokio::net::TcpSocket::from_std_stream(std)
+        .connect(*addr)
+        .await
+}
+
 /// Binds a listener on `addr`.
 ///
 /// # Errors

@@ -1,0 +1,158 @@
+//! The pipe's errors: one typed variant per cause, so callers and tests can
+//! tell them apart without reading messages.
+//!
+//! The messages a user sees (through `braid send` / `braid recv`) are the
+//! `Display` texts here.
+
+use super::frame::{self, StopReason};
+use super::MAX_CONNECTIONS;
+
+/// What can go wrong in a pipe transfer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipeError {
+    /// A setting is out of range.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Could not listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The peer does not speak this protocol or broke it.
+    #[error("protocol error: {0}")]
+    Protocol(#[from] ProtocolViolation),
+    /// Reading the input failed.
+    #[error("reading input: {0}")]
+    Input(std::io::Error),
+    /// Writing the output failed.
+    #[error("writing output failed after {bytes} bytes (all verified): {source}")]
+    Output {
+        /// Bytes written before the failure.
+        bytes: u64,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A block failed its checksum at the receiver.
+    #[error(
+        "block {seq} failed its checksum (connection {conn}); stopped after {bytes} bytes, all verified"
+    )]
+    Corrupt {
+        /// The block.
+        seq: u64,
+        /// The connection it came on.
+        conn: usize,
+        /// Bytes written before.
+        bytes: u64,
+    },
+    /// The end-to-end length or digest did not match.
+    #[error(
+        "end-to-end check failed: sender sent {sent} bytes, {written} written; digests {}",
+        if *.digests_match { "match" } else { "differ" }
+    )]
+    Digest {
+        /// Bytes the sender says it sent.
+        sent: u64,
+        /// Bytes written here.
+        written: u64,
+        /// True if the BLAKE3 digests agree (then the lengths differ).
+        digests_match: bool,
+    },
+    /// The receiver stopped the transfer.
+    #[error("receiver stopped: {reason}; it wrote {bytes} bytes, all verified")]
+    ReceiverStopped {
+        /// Why.
+        reason: StopReason,
+        /// Bytes it wrote.
+        bytes: u64,
+    },
+    /// Every connection failed and reconnecting did not help.
+    #[error(
+        "lost the receiver: all {conns} connections failed ({last_error}); {acked_bytes} bytes were acknowledged"
+    )]
+    LostReceiver {
+        /// Connections tried.
+        conns: usize,
+        /// Bytes the receiver acknowledged.
+        acked_bytes: u64,
+        /// The last error seen.
+        last_error: String,
+    },
+    /// The sender went away before the end of the stream.
+    #[error("lost the sender: no connection for {secs} s; {bytes} bytes written, all verified")]
+    LostSender {
+        /// Seconds waited.
+        secs: u64,
+        /// Bytes written.
+        bytes: u64,
+    },
+    /// The sender gave up (its input failed).
+    #[error("the sender aborted the transfer; {bytes} bytes written, all verified")]
+    SenderAborted {
+        /// Bytes written.
+        bytes: u64,
+    },
+    /// The runtime could not be started.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// A setting that is out of range (checked before anything is opened).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The sender was given no receiver address.
+    #[error("no receiver address given")]
+    NoReceiverAddress,
+    /// The receiver was given no address to listen on.
+    #[error("no listening address given")]
+    NoListenAddress,
+    /// The connection count is 0 or above [`MAX_CONNECTIONS`].
+    #[error("connections must be 1..={MAX_CONNECTIONS}")]
+    Connections,
+    /// The block size is below 4 KiB or above [`frame::MAX_BLOCK_LEN`].
+    #[error("block size must be 4 KiB..={} MiB", frame::MAX_BLOCK_LEN >> 20)]
+    BlockSize,
+    /// The partitioned layout needs the input size up front.
+    #[error("--layout partitioned needs a file whose size is known and fits in the window")]
+    PartitionedNeedsSize,
+}
+
+/// How a peer broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolViolation {
+    /// A hello with the wrong magic.
+    #[error("not a braid pipe peer (bad magic)")]
+    BadMagic,
+    /// A hello with another protocol version.
+    #[error("peer speaks pipe version {0}, this build speaks {ours}", ours = frame::VERSION)]
+    Version(u16),
+    /// A hello-ack with the wrong magic or version.
+    #[error("peer is not a braid pipe receiver of this version")]
+    NotAReceiver,
+    /// A hello's block length outside `1..=MAX_BLOCK_LEN`.
+    #[error("block length {0} out of bounds")]
+    BlockLen(u32),
+    /// A data frame of an unknown kind.
+    #[error("unknown frame kind {0}")]
+    FrameKind(u8),
+    /// A data frame whose length does not fit its kind.
+    #[error("frame length {0} out of bounds")]
+    FrameLen(u32),
+    /// A control frame of an unknown kind.
+    #[error("unknown control frame {0}")]
+    ControlKind(u8),
+    /// An END frame whose checksum or contents are wrong.
+    #[error("END frame failed its checksum")]
+    EndChecksum,
+    /// Two END frames that disagree.
+    #[error("two different END frames")]
+    TwoEnds,
+    /// A block beyond the receiver's window.
+    #[error("block {0} is beyond the reorder window")]
+    BeyondWindow(u64),
+}
