@@ -10,6 +10,7 @@
 //! | --- | --- |
 //! | [`node`] | the [`Node`] trait (`handle_datagram`, `handle_timeout`, `poll_transmit`, `poll_timeout`), [`Datagram`], [`Transmit`] |
 //! | [`sim`] | [`Simulation`]: links, routes, nodes, the event loop |
+//! | [`bulk`] | bulk-transfer nodes: seed 003's block scheduler and reorder window over simulated connections |
 //! | [`link`] | one link: queue, serialization, impairments ([`LinkConfig`]) |
 //! | [`capacity`] | constant, trace-driven and synthetic capacity; the rate-change model |
 //! | [`event`] | the (time, sequence) event queue |
@@ -49,6 +50,7 @@
 #![forbid(unsafe_code)]
 
 mod build;
+pub mod bulk;
 pub mod capacity;
 pub mod event;
 pub mod experiments;
