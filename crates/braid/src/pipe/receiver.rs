@@ -1,6 +1,6 @@
 //! The receiving side: accept connections, verify, reorder, write in order.
 //!
-//! One task owns the state (the [`Owner`]: the session, the [`Reorder`]
+//! One task owns the state (the `Owner`: the session, the [`Reorder`]
 //! window, per-connection slots, the outcome); the others talk to it over
 //! bounded channels:
 //! - one **accept** task per listening address, which spawns
@@ -332,9 +332,10 @@ impl Owner {
         events: &mut mpsc::Receiver<Event>,
         observer: &mut dyn FnMut(&Progress),
     ) -> Result<RecvReport, PipeError> {
-        let mut tick =
-            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_TICK, PROGRESS_TICK);
+        let mut tick = tokio::time::interval(PROGRESS_TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick is immediate; the first report comes one tick in.
+        tick.tick().await;
         loop {
             if let Some(r) = self.result.take() {
                 return r;

@@ -1,6 +1,6 @@
 //! The sending side: tokio tasks around one [`Scheduler`].
 //!
-//! One task owns the state (the [`Owner`]: scheduler, the blocks not yet
+//! One task owns the state (the `Owner`: scheduler, the blocks not yet
 //! acknowledged, per-connection slots, the outcome); every other task talks
 //! to it over bounded channels, so nothing is shared behind a lock:
 //! - the **reader** (one blocking task, [`tokio::task::spawn_blocking`]):
@@ -22,7 +22,7 @@
 //! Invariants: a block's bytes are kept until it is acknowledged; at most
 //! `window` blocks are held (the scheduler bounds reading); success is
 //! declared only when the receiver reports `Done(Verified)`; the stop signal
-//! is the typed [`Stop`] value the owner publishes to every task.
+//! is the typed `Stop` value the owner publishes to every task.
 
 use super::frame::{
     self, Control, DataHeader, DataKind, Hello, HelloAck, HelloStatus, SessionId, FLAG_REJOIN,
@@ -344,9 +344,10 @@ impl Owner {
         start: Instant,
         observer: &mut dyn FnMut(&Progress),
     ) -> Result<(), PipeError> {
-        let mut tick =
-            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_TICK, PROGRESS_TICK);
+        let mut tick = tokio::time::interval(PROGRESS_TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick is immediate; the first report comes one tick in.
+        tick.tick().await;
         loop {
             if let Some(o) = self.outcome.take() {
                 return o;
