@@ -2,9 +2,10 @@
 //! tell them apart without reading messages.
 //!
 //! The messages a user sees (through `braid send` / `braid recv`) are the
-//! `Display` texts here.
+//! `Display` texts here and of [`ProtocolViolation`] (in `frame`, beside
+//! the decoders that produce it).
 
-use super::frame::{self, StopReason};
+use super::frame::{self, ProtocolViolation, StopReason};
 use super::MAX_CONNECTIONS;
 
 /// What can go wrong in a pipe transfer.
@@ -119,40 +120,4 @@ pub enum ConfigError {
     /// The partitioned layout needs the input size up front.
     #[error("--layout partitioned needs a file whose size is known and fits in the window")]
     PartitionedNeedsSize,
-}
-
-/// How a peer broke the protocol.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProtocolViolation {
-    /// A hello with the wrong magic.
-    #[error("not a braid pipe peer (bad magic)")]
-    BadMagic,
-    /// A hello with another protocol version.
-    #[error("peer speaks pipe version {0}, this build speaks {ours}", ours = frame::VERSION)]
-    Version(u16),
-    /// A hello-ack with the wrong magic or version.
-    #[error("peer is not a braid pipe receiver of this version")]
-    NotAReceiver,
-    /// A hello's block length outside `1..=MAX_BLOCK_LEN`.
-    #[error("block length {0} out of bounds")]
-    BlockLen(u32),
-    /// A data frame of an unknown kind.
-    #[error("unknown frame kind {0}")]
-    FrameKind(u8),
-    /// A data frame whose length does not fit its kind.
-    #[error("frame length {0} out of bounds")]
-    FrameLen(u32),
-    /// A control frame of an unknown kind.
-    #[error("unknown control frame {0}")]
-    ControlKind(u8),
-    /// An END frame whose checksum or contents are wrong.
-    #[error("END frame failed its checksum")]
-    EndChecksum,
-    /// Two END frames that disagree.
-    #[error("two different END frames")]
-    TwoEnds,
-    /// A block beyond the receiver's window.
-    #[error("block {0} is beyond the reorder window")]
-    BeyondWindow(u64),
 }

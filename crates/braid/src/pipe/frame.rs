@@ -11,8 +11,6 @@
 //! hello with a wrong magic or version is rejected before the receiver
 //! allocates anything for the peer.
 
-use super::ProtocolViolation;
-
 /// The first eight bytes of every hello and hello-ack.
 pub const MAGIC: [u8; 8] = *b"BRDPIPE\0";
 /// The protocol version this build speaks.
@@ -381,6 +379,42 @@ pub fn decode_end(b: &[u8]) -> Option<(u64, [u8; 32])> {
     let total = u64::from_be_bytes(b[0..8].try_into().ok()?);
     let digest: [u8; 32] = b[8..40].try_into().ok()?;
     Some((total, digest))
+}
+
+/// How a peer broke the protocol.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProtocolViolation {
+    /// A hello with the wrong magic.
+    #[error("not a braid pipe peer (bad magic)")]
+    BadMagic,
+    /// A hello with another protocol version.
+    #[error("peer speaks pipe version {0}, this build speaks {ours}", ours = VERSION)]
+    Version(u16),
+    /// A hello-ack with the wrong magic or version.
+    #[error("peer is not a braid pipe receiver of this version")]
+    NotAReceiver,
+    /// A hello's block length outside `1..=MAX_BLOCK_LEN`.
+    #[error("block length {0} out of bounds")]
+    BlockLen(u32),
+    /// A data frame of an unknown kind.
+    #[error("unknown frame kind {0}")]
+    FrameKind(u8),
+    /// A data frame whose length does not fit its kind.
+    #[error("frame length {0} out of bounds")]
+    FrameLen(u32),
+    /// A control frame of an unknown kind.
+    #[error("unknown control frame {0}")]
+    ControlKind(u8),
+    /// An END frame whose checksum or contents are wrong.
+    #[error("END frame failed its checksum")]
+    EndChecksum,
+    /// Two END frames that disagree.
+    #[error("two different END frames")]
+    TwoEnds,
+    /// A block beyond the receiver's window.
+    #[error("block {0} is beyond the reorder window")]
+    BeyondWindow(u64),
 }
 
 #[cfg(test)]

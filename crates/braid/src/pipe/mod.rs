@@ -10,9 +10,10 @@
 //!
 //! | module | what it is for |
 //! | --- | --- |
-//! | [`frame`] | wire format: hello, data/END/ABORT frames, control frames |
+//! | [`frame`] | wire format: hello, data/END/ABORT frames, control frames; [`ProtocolViolation`] |
+//! | `error` | [`PipeError`] and [`ConfigError`]: one variant per cause |
 //! | [`sched`], [`weighted`], [`reorder`] | re-exports of [`braid_core::bulk`]: the sans-IO scheduler, weighted buffers and reorder window |
-//! | [`sender`], [`receiver`] | thread drivers over blocking sockets |
+//! | [`sender`], [`receiver`] | tokio drivers: one owner task per side, connection tasks, bounded channels |
 //! | [`net`] | socket set-up (TCP or MPTCP, buffers, timeouts) |
 //! | [`stats`] | reports and progress snapshots |
 //!
@@ -21,8 +22,9 @@
 //! hello's limit, at most [`MAX_CONNECTIONS`] connections, window ≤
 //! [`MAX_WINDOW_BLOCKS`]); a receiver allocates per-peer state only after a
 //! hello with the right magic, version and session; no byte is written before
-//! its block's checksum has been verified. The drivers use one lock per side
-//! over the scheduler state, taken once per block event (never per byte).
+//! its block's checksum has been verified. One task per side owns the
+//! scheduler or reorder state; the others talk to it over bounded channels,
+//! once per block event (never per byte), and no lock is shared.
 //! The precise rules are in `docs/pipe.md`.
 
 mod error;
@@ -34,7 +36,8 @@ pub mod stats;
 
 pub use braid_core::bulk::{reorder, sched, weighted};
 
-pub use error::{ConfigError, PipeError, ProtocolViolation};
+pub use error::{ConfigError, PipeError};
+pub use frame::ProtocolViolation;
 pub use receiver::{Receiver, RecvConfig};
 pub use sched::{Layout, Mode};
 pub use sender::{send, SendConfig};
