@@ -154,16 +154,9 @@ impl Receiver {
         let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
         let written = Arc::new(AtomicU64::new(0));
         let mut acceptors = Vec::new();
-        for l in self.listeners {
-            let l = tokio::net::TcpListener::from_std(l).map_err(|e| PipeError::Listen {
-                addr: self
-                    .cfg
-                    .listen
-                    .first()
-                    .copied()
-                    .unwrap_or(([0, 0, 0, 0], 0).into()),
-                source: e,
-            })?;
+        for (l, &addr) in self.listeners.into_iter().zip(&self.cfg.listen) {
+            let l = tokio::net::TcpListener::from_std(l)
+                .map_err(|source| PipeError::Listen { addr, source })?;
             acceptors.push(tokio::spawn(accept_loop(
                 l,
                 ev_tx.clone(),
