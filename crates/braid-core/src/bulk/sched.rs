@@ -705,11 +705,12 @@ mod tests {
         s.handle_block_read(1000);
         let t = s.poll_send(0, ms(10)).unwrap();
         assert_eq!(t.seq, 0);
-        // No rate yet: four times STALL_MIN after the send.
+        // No rate yet: the expected block time is taken as 4 × STALL_MIN,
+        // and a connection stalls after four expected block times.
         let due = s.poll_timeout(ms(10)).unwrap();
         assert_eq!(
             due,
-            ms(10) + STALL_MIN.saturating_mul(4) + Duration::from_nanos(1)
+            ms(10) + STALL_MIN.saturating_mul(16) + Duration::from_nanos(1)
         );
         assert!(!s.stalled(0, due - Duration::from_nanos(1)));
         assert!(s.stalled(0, due));
