@@ -1,0 +1,261 @@
+//! The network side of the receiver: one accept task per listening
+//! address, one task per connection (hello, then frames: the owner rules on
+//! each block header, the payload is read and CRC-checked here), and each
+//! connection's control writer.
+
+use super::{Ctl, Event, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT};
+use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
+use crate::pipe::reorder::Verdict;
+use crate::pipe::{PipeError, ProtocolViolation};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+/// Accepts connections until aborted; dropping it drops its connections.
+pub(super) async fn accept_loop(
+    l: tokio::net::TcpListener,
+    events: mpsc::Sender<Event>,
+    written: Arc<AtomicU64>,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        while conns.try_join_next().is_some() {}
+        match l.accept().await {
+            Ok((s, peer)) => {
+                conns.spawn(serve(s, peer, events.clone(), Arc::clone(&written)));
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                // Out of descriptors and the like: do not spin.
+                tokio::time::sleep(StdDuration::from_millis(20)).await;
+            }
+        }
+    }
+}
+
+/// One accepted connection: hello, then frames until it closes.
+async fn serve(
+    mut s: TcpStream,
+    peer: SocketAddr,
+    events: mpsc::Sender<Event>,
+    written: Arc<AtomicU64>,
+) {
+    let mut b = [0u8; frame::HELLO_LEN];
+    let hello = match tokio::time::timeout(HELLO_TIMEOUT, s.read_exact(&mut b)).await {
+        Ok(Ok(_)) => Hello::decode(&b).map_err(|e| e.to_string()),
+        Ok(Err(e)) => Err(format!("no hello: {e}")),
+        Err(_) => Err("no hello: timed out".to_string()),
+    };
+    let hello = match hello {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::info!(%peer, error = %e, "connection rejected");
+            return;
+        }
+    };
+    let (reply_tx, reply_rx) = oneshot::channel();
+    let ask = Event::Hello {
+        peer,
+        hello,
+        reply: reply_tx,
+    };
+    if events.send(ask).await.is_err() {
+        return;
+    }
+    let Ok(admit) = reply_rx.await else {
+        return;
+    };
+    let Some((idx, max_block, ctl_tx, ctl_rx)) = admit.conn else {
+        let _ = tokio::time::timeout(ACK_WRITE_TIMEOUT, s.write_all(&admit.ack.encode())).await;
+        tracing::info!(%peer, status = ?admit.ack.status, "connection rejected: hello refused");
+        return;
+    };
+    let (mut rd, wr) = s.into_split();
+    let writer = tokio::spawn(ctl_writer(wr, admit.ack.encode(), ctl_rx));
+    let res = serve_frames(&mut rd, idx, max_block, &events, ctl_tx, &written).await;
+    if let Err(error) = res {
+        let _ = events.send(Event::Fatal { peer, error }).await;
+        // Stay open and keep reading until the sender closes: the ABORT goes
+        // out on this connection too, and closing with unread data would
+        // send a reset that destroys it before the sender reads it.
+        drain(&mut rd).await;
+    }
+    // The control writer ends once the owner drops its queue; it cannot
+    // outlive this task's socket by more than that.
+    drop(writer);
+    let _ = events.send(Event::Closed { idx }).await;
+}
+
+/// Writes the hello-ack, then every control frame queued for this
+/// connection; a write that fails or blocks for [`ACK_WRITE_TIMEOUT`]
+/// closes the connection (its reader then sees the end).
+async fn ctl_writer(
+    mut wr: OwnedWriteHalf,
+    hello_ack: [u8; frame::HELLO_ACK_LEN],
+    mut queue: mpsc::Receiver<Ctl>,
+) {
+    let ok = matches!(
+        tokio::time::timeout(ACK_WRITE_TIMEOUT, wr.write_all(&hello_ack)).await,
+        Ok(Ok(()))
+    );
+    if !ok {
+        shutdown_both(&wr);
+        return;
+    }
+    while let Some(m) = queue.recv().await {
+        let (c, last) = match m {
+            Ctl::Frame(c) => (c, false),
+            Ctl::Final(c) => (c, true),
+        };
+        let w = tokio::time::timeout(ACK_WRITE_TIMEOUT, wr.write_all(&c.encode())).await;
+        if !matches!(w, Ok(Ok(()))) {
+            // Dead path: closing it ends its reader, which unregisters it.
+            shutdown_both(&wr);
+            return;
+        }
+        if last {
+            let _ = wr.shutdown().await;
+            return;
+        }
+    }
+}
+
+fn shutdown_both(wr: &OwnedWriteHalf) {
+    let s: &TcpStream = wr.as_ref();
+    let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Both);
+}
+
+/// Reads and discards until the peer closes, the socket fails, or
+/// [`DRAIN`] has passed (the owner closes every socket then).
+async fn drain(s: &mut OwnedReadHalf) {
+    let mut buf = vec![0u8; DISCARD_CHUNK];
+    let _ = tokio::time::timeout(StdDuration::from(DRAIN), async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+}
+
+/// Reads frames until the connection closes (`Ok`) or the peer sends
+/// something that must stop the transfer (`Err`).
+async fn serve_frames(
+    s: &mut OwnedReadHalf,
+    idx: usize,
+    max_block: u32,
+    events: &mpsc::Sender<Event>,
+    ctl: mpsc::Sender<Ctl>,
+    written: &AtomicU64,
+) -> Result<(), PipeError> {
+    let mut hb = [0u8; frame::HEADER_LEN];
+    let mut scratch = Vec::new();
+    loop {
+        if s.read_exact(&mut hb).await.is_err() {
+            return Ok(());
+        }
+        let h = DataHeader::decode(&hb, max_block)?;
+        match h.kind {
+            DataKind::Abort => return Err(PipeError::SenderAborted { bytes: 0 }),
+            DataKind::End => {
+                let mut p = [0u8; frame::END_PAYLOAD_LEN as usize];
+                if s.read_exact(&mut p).await.is_err() {
+                    return Ok(());
+                }
+                let (total, digest) = match frame::decode_end(&p) {
+                    Some(x) if crc32fast::hash(&p) == h.crc => x,
+                    _ => return Err(ProtocolViolation::EndChecksum.into()),
+                };
+                let (tx, rx) = oneshot::channel();
+                let ev = Event::End {
+                    blocks: h.seq,
+                    total,
+                    digest,
+                    reply: tx,
+                };
+                if events.send(ev).await.is_err() {
+                    return Ok(());
+                }
+                if let Ok(r) = rx.await {
+                    r?;
+                }
+            }
+            DataKind::Data => {
+                let (tx, rx) = oneshot::channel();
+                let ev = Event::Header {
+                    seq: h.seq,
+                    len: h.len,
+                    reply: tx,
+                };
+                if events.send(ev).await.is_err() {
+                    return Ok(());
+                }
+                let Ok(verdict) = rx.await else {
+                    return Ok(());
+                };
+                let ev = match verdict {
+                    Verdict::Violation => return Err(ProtocolViolation::BeyondWindow(h.seq).into()),
+                    Verdict::Duplicate => {
+                        if discard(s, h.len as usize, &mut scratch).await.is_err() {
+                            return Ok(());
+                        }
+                        Event::Duplicate { idx, len: h.len }
+                    }
+                    Verdict::Take => {
+                        // read_to_end fills spare capacity without zeroing it.
+                        let mut data = Vec::with_capacity(h.len as usize);
+                        match (&mut *s)
+                            .take(u64::from(h.len))
+                            .read_to_end(&mut data)
+                            .await
+                        {
+                            Ok(n) if n == h.len as usize => {}
+                            _ => return Ok(()),
+                        }
+                        if crc32fast::hash(&data) != h.crc {
+                            return Err(PipeError::Corrupt {
+                                seq: h.seq,
+                                conn: idx,
+                                bytes: 0,
+                            });
+                        }
+                        Event::Block {
+                            idx,
+                            seq: h.seq,
+                            data,
+                        }
+                    }
+                };
+                if events.send(ev).await.is_err() {
+                    return Ok(());
+                }
+                let ack = Control::Ack {
+                    seq: h.seq,
+                    written: written.load(Ordering::Relaxed),
+                };
+                if ctl.send(Ctl::Frame(ack)).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+async fn discard(s: &mut OwnedReadHalf, mut n: usize, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    if buf.len() < DISCARD_CHUNK.min(n) {
+        buf.resize(DISCARD_CHUNK.min(n), 0);
+    }
+    while n > 0 {
+        let k = n.min(buf.len());
+        s.read_exact(&mut buf[..k]).await?;
+        n -= k;
+    }
+    Ok(())
+}

@@ -1,0 +1,293 @@
+//! The receiving side: accept connections, verify, reorder, write in order.
+//!
+//! One task owns the state (the `Owner`: the session, the [`Reorder`]
+//! window, per-connection slots, the outcome); the others talk to it over
+//! bounded channels:
+//! - one **accept** task per listening address, which spawns
+//! - one **connection task** per accepted connection: hello (admitted by
+//!   the owner), then frames: it asks the owner for the verdict on each
+//!   block header, reads and CRC-checks the payload itself (per-byte work
+//!   off the owner), hands verified blocks to the owner and queues the
+//!   acknowledgement; its **control writer** task writes the hello-ack and
+//!   then every control frame for that connection;
+//! - the **output writer** (one blocking task): writes the batches of
+//!   in-order blocks the owner hands it, feeds the BLAKE3 digest, and at the
+//!   end flushes and returns the digest.
+//!
+//! Files: `owner` (the state and its event handling), `conn` (accept,
+//! per-connection and control-writer tasks), `output` (the output writer).
+//!
+//! Timers exist only for real timeouts: the hello, the idle limit, the
+//! drain after the outcome, progress reports.
+//!
+//! Invariants: a connection gets per-peer state only after a hello with the
+//! right magic, version and session; a block is allocated only if the
+//! window's verdict says it is new and inside the window; a block is
+//! written only after its CRC matched; a block outside the window, a bad
+//! CRC or an output error stops the transfer with an `Abort` to the sender
+//! and an error here.
+
+use super::frame::{Control, Hello, HelloAck, SessionId};
+use super::net::{self, SockOpts};
+use super::reorder::{Reorder, Verdict};
+use super::stats::{Progress, RecvReport};
+use super::{ConfigError, PipeError, ProtocolViolation, MAX_CONNECTIONS};
+use crate::clock;
+use braid_core::Duration;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+use tokio::sync::{mpsc, oneshot};
+
+mod conn;
+mod output;
+mod owner;
+
+use conn::accept_loop;
+use output::output_writer;
+use owner::Owner;
+
+/// How long a new connection has to send its hello.
+const HELLO_TIMEOUT: StdDuration = StdDuration::from_secs(5);
+/// After the outcome, how long to wait for the sender to close.
+const DRAIN: Duration = Duration::from_secs(2);
+/// Accepted connections ever (bounds the per-connection table).
+const MAX_ACCEPTED: usize = 4 * MAX_CONNECTIONS;
+/// A control write (ack) blocked this long means the path is dead; the
+/// connection is then closed so acks go over the others.
+const ACK_WRITE_TIMEOUT: StdDuration = StdDuration::from_secs(2);
+/// Size of the scratch buffer for dropping duplicate payloads.
+const DISCARD_CHUNK: usize = 64 << 10;
+/// How often the observer is called.
+const PROGRESS_TICK: StdDuration = StdDuration::from_millis(150);
+/// Bound of the channel into the owner: a few messages per connection.
+const EVENT_QUEUE: usize = 4 * MAX_CONNECTIONS;
+/// Control frames queued for one connection. Per-block acks wait for room
+/// (the connection's reader stalls, and TCP pushes back on the sender);
+/// the owner's cumulative "written" acks are dropped when it is full (the
+/// next one carries a newer count).
+const CTL_QUEUE: usize = 64;
+/// Batches of in-order blocks handed to the output writer at once.
+const OUTPUT_QUEUE: usize = 2;
+
+/// Settings of a receiver.
+#[derive(Debug, Clone)]
+pub struct RecvConfig {
+    /// Addresses to listen on.
+    pub listen: Vec<SocketAddr>,
+    /// Largest reorder window, bytes.
+    pub window_bytes: u64,
+    /// Socket options.
+    pub sock: SockOpts,
+    /// Give up when no connection is open for this long mid-stream.
+    pub idle_limit: Duration,
+}
+
+/// A bound receiver; [`Receiver::run`] serves one transfer.
+#[derive(Debug)]
+pub struct Receiver {
+    listeners: Vec<TcpListener>,
+    cfg: RecvConfig,
+}
+
+impl Receiver {
+    /// Binds every listening address.
+    ///
+    /// # Errors
+    /// [`PipeError::Listen`] if an address cannot be bound.
+    pub fn bind(cfg: RecvConfig) -> Result<Self, PipeError> {
+        if cfg.listen.is_empty() {
+            return Err(ConfigError::NoListenAddress.into());
+        }
+        let mut listeners = Vec::new();
+        for a in &cfg.listen {
+            let l = net::listen(a, &cfg.sock).map_err(|e| PipeError::Listen {
+                addr: *a,
+                source: e,
+            })?;
+            l.set_nonblocking(true).map_err(|e| PipeError::Listen {
+                addr: *a,
+                source: e,
+            })?;
+            listeners.push(l);
+        }
+        Ok(Receiver { listeners, cfg })
+    }
+
+    /// The bound addresses (useful with port 0).
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// Receives one stream into `output`, verified, in order.
+    ///
+    /// This blocking entry point builds a tokio runtime for the transfer.
+    ///
+    /// # Errors
+    /// [`PipeError`]: a corrupt block, an output error, a protocol violation,
+    /// a digest mismatch, or the sender gone for `idle_limit`.
+    pub fn run(
+        self,
+        output: Box<dyn Write + Send>,
+        observer: &mut dyn FnMut(&Progress),
+    ) -> Result<RecvReport, PipeError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(PipeError::Runtime)?;
+        let res = rt.block_on(self.run_async(output, observer));
+        // The output writer may be blocked on a stalled output.
+        rt.shutdown_background();
+        res
+    }
+
+    /// The async form of [`Receiver::run`]; call it inside a tokio runtime
+    /// with time and I/O enabled.
+    ///
+    /// # Errors
+    /// As [`Receiver::run`].
+    pub async fn run_async(
+        self,
+        output: Box<dyn Write + Send>,
+        observer: &mut dyn FnMut(&Progress),
+    ) -> Result<RecvReport, PipeError> {
+        let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
+        let written = Arc::new(AtomicU64::new(0));
+        let mut acceptors = Vec::new();
+        for (l, &addr) in self.listeners.into_iter().zip(&self.cfg.listen) {
+            let l = tokio::net::TcpListener::from_std(l)
+                .map_err(|source| PipeError::Listen { addr, source })?;
+            acceptors.push(tokio::spawn(accept_loop(
+                l,
+                ev_tx.clone(),
+                Arc::clone(&written),
+            )));
+        }
+        let (out_tx, out_rx) = mpsc::channel(OUTPUT_QUEUE + 1);
+        {
+            let ev = ev_tx.clone();
+            drop(tokio::task::spawn_blocking(move || {
+                output_writer(output, out_rx, ev)
+            }));
+        }
+        let mut owner = Owner {
+            window_bytes: self.cfg.window_bytes,
+            idle_limit: self.cfg.idle_limit,
+            session: None,
+            reorder: Reorder::new(0, 0),
+            end: None,
+            fatal: None,
+            conns: Vec::new(),
+            open: 0,
+            last_close: None,
+            first_conn: None,
+            done: false,
+            bytes: 0,
+            written,
+            out_tx,
+            out_busy: 0,
+            finishing: false,
+            result: None,
+        };
+        let mut ev_rx = ev_rx;
+        let result = owner.run(&mut ev_rx, observer).await;
+        // Tell the sender, let it close, then close everything.
+        owner.finish(&result).await;
+        let until = clock::now() + DRAIN;
+        while owner.open > 0 {
+            let left = until.saturating_duration_since(clock::now());
+            if left.is_zero() {
+                break;
+            }
+            match tokio::time::timeout(StdDuration::from(left), ev_rx.recv()).await {
+                Ok(Some(ev)) => owner.handle_event(ev),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        drop(ev_tx);
+        // Aborting an acceptor drops its connection tasks (and sockets).
+        for a in acceptors {
+            a.abort();
+        }
+        result
+    }
+}
+
+struct Session {
+    id: SessionId,
+    max_block: u32,
+}
+
+/// A control frame to write on one connection.
+enum Ctl {
+    /// Write it and go on.
+    Frame(Control),
+    /// Write it, then shut the sending direction.
+    Final(Control),
+}
+
+/// The owner's answer to a hello.
+struct Admit {
+    ack: HelloAck,
+    /// For an accepted connection: its index, the session's largest block,
+    /// and both ends of its control queue.
+    conn: Option<(usize, u32, mpsc::Sender<Ctl>, mpsc::Receiver<Ctl>)>,
+}
+
+/// What the output writer is told.
+enum Out {
+    Batch(Vec<(u64, Vec<u8>)>),
+    Finish,
+}
+
+/// A message to the owner.
+enum Event {
+    Hello {
+        peer: SocketAddr,
+        hello: Hello,
+        reply: oneshot::Sender<Admit>,
+    },
+    Header {
+        seq: u64,
+        len: u32,
+        reply: oneshot::Sender<Verdict>,
+    },
+    Block {
+        idx: usize,
+        seq: u64,
+        data: Vec<u8>,
+    },
+    Duplicate {
+        idx: usize,
+        len: u32,
+    },
+    End {
+        blocks: u64,
+        total: u64,
+        digest: [u8; 32],
+        reply: oneshot::Sender<Result<(), ProtocolViolation>>,
+    },
+    Fatal {
+        peer: SocketAddr,
+        error: PipeError,
+    },
+    Closed {
+        idx: usize,
+    },
+    Written {
+        blocks: u64,
+        bytes: u64,
+    },
+    OutputFailed {
+        bytes: u64,
+        source: std::io::Error,
+    },
+    Flushed {
+        digest: [u8; 32],
+    },
+}

@@ -1,0 +1,363 @@
+//! The task that owns the receiver's state: the session, the reorder
+//! window, the connection slots and the outcome (see the parent module).
+
+use super::{
+    Admit, Ctl, Event, Out, Session, ACK_WRITE_TIMEOUT, CTL_QUEUE, MAX_ACCEPTED, OUTPUT_QUEUE,
+    PROGRESS_TICK,
+};
+use crate::clock;
+use crate::pipe::frame::{Control, Hello, HelloAck, HelloStatus, StopReason, FLAG_REJOIN};
+use crate::pipe::reorder::Reorder;
+use crate::pipe::stats::{Progress, RecvConn, RecvReport};
+use crate::pipe::{PipeError, ProtocolViolation, MAX_CONNECTIONS, MAX_WINDOW_BLOCKS};
+use braid_core::{Duration, Instant};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+use tokio::sync::mpsc;
+
+pub(super) struct ConnSlot {
+    peer: SocketAddr,
+    /// The connection's control queue; dropped when it closes, which ends
+    /// its control writer.
+    ctl: Option<mpsc::Sender<Ctl>>,
+    open: bool,
+    bytes: u64,
+}
+
+/// The task that owns the receiver's state; see the module docs.
+pub(super) struct Owner {
+    pub(super) window_bytes: u64,
+    pub(super) idle_limit: Duration,
+    pub(super) session: Option<Session>,
+    pub(super) reorder: Reorder,
+    pub(super) end: Option<(u64, u64, [u8; 32])>,
+    pub(super) fatal: Option<PipeError>,
+    pub(super) conns: Vec<ConnSlot>,
+    pub(super) open: usize,
+    pub(super) last_close: Option<Instant>,
+    pub(super) first_conn: Option<Instant>,
+    pub(super) done: bool,
+    /// Bytes written (all verified).
+    pub(super) bytes: u64,
+    /// Blocks written, for the connection tasks' acks.
+    pub(super) written: Arc<AtomicU64>,
+    pub(super) out_tx: mpsc::Sender<Out>,
+    pub(super) out_busy: usize,
+    pub(super) finishing: bool,
+    pub(super) result: Option<Result<RecvReport, PipeError>>,
+}
+
+impl Owner {
+    pub(super) async fn run(
+        &mut self,
+        events: &mut mpsc::Receiver<Event>,
+        observer: &mut dyn FnMut(&Progress),
+    ) -> Result<RecvReport, PipeError> {
+        let mut tick = tokio::time::interval(PROGRESS_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick is immediate; the first report comes one tick in.
+        tick.tick().await;
+        loop {
+            if let Some(r) = self.result.take() {
+                return r;
+            }
+            if self.out_busy == 0 {
+                if let Some(e) = self.fatal.take() {
+                    return Err(with_bytes(e, self.bytes));
+                }
+            }
+            self.service();
+            let idle = match (self.open, self.last_close) {
+                (0, Some(t)) => {
+                    let due = t + self.idle_limit;
+                    Some(StdDuration::from(
+                        due.saturating_duration_since(clock::now()) + Duration::from_millis(1),
+                    ))
+                }
+                _ => None,
+            };
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    Some(ev) => self.handle_event(ev),
+                    None => return Err(PipeError::LostSender { secs: 0, bytes: self.bytes }),
+                },
+                _ = tick.tick() => {
+                    let p = self.progress(clock::now());
+                    observer(&p);
+                }
+                _ = sleep_opt(idle) => {
+                    let now = clock::now();
+                    if let (0, Some(t)) = (self.open, self.last_close) {
+                        if now.saturating_duration_since(t) > self.idle_limit {
+                            return Err(PipeError::LostSender {
+                                secs: self.idle_limit.as_secs_f64() as u64,
+                                bytes: self.bytes,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands ready blocks to the output writer; at the end, asks it to
+    /// flush.
+    fn service(&mut self) {
+        if self.fatal.is_some() || self.finishing {
+            return;
+        }
+        if self.out_busy < OUTPUT_QUEUE {
+            let ready = self.reorder.pop_ready();
+            if !ready.is_empty() {
+                if self.out_tx.try_send(Out::Batch(ready)).is_ok() {
+                    self.out_busy += 1;
+                } else {
+                    self.fatal.get_or_insert(PipeError::Output {
+                        bytes: self.bytes,
+                        source: std::io::Error::other("the output writer stopped"),
+                    });
+                }
+                return;
+            }
+        }
+        if let Some((blocks, _, _)) = self.end {
+            if self.out_busy == 0 && self.reorder.written() >= blocks && self.session.is_some() {
+                self.finishing = true;
+                if self.out_tx.try_send(Out::Finish).is_err() {
+                    self.fatal.get_or_insert(PipeError::Output {
+                        bytes: self.bytes,
+                        source: std::io::Error::other("the output writer stopped"),
+                    });
+                }
+            }
+        }
+    }
+
+    pub(super) fn handle_event(&mut self, ev: Event) {
+        match ev {
+            Event::Hello { peer, hello, reply } => {
+                let _ = reply.send(self.admit(peer, &hello));
+            }
+            Event::Header { seq, len, reply } => {
+                let _ = reply.send(self.reorder.verdict(seq, u64::from(len)));
+            }
+            Event::Block { idx, seq, data } => {
+                self.conns[idx].bytes += data.len() as u64;
+                self.reorder.insert(seq, data);
+            }
+            Event::Duplicate { idx, len } => {
+                self.reorder.count_duplicate();
+                self.conns[idx].bytes += u64::from(len);
+            }
+            Event::End {
+                blocks,
+                total,
+                digest,
+                reply,
+            } => {
+                let r = match self.end {
+                    None => {
+                        self.end = Some((blocks, total, digest));
+                        Ok(())
+                    }
+                    Some(e) if e == (blocks, total, digest) => Ok(()),
+                    Some(_) => Err(ProtocolViolation::TwoEnds),
+                };
+                let _ = reply.send(r);
+            }
+            Event::Fatal { peer, error } => {
+                if !self.done {
+                    tracing::warn!(%peer, error = %error, "stopping: bad input from the sender");
+                    self.fatal.get_or_insert(error);
+                }
+            }
+            Event::Closed { idx } => {
+                self.conns[idx].open = false;
+                self.conns[idx].ctl = None;
+                self.open -= 1;
+                self.last_close = Some(clock::now());
+            }
+            Event::Written { blocks, bytes } => {
+                self.out_busy = self.out_busy.saturating_sub(1);
+                self.reorder.mark_written(blocks, bytes);
+                self.bytes += bytes;
+                let written = self.reorder.written();
+                self.written.store(written, Ordering::Relaxed);
+                let ack = Control::Ack {
+                    seq: u64::MAX,
+                    written,
+                };
+                for ctl in self.conns.iter().filter_map(|c| c.ctl.as_ref()) {
+                    // Cumulative: if the queue is full, the next one will do.
+                    let _ = ctl.try_send(Ctl::Frame(ack));
+                }
+            }
+            Event::OutputFailed { bytes, source } => {
+                self.out_busy = self.out_busy.saturating_sub(1);
+                self.result
+                    .get_or_insert(Err(PipeError::Output { bytes, source }));
+            }
+            Event::Flushed { digest } => {
+                let Some((_, total, sent_digest)) = self.end else {
+                    return;
+                };
+                let r = if total != self.bytes || digest != sent_digest {
+                    Err(PipeError::Digest {
+                        sent: total,
+                        written: self.bytes,
+                        digests_match: digest == sent_digest,
+                    })
+                } else {
+                    Ok(self.report(&digest))
+                };
+                self.result.get_or_insert(r);
+            }
+        }
+    }
+
+    /// Checks a hello and registers the connection.
+    fn admit(&mut self, peer: SocketAddr, hello: &Hello) -> Admit {
+        let status = match &self.session {
+            _ if self.done => HelloStatus::Busy,
+            None if hello.flags & FLAG_REJOIN != 0 => HelloStatus::UnknownSession,
+            Some(ses) if ses.id != hello.session => HelloStatus::Busy,
+            _ if self.open >= MAX_CONNECTIONS || self.conns.len() >= MAX_ACCEPTED => {
+                HelloStatus::TooManyConnections
+            }
+            _ => HelloStatus::Ok,
+        };
+        let (window, window_bytes) = if status != HelloStatus::Ok {
+            (0, 0)
+        } else if self.session.is_some() {
+            (self.reorder.window(), self.reorder.window_bytes())
+        } else {
+            // At least two full blocks; memory is bounded by the byte window.
+            let bytes = self.window_bytes.max(2 * u64::from(hello.max_block));
+            let w = u64::from(hello.window_blocks).clamp(2, MAX_WINDOW_BLOCKS);
+            self.session = Some(Session {
+                id: hello.session,
+                max_block: hello.max_block,
+            });
+            self.reorder = Reorder::new(w, bytes);
+            (w, bytes)
+        };
+        let ack = HelloAck {
+            status,
+            window_blocks: window as u32,
+            window_bytes,
+        };
+        if status != HelloStatus::Ok {
+            return Admit { ack, conn: None };
+        }
+        let max_block = self.session.as_ref().map_or(0, |ses| ses.max_block);
+        let idx = self.conns.len();
+        let (ctl_tx, ctl_rx) = mpsc::channel(CTL_QUEUE);
+        self.conns.push(ConnSlot {
+            peer,
+            ctl: Some(ctl_tx.clone()),
+            open: true,
+            bytes: 0,
+        });
+        self.open += 1;
+        self.first_conn.get_or_insert(clock::now());
+        Admit {
+            ack,
+            conn: Some((idx, max_block, ctl_tx, ctl_rx)),
+        }
+    }
+
+    /// Sends the outcome (`Done` or `Abort`) on every open connection and
+    /// refuses new ones.
+    pub(super) async fn finish(&mut self, result: &Result<RecvReport, PipeError>) {
+        let bytes = self.bytes;
+        let msg = match result {
+            Ok(_) => Control::Done {
+                reason: StopReason::Verified,
+                bytes,
+            },
+            Err(PipeError::Digest { .. }) => Control::Done {
+                reason: StopReason::DigestMismatch,
+                bytes,
+            },
+            Err(e) => Control::Abort {
+                reason: stop_reason(e),
+                bytes,
+                seq: u64::MAX,
+            },
+        };
+        self.done = true;
+        for ctl in self.conns.iter().filter_map(|c| c.ctl.as_ref()) {
+            let send = ctl.send(Ctl::Final(msg));
+            let _ = tokio::time::timeout(ACK_WRITE_TIMEOUT, send).await;
+        }
+    }
+
+    fn progress(&self, now: Instant) -> Progress {
+        let start = self.first_conn.unwrap_or(now);
+        Progress {
+            bytes: self.bytes,
+            total: None,
+            seconds: now.saturating_duration_since(start).as_secs_f64(),
+            per_conn: self.conns.iter().map(|c| c.bytes).collect(),
+        }
+    }
+
+    fn report(&self, digest: &[u8; 32]) -> RecvReport {
+        let now = clock::now();
+        let secs = now
+            .saturating_duration_since(self.first_conn.unwrap_or(now))
+            .as_secs_f64()
+            .max(1e-9);
+        let (pb, pby, dups) = self.reorder.peaks();
+        RecvReport {
+            side: "recv",
+            bytes: self.bytes,
+            blocks: self.reorder.written(),
+            seconds: secs,
+            bps: self.bytes as f64 * 8.0 / secs,
+            window_blocks: self.reorder.window(),
+            reorder_peak_blocks: pb,
+            reorder_peak_bytes: pby,
+            duplicates: dups,
+            blake3: blake3::Hash::from_bytes(*digest).to_hex().to_string(),
+            connections: self
+                .conns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| RecvConn {
+                    index: i,
+                    peer: c.peer.to_string(),
+                    bytes: c.bytes,
+                    bps: c.bytes as f64 * 8.0 / secs,
+                })
+                .collect(),
+        }
+    }
+}
+
+fn stop_reason(e: &PipeError) -> StopReason {
+    match e {
+        PipeError::Corrupt { .. } => StopReason::BadChecksum,
+        PipeError::Output { .. } => StopReason::OutputFailed,
+        PipeError::Digest { .. } => StopReason::DigestMismatch,
+        _ => StopReason::Protocol,
+    }
+}
+
+fn with_bytes(e: PipeError, bytes: u64) -> PipeError {
+    match e {
+        PipeError::Corrupt { seq, conn, .. } => PipeError::Corrupt { seq, conn, bytes },
+        PipeError::SenderAborted { .. } => PipeError::SenderAborted { bytes },
+        e => e,
+    }
+}
+
+/// Sleeps for `d`, or forever if `None`.
+async fn sleep_opt(d: Option<StdDuration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}

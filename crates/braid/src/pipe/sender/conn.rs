@@ -1,0 +1,224 @@
+//! The network side of the sender: one task per connection (connect, TCP
+//! or MPTCP, hello, then ask the owner for a job and write it; reconnect
+//! with backoff) and its ack reader, which decodes the receiver's control
+//! frames for the owner.
+
+use super::{
+    addr_of, Event, Job, Published, SendConfig, Stop, BACKOFF_START, CONNECT_TIMEOUT, JOB_QUEUE,
+};
+use crate::pipe::frame::{
+    self, Control, DataHeader, DataKind, Hello, HelloAck, HelloStatus, SessionId, FLAG_REJOIN,
+};
+use crate::pipe::net;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Connects and exchanges hellos.
+async fn open(
+    cfg: &SendConfig,
+    session: SessionId,
+    c: usize,
+    rejoin: bool,
+    window: u64,
+) -> Result<(TcpStream, u64, u64), String> {
+    let addr = addr_of(cfg, c);
+    let hello = Hello {
+        flags: if rejoin { FLAG_REJOIN } else { 0 },
+        session,
+        conn_index: c as u16,
+        max_block: cfg.block_size,
+        window_blocks: window.min(u64::from(u32::MAX)) as u32,
+        total_size: cfg.total_size.unwrap_or(u64::MAX),
+    };
+    let attempt = async {
+        let mut s = net::connect_async(&addr, &cfg.sock)
+            .await
+            .map_err(|e| format!("connecting to {addr}: {e}"))?;
+        let io = |e: std::io::Error| format!("hello with {addr}: {e}");
+        s.write_all(&hello.encode()).await.map_err(io)?;
+        let mut b = [0u8; frame::HELLO_ACK_LEN];
+        s.read_exact(&mut b).await.map_err(io)?;
+        Ok::<_, String>((s, b))
+    };
+    let (s, b) = match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+        Ok(r) => r?,
+        Err(_) => return Err(format!("connecting to {addr}: timed out")),
+    };
+    let ack = HelloAck::decode(&b).map_err(|e| format!("{addr}: {e}"))?;
+    match ack.status {
+        HelloStatus::Ok if ack.window_blocks >= 2 => {
+            Ok((s, u64::from(ack.window_blocks), ack.window_bytes))
+        }
+        HelloStatus::Ok => Err(format!("{addr}: receiver window too small")),
+        st => Err(format!("{addr} refused the connection: {st:?}")),
+    }
+}
+
+/// One connection's life: connect, run, reconnect with backoff.
+pub(super) async fn conn_task(
+    cfg: Arc<SendConfig>,
+    session: SessionId,
+    c: usize,
+    events: mpsc::Sender<Event>,
+    mut published: watch::Receiver<Published>,
+) {
+    let mut attempts = 0u32;
+    let mut gen = 0u64;
+    loop {
+        let p = *published.borrow_and_update();
+        if p.stop != Stop::Running {
+            return;
+        }
+        let opened = tokio::select! {
+            r = open(&cfg, session, c, p.session_up, p.window_blocks) => r,
+            _ = stopped(&mut published) => return,
+        };
+        match opened {
+            Ok((stream, granted, granted_bytes)) => {
+                attempts = 0;
+                gen += 1;
+                let (jobs_tx, jobs_rx) = mpsc::channel(JOB_QUEUE);
+                let (kill_tx, kill_rx) = oneshot::channel();
+                let up = Event::Up {
+                    c,
+                    gen,
+                    granted,
+                    granted_bytes,
+                    jobs: jobs_tx,
+                    kill: kill_tx,
+                };
+                if events.send(up).await.is_err() {
+                    return;
+                }
+                let (rd, wr) = stream.into_split();
+                let acks = tokio::spawn(ack_reader(rd, c, gen, cfg.clone(), events.clone()));
+                let err = run_conn(&cfg, c, gen, wr, jobs_rx, kill_rx, &events).await;
+                acks.abort();
+                if let Some(error) = err {
+                    let _ = events.send(Event::Down { c, gen, error }).await;
+                }
+            }
+            Err(error) => {
+                attempts += 1;
+                if events
+                    .send(Event::ConnectFailed { c, error })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                if attempts > cfg.reconnect_attempts {
+                    let _ = events.send(Event::GaveUp { c }).await;
+                    return;
+                }
+                let backoff = BACKOFF_START * 2u32.saturating_pow(attempts - 1);
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = stopped(&mut published) => return,
+                }
+            }
+        }
+    }
+}
+
+/// Resolves once the owner publishes a stop (or is gone).
+async fn stopped(published: &mut watch::Receiver<Published>) {
+    let _ = published.wait_for(|p| p.stop != Stop::Running).await;
+}
+
+/// Asks for jobs and writes them until the connection fails (returns the
+/// error) or the owner ends it (returns `None`).
+async fn run_conn(
+    cfg: &SendConfig,
+    c: usize,
+    gen: u64,
+    mut s: OwnedWriteHalf,
+    mut jobs: mpsc::Receiver<Job>,
+    mut kill: oneshot::Receiver<()>,
+    events: &mpsc::Sender<Event>,
+) -> Option<String> {
+    loop {
+        if events.send(Event::Want { c, gen }).await.is_err() {
+            return None;
+        }
+        let job = tokio::select! {
+            j = jobs.recv() => j?,
+            _ = &mut kill => return None,
+        };
+        let res = tokio::select! {
+            r = write_job(cfg, &mut s, job) => r,
+            _ = &mut kill => return None,
+        };
+        if let Err(e) = res {
+            return Some(format!("sending to {}: {e}", addr_of(cfg, c)));
+        }
+    }
+}
+
+async fn write_job(cfg: &SendConfig, s: &mut OwnedWriteHalf, job: Job) -> std::io::Result<()> {
+    match job {
+        Job::Block { seq, block, copy } => {
+            let h = DataHeader {
+                kind: DataKind::Data,
+                seq,
+                len: block.data.len() as u32,
+                crc: block.crc,
+            };
+            s.write_all(&h.encode()).await?;
+            if !copy && cfg.corrupt_block == Some(seq) {
+                let mut bad = block.data.clone();
+                bad[0] ^= 0xff;
+                s.write_all(&bad).await
+            } else {
+                s.write_all(&block.data).await
+            }
+        }
+        Job::End {
+            blocks,
+            bytes,
+            digest,
+        } => {
+            let payload = frame::encode_end(bytes, &digest);
+            let h = DataHeader {
+                kind: DataKind::End,
+                seq: blocks,
+                len: frame::END_PAYLOAD_LEN,
+                crc: crc32fast::hash(&payload),
+            };
+            s.write_all(&h.encode()).await?;
+            s.write_all(&payload).await
+        }
+    }
+}
+
+async fn ack_reader(
+    mut s: OwnedReadHalf,
+    c: usize,
+    gen: u64,
+    cfg: Arc<SendConfig>,
+    events: mpsc::Sender<Event>,
+) {
+    let mut b = [0u8; frame::CONTROL_LEN];
+    loop {
+        let msg = match s.read_exact(&mut b).await {
+            Ok(_) => Control::decode(&b),
+            Err(e) => {
+                let msg = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    "the receiver closed the connection".to_string()
+                } else {
+                    e.to_string()
+                };
+                let error = format!("{}: {msg}", addr_of(&cfg, c));
+                let _ = events.send(Event::Down { c, gen, error }).await;
+                return;
+            }
+        };
+        let last = !matches!(msg, Ok(Control::Ack { .. }));
+        if events.send(Event::Control { c, msg }).await.is_err() || last {
+            return;
+        }
+    }
+}

@@ -1,0 +1,321 @@
+//! The sending side: tokio tasks around one [`Scheduler`].
+//!
+//! One task owns the state (the `Owner`: scheduler, the blocks not yet
+//! acknowledged, per-connection slots, the outcome); every other task talks
+//! to it over bounded channels, so nothing is shared behind a lock:
+//! - the **reader** (one blocking task, [`tokio::task::spawn_blocking`]):
+//!   asked for one block of a given length at a time, it reads the input,
+//!   computes the block's CRC-32 and feeds the stream's BLAKE3, so the
+//!   per-byte work stays off the owner;
+//! - one **connection task** per connection: connect (TCP or MPTCP), hello,
+//!   then ask the owner for a job, write it, ask again; reconnect with
+//!   backoff when the connection dies; its **ack reader** task decodes the
+//!   receiver's control frames and hands them to the owner.
+//!
+//! Files: `owner` (the state and its event handling), `conn` (connection
+//! and ack-reader tasks), `input` (the blocking reader).
+//!
+//! Wake-ups are messages: the owner answers a connection that asked for
+//! work as soon as an event (an ack, a block read, a connection down) lets
+//! the scheduler give it something, and otherwise at
+//! [`Scheduler::poll_timeout`] (when a stalled path makes a copy worth
+//! sending). Timers exist only for real timeouts: connect, reconnect
+//! backoff, progress reports.
+//!
+//! Invariants: a block's bytes are kept until it is acknowledged; at most
+//! `window` blocks are held (the scheduler bounds reading); success is
+//! declared only when the receiver reports `Done(Verified)`; the stop signal
+//! is the typed `Stop` value the owner publishes to every task.
+
+mod conn;
+mod input;
+mod owner;
+
+use conn::conn_task;
+use input::reader;
+use owner::Owner;
+
+use super::frame::{self, Control, SessionId};
+use super::net::SockOpts;
+use super::sched::{Layout, Mode, Scheduler, MIN_ADAPTIVE_BLOCK};
+use super::stats::{Progress, SendReport};
+use super::{ConfigError, PipeError, ProtocolViolation, MAX_CONNECTIONS, MAX_WINDOW_BLOCKS};
+use crate::clock;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Timeout of one connection attempt (including the hello).
+const CONNECT_TIMEOUT: StdDuration = StdDuration::from_secs(3);
+/// First reconnect backoff; doubles per failed attempt.
+const BACKOFF_START: StdDuration = StdDuration::from_millis(200);
+/// How often the observer is called.
+const PROGRESS_TICK: StdDuration = StdDuration::from_millis(200);
+/// Bound of the channel into the owner: a few messages per connection
+/// (a job request, acks in flight, a state change).
+const EVENT_QUEUE: usize = 4 * MAX_CONNECTIONS;
+/// Jobs queued for one connection: it asks for the next only after it has
+/// written the previous one, so one is enough.
+const JOB_QUEUE: usize = 1;
+/// Read requests queued for the reader: one block at a time (the
+/// scheduler fixes a block's length when it is read).
+const READ_QUEUE: usize = 1;
+
+/// Settings of a sender.
+#[derive(Debug, Clone)]
+pub struct SendConfig {
+    /// Receiver addresses (one per path).
+    pub to: Vec<SocketAddr>,
+    /// Number of connections, spread over `to` in turn.
+    pub connections: usize,
+    /// Scheduling mode.
+    pub mode: Mode,
+    /// Block layout (fixed modes).
+    pub layout: Layout,
+    /// Block size in bytes.
+    pub block_size: u32,
+    /// Reorder window to ask for, bytes.
+    pub window_bytes: u64,
+    /// Input size if known.
+    pub total_size: Option<u64>,
+    /// Socket options.
+    pub sock: SockOpts,
+    /// Reconnect attempts per connection before it gives up.
+    pub reconnect_attempts: u32,
+    /// Test hook: corrupt the first copy of this block on the wire.
+    pub corrupt_block: Option<u64>,
+}
+
+/// Why the transfer stopped; published to every task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    /// Still running.
+    Running,
+    /// The outcome is decided (success or failure): every task ends.
+    Finished,
+}
+
+/// What the owner publishes to the connection tasks.
+#[derive(Debug, Clone, Copy)]
+struct Published {
+    /// A first connection was accepted: later ones rejoin the session.
+    session_up: bool,
+    /// The window to ask for (the granted one once the session is up).
+    window_blocks: u64,
+    /// Whether to stop.
+    stop: Stop,
+}
+
+/// One block read from the input.
+struct Block {
+    data: Vec<u8>,
+    crc: u32,
+}
+
+/// What a connection is told to write next.
+enum Job {
+    Block {
+        seq: u64,
+        block: Arc<Block>,
+        copy: bool,
+    },
+    End {
+        blocks: u64,
+        bytes: u64,
+        digest: [u8; 32],
+    },
+}
+
+/// What the reader hands back.
+enum Input {
+    Block(Block),
+    Eof { bytes: u64, digest: [u8; 32] },
+    Failed(std::io::Error),
+}
+
+/// A message to the owner.
+enum Event {
+    /// Connection `c` is up (generation `gen`): it takes jobs on `jobs` and
+    /// ends when `kill` is dropped.
+    Up {
+        c: usize,
+        gen: u64,
+        granted: u64,
+        granted_bytes: u64,
+        jobs: mpsc::Sender<Job>,
+        kill: oneshot::Sender<()>,
+    },
+    /// Connection `c` wants its next job.
+    Want { c: usize, gen: u64 },
+    /// A control frame (or a bad one) arrived on connection `c`.
+    Control {
+        c: usize,
+        msg: Result<Control, ProtocolViolation>,
+    },
+    /// Connection `c`'s generation `gen` failed.
+    Down { c: usize, gen: u64, error: String },
+    /// A connection attempt failed.
+    ConnectFailed { c: usize, error: String },
+    /// Connection `c` gave up reconnecting.
+    GaveUp { c: usize },
+}
+
+/// One connection as the owner sees it.
+#[derive(Default)]
+struct Slot {
+    gen: u64,
+    up: bool,
+    given_up: bool,
+    jobs: Option<mpsc::Sender<Job>>,
+    kill: Option<oneshot::Sender<()>>,
+    wants: bool,
+    last_error: Option<String>,
+    end_sent: bool,
+    connects: u64,
+}
+
+/// Sends `input` to a receiver and waits until it confirms the stream
+/// arrived verified. `observer` is called a few times per second.
+///
+/// This blocking entry point builds a tokio runtime for the transfer.
+///
+/// # Errors
+/// [`PipeError`]: bad settings, input failure, the receiver stopping
+/// (checksum, output, digest), or all connections lost.
+pub fn send(
+    input: Box<dyn Read + Send>,
+    cfg: SendConfig,
+    observer: &mut dyn FnMut(&Progress),
+) -> Result<SendReport, PipeError> {
+    validate(&cfg)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(PipeError::Runtime)?;
+    let res = rt.block_on(send_async(input, cfg, observer));
+    // The reader may be blocked on an idle input: do not wait for it.
+    rt.shutdown_background();
+    res
+}
+
+/// The async form of [`send`]; call it inside a tokio runtime with time and
+/// I/O enabled.
+///
+/// # Errors
+/// As [`send`].
+pub async fn send_async(
+    input: Box<dyn Read + Send>,
+    cfg: SendConfig,
+    observer: &mut dyn FnMut(&Progress),
+) -> Result<SendReport, PipeError> {
+    validate(&cfg)?;
+    let start = clock::now();
+    let total_blocks = cfg
+        .total_size
+        .map(|s| s.div_ceil(u64::from(cfg.block_size)));
+    // Blocks may be as small as MIN_ADAPTIVE_BLOCK; the byte window bounds memory.
+    let window = (cfg.window_bytes / u64::from(MIN_ADAPTIVE_BLOCK.min(cfg.block_size)))
+        .clamp(2, MAX_WINDOW_BLOCKS);
+    if cfg.layout == Layout::Partitioned
+        && (total_blocks.is_none_or(|t| t > window)
+            || cfg.total_size.is_none_or(|t| t > cfg.window_bytes))
+    {
+        return Err(ConfigError::PartitionedNeedsSize.into());
+    }
+    let sched = Scheduler::new(
+        cfg.mode,
+        cfg.layout,
+        cfg.connections,
+        cfg.block_size,
+        window,
+        total_blocks,
+        start,
+    );
+    let cfg = Arc::new(cfg);
+    let session = session_id(&cfg);
+    let (pub_tx, pub_rx) = watch::channel(Published {
+        session_up: false,
+        window_blocks: window,
+        stop: Stop::Running,
+    });
+    let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
+    let (read_tx, read_rx) = mpsc::channel(READ_QUEUE);
+    let (input_tx, input_rx) = mpsc::channel(READ_QUEUE);
+    // Detached: a reader blocked on an idle pipe cannot be interrupted.
+    drop(tokio::task::spawn_blocking(move || {
+        reader(input, read_rx, input_tx)
+    }));
+    let mut tasks = Vec::new();
+    for c in 0..cfg.connections {
+        tasks.push(tokio::spawn(conn_task(
+            Arc::clone(&cfg),
+            session,
+            c,
+            ev_tx.clone(),
+            pub_rx.clone(),
+        )));
+    }
+    drop(ev_tx);
+    let mut owner = Owner {
+        slots: (0..cfg.connections).map(|_| Slot::default()).collect(),
+        cfg,
+        sched,
+        blocks: BTreeMap::new(),
+        outcome: None,
+        session_up: false,
+        end: None,
+        acked_bytes: 0,
+        sent_wire: 0,
+        window_blocks: window,
+        reading: false,
+        read_tx,
+        pub_tx,
+        rotate: 0,
+        reweights: 0,
+    };
+    let result = owner.run(ev_rx, input_rx, start, observer).await;
+    // Stop everything: kill the connections, then wait for their tasks.
+    owner.publish(Stop::Finished);
+    for s in &mut owner.slots {
+        s.jobs = None;
+        s.kill = None;
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    result?;
+    let now = clock::now();
+    observer(&owner.progress(start, now));
+    Ok(owner.report(start, now))
+}
+
+fn validate(cfg: &SendConfig) -> Result<(), ConfigError> {
+    if cfg.to.is_empty() {
+        return Err(ConfigError::NoReceiverAddress);
+    }
+    if cfg.connections == 0 || cfg.connections > MAX_CONNECTIONS {
+        return Err(ConfigError::Connections);
+    }
+    if cfg.block_size < 4096 || cfg.block_size > frame::MAX_BLOCK_LEN {
+        return Err(ConfigError::BlockSize);
+    }
+    Ok(())
+}
+
+fn session_id(cfg: &SendConfig) -> SessionId {
+    // Unique per process and start time; not a secret.
+    let mut h = blake3::Hasher::new();
+    h.update(&std::process::id().to_be_bytes());
+    h.update(&clock::now().as_nanos().to_be_bytes());
+    h.update(format!("{:?}{:p}", cfg.to, cfg).as_bytes());
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    id
+}
+
+fn addr_of(cfg: &SendConfig, c: usize) -> SocketAddr {
+    cfg.to[c % cfg.to.len()]
+}

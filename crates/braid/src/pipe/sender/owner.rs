@@ -1,0 +1,318 @@
+//! The task that owns the sender's state: the scheduler, the blocks not
+//! yet acknowledged, the connection slots and the outcome (see the parent
+//! module).
+
+use super::{addr_of, Block, Event, Input, Job, Published, SendConfig, Slot, Stop, PROGRESS_TICK};
+use crate::clock;
+use crate::pipe::frame::{self, Control};
+use crate::pipe::sched::Scheduler;
+use crate::pipe::stats::{Progress, SendConn, SendReport};
+use crate::pipe::{PipeError, ProtocolViolation};
+use braid_core::Instant;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+use tokio::sync::{mpsc, watch};
+
+/// The task that owns the sender's state; see the module docs.
+pub(super) struct Owner {
+    pub(super) cfg: Arc<SendConfig>,
+    pub(super) sched: Scheduler,
+    pub(super) blocks: BTreeMap<u64, Arc<Block>>,
+    pub(super) slots: Vec<Slot>,
+    pub(super) outcome: Option<Result<(), PipeError>>,
+    pub(super) session_up: bool,
+    pub(super) end: Option<(u64, [u8; 32])>,
+    pub(super) acked_bytes: u64,
+    pub(super) sent_wire: u64,
+    pub(super) window_blocks: u64,
+    /// A read request is out to the reader.
+    pub(super) reading: bool,
+    pub(super) read_tx: mpsc::Sender<u32>,
+    pub(super) pub_tx: watch::Sender<Published>,
+    /// Where the next round of job offers starts (fairness).
+    pub(super) rotate: usize,
+    pub(super) reweights: u64,
+}
+
+impl Owner {
+    pub(super) async fn run(
+        &mut self,
+        mut events: mpsc::Receiver<Event>,
+        mut input: mpsc::Receiver<Input>,
+        start: Instant,
+        observer: &mut dyn FnMut(&Progress),
+    ) -> Result<(), PipeError> {
+        let mut tick = tokio::time::interval(PROGRESS_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first tick is immediate; the first report comes one tick in.
+        tick.tick().await;
+        loop {
+            if let Some(o) = self.outcome.take() {
+                return o;
+            }
+            if self.slots.iter().all(|s| s.given_up) {
+                let last = self.slots.iter().rev().find_map(|s| s.last_error.clone());
+                return Err(PipeError::LostReceiver {
+                    conns: self.slots.len(),
+                    acked_bytes: self.acked_bytes,
+                    last_error: last.unwrap_or_else(|| "no connection".into()),
+                });
+            }
+            self.service();
+            // A waiting connection may get a copy once a path stalls.
+            let stall = self
+                .slots
+                .iter()
+                .any(|s| s.wants)
+                .then(|| {
+                    let now = clock::now();
+                    let due = self.sched.poll_timeout(now)?;
+                    Some(StdDuration::from(due.saturating_duration_since(now)))
+                })
+                .flatten();
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    Some(ev) => self.handle_event(ev),
+                    // Every connection task ended: they all gave up.
+                    None => self.slots.iter_mut().for_each(|s| s.given_up = true),
+                },
+                inp = input.recv(), if self.reading => self.handle_input(inp),
+                _ = tick.tick() => {
+                    let p = self.progress(start, clock::now());
+                    observer(&p);
+                }
+                _ = sleep_opt(stall) => {}
+            }
+        }
+    }
+
+    /// Starts a read if the scheduler allows and offers jobs to every
+    /// connection that asked for one.
+    fn service(&mut self) {
+        if !self.reading && self.session_up && self.sched.may_read() {
+            // The reader owns the other end until the transfer ends; a full
+            // queue cannot happen (one request at a time).
+            if self.read_tx.try_send(self.sched.next_len()).is_ok() {
+                self.reading = true;
+            }
+        }
+        let n = self.slots.len();
+        let now = clock::now();
+        for i in 0..n {
+            let c = (self.rotate + i) % n;
+            if !self.slots[c].wants {
+                continue;
+            }
+            let Some(job) = self.next_job(c, now) else {
+                continue;
+            };
+            let slot = &mut self.slots[c];
+            slot.wants = false;
+            let sent = slot.jobs.as_ref().is_some_and(|j| j.try_send(job).is_ok());
+            if !sent {
+                tracing::debug!(conn = c, "job channel closed");
+            }
+        }
+        self.rotate = (self.rotate + 1) % n.max(1);
+    }
+
+    fn next_job(&mut self, c: usize, now: Instant) -> Option<Job> {
+        if let Some(t) = self.sched.poll_send(c, now) {
+            if let Some(b) = self.blocks.get(&t.seq) {
+                self.sent_wire += u64::from(t.len);
+                return Some(Job::Block {
+                    seq: t.seq,
+                    block: Arc::clone(b),
+                    copy: t.copy,
+                });
+            }
+        }
+        if self.sched.all_sent() && !self.slots[c].end_sent {
+            if let (Some(blocks), Some((bytes, digest))) = (self.sched.total_blocks(), self.end) {
+                self.slots[c].end_sent = true;
+                return Some(Job::End {
+                    blocks,
+                    bytes,
+                    digest,
+                });
+            }
+        }
+        None
+    }
+
+    fn handle_input(&mut self, inp: Option<Input>) {
+        self.reading = false;
+        match inp {
+            Some(Input::Block(b)) => {
+                let seq = self.sched.next_seq();
+                // A block is at most `next_len` (a u32) long.
+                let n = b.data.len() as u32;
+                self.blocks.insert(seq, Arc::new(b));
+                self.sched.handle_block_read(n);
+            }
+            Some(Input::Eof { bytes, digest }) => {
+                self.sched.handle_eof();
+                self.end = Some((bytes, digest));
+            }
+            Some(Input::Failed(e)) => {
+                self.outcome.get_or_insert(Err(PipeError::Input(e)));
+            }
+            None => {
+                self.outcome
+                    .get_or_insert(Err(PipeError::Input(std::io::Error::other(
+                        "the input reader stopped",
+                    ))));
+            }
+        }
+    }
+
+    fn handle_event(&mut self, ev: Event) {
+        match ev {
+            Event::Up {
+                c,
+                gen,
+                granted,
+                granted_bytes,
+                jobs,
+                kill,
+            } => {
+                if !self.session_up {
+                    self.window_blocks = granted;
+                    let bytes = granted_bytes.min(self.cfg.window_bytes);
+                    self.sched.set_window(granted, bytes);
+                    self.session_up = true;
+                    self.publish(Stop::Running);
+                }
+                let slot = &mut self.slots[c];
+                slot.gen = gen;
+                slot.up = true;
+                slot.end_sent = false;
+                slot.wants = false;
+                slot.jobs = Some(jobs);
+                slot.kill = Some(kill);
+                slot.connects += 1;
+                self.sched.handle_conn_up(c, clock::now());
+            }
+            Event::Want { c, gen } => {
+                let slot = &mut self.slots[c];
+                if slot.gen == gen && slot.up {
+                    slot.wants = true;
+                }
+            }
+            Event::Down { c, gen, error } => self.mark_down(c, gen, error),
+            Event::ConnectFailed { c, error } => self.slots[c].last_error = Some(error),
+            Event::GaveUp { c } => self.slots[c].given_up = true,
+            Event::Control { c, msg } => self.handle_control(c, msg),
+        }
+    }
+
+    fn mark_down(&mut self, c: usize, gen: u64, error: String) {
+        let slot = &mut self.slots[c];
+        if slot.gen != gen || !slot.up {
+            return;
+        }
+        slot.up = false;
+        slot.wants = false;
+        slot.jobs = None;
+        slot.kill = None;
+        tracing::info!(conn = c, error = %error, "connection lost");
+        slot.last_error = Some(error);
+        self.sched.handle_conn_down(c);
+    }
+
+    fn handle_control(&mut self, c: usize, msg: Result<Control, ProtocolViolation>) {
+        match msg {
+            Ok(Control::Ack { seq, written }) => {
+                let was = seq != u64::MAX && self.sched.is_unacked(seq);
+                self.sched.handle_ack(c, seq, written, clock::now());
+                if self.sched.reweights() != self.reweights {
+                    self.reweights = self.sched.reweights();
+                    tracing::debug!(lens = ?self.sched.weighted_lens(), "re-weighted");
+                }
+                if was {
+                    if let Some(b) = self.blocks.remove(&seq) {
+                        self.acked_bytes += b.data.len() as u64;
+                    }
+                }
+            }
+            Ok(Control::Done {
+                reason: frame::StopReason::Verified,
+                bytes,
+            }) => {
+                // The receiver wrote and verified every byte: its count is
+                // exact, while the per-block ack tally can lag it (acks of
+                // the last blocks still in flight on other connections).
+                self.acked_bytes = bytes;
+                self.outcome.get_or_insert(Ok(()));
+            }
+            Ok(Control::Done { reason, bytes }) | Ok(Control::Abort { reason, bytes, .. }) => {
+                self.outcome
+                    .get_or_insert(Err(PipeError::ReceiverStopped { reason, bytes }));
+            }
+            Err(e) => {
+                self.outcome.get_or_insert(Err(e.into()));
+            }
+        }
+    }
+
+    pub(super) fn publish(&self, stop: Stop) {
+        let p = Published {
+            session_up: self.session_up,
+            window_blocks: self.window_blocks,
+            stop,
+        };
+        self.pub_tx.send_replace(p);
+    }
+
+    pub(super) fn progress(&self, start: Instant, now: Instant) -> Progress {
+        Progress {
+            bytes: self.acked_bytes,
+            total: None,
+            seconds: now.saturating_duration_since(start).as_secs_f64(),
+            per_conn: (0..self.slots.len())
+                .map(|c| self.sched.counters(c).acked_bytes)
+                .collect(),
+        }
+    }
+
+    pub(super) fn report(&self, start: Instant, now: Instant) -> SendReport {
+        let secs = now.saturating_duration_since(start).as_secs_f64().max(1e-9);
+        let (blocks, digest) = match (self.sched.total_blocks(), self.end) {
+            (Some(b), Some((_, d))) => (b, d),
+            _ => (0, [0; 32]),
+        };
+        SendReport {
+            side: "send",
+            mode: self.cfg.mode,
+            bytes: self.acked_bytes,
+            blocks,
+            seconds: secs,
+            bps: self.acked_bytes as f64 * 8.0 / secs,
+            wire_overhead: self.sent_wire as f64 / (self.acked_bytes.max(1)) as f64,
+            window_blocks: self.window_blocks,
+            reweights: self.sched.reweights(),
+            blake3: blake3::Hash::from_bytes(digest).to_hex().to_string(),
+            connections: (0..self.slots.len())
+                .map(|c| {
+                    let k = self.sched.counters(c);
+                    SendConn {
+                        index: c,
+                        addr: addr_of(&self.cfg, c).to_string(),
+                        counters: k,
+                        acked_bps: k.acked_bytes as f64 * 8.0 / secs,
+                        connects: self.slots[c].connects,
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Sleeps for `d`, or forever if `None`.
+async fn sleep_opt(d: Option<StdDuration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
