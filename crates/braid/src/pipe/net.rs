@@ -45,32 +45,9 @@ fn socket_for(addr: &SocketAddr, o: &SockOpts) -> std::io::Result<Socket> {
     Ok(s)
 }
 
-/// Connects to `addr` within `timeout` and applies the options.
-///
-/// # Errors
-/// The OS error of `socket`, `connect` or a socket option.
-pub fn connect(
-    addr: &SocketAddr,
-    o: &SockOpts,
-    timeout: std::time::Duration,
-) -> std::io::Result<TcpStream> {
-    let s = socket_for(addr, o)?;
-    if let Some(t) = o.user_timeout {
-        // MPTCP sockets on older kernels refuse TCP-level options.
-        if let Err(e) = s.set_tcp_user_timeout(Some(t)) {
-            tracing::debug!("TCP_USER_TIMEOUT not set: {e}");
-        }
-    }
-    if let Some(l) = o.notsent_lowat {
-        set_notsent_lowat(&s, l);
-    }
-    s.connect_timeout(&SockAddr::from(*addr), timeout)?;
-    Ok(s.into())
-}
-
 /// Connects to `addr` on the tokio runtime and applies the options (the
-/// socket is made with socket2, so MPTCP and every option work as in
-/// [`connect`]); the caller bounds the time with its own timeout.
+/// socket is made with socket2, so MPTCP and every option work); the caller
+/// bounds the time with its own timeout.
 ///
 /// # Errors
 /// The OS error of `socket`, `connect` or a socket option.
