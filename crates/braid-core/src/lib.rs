@@ -13,6 +13,7 @@
 //! | [`trace`] | parsers for bandwidth traces (mahimahi, `time<TAB>Mbit/s`, 5G CSV) |
 //! | [`estimate`] | rate samplers, sliding-window distributions, predictors (seed 000 §IV) |
 //! | [`scheduler`] | stream specs, path views, PGOS mapping and dispatch, baselines (seed 000 §V) |
+//! | [`session`] | an application's streams over several measured paths: frames, reassembly, failover, events (seed 000) |
 //! | [`wire`] | packet views and encoders; strict, bounded decoding |
 //! | [`transport`] | the adaptive reliable UDP connection (seeds 001, 002) |
 //! | [`bulk`] | the multipath pipe's block scheduler, weighted buffers and reorder window (seed 003) |
@@ -22,6 +23,7 @@ pub mod bulk;
 pub mod estimate;
 pub mod id;
 pub mod scheduler;
+pub mod session;
 pub mod time;
 pub mod trace;
 pub mod transport;

@@ -127,6 +127,8 @@ pub struct Recovery {
     last_ack: Option<AckFrame>,
     /// Persistent congestion was found and not yet taken.
     persistent: bool,
+    /// When an ACK last newly acknowledged a packet.
+    last_ack_at: Option<Instant>,
     rtt: RttEstimator,
     max_ack_delay: Duration,
 }
@@ -146,6 +148,7 @@ impl Recovery {
             eliciting: 0,
             last_ack: None,
             persistent: false,
+            last_ack_at: None,
             rtt: RttEstimator::new(initial_rtt),
             max_ack_delay,
         }
@@ -179,6 +182,19 @@ impl Recovery {
     /// True if no more packets can be recorded.
     pub fn is_full(&self) -> bool {
         self.sent.len() >= MAX_SENT_PACKETS
+    }
+
+    /// When an ACK last newly acknowledged a packet.
+    pub fn last_ack_at(&self) -> Option<Instant> {
+        self.last_ack_at
+    }
+
+    /// Send time of the oldest ack-eliciting packet still unacknowledged.
+    pub fn oldest_unacked_sent_at(&self) -> Option<Instant> {
+        self.sent
+            .values()
+            .find(|p| p.ack_eliciting)
+            .map(|p| p.time_sent)
     }
 
     /// True if any ack-eliciting packet is unacknowledged.
@@ -243,6 +259,7 @@ impl Recovery {
         }
         if !out.acked.is_empty() {
             self.pto_count = 0;
+            self.last_ack_at = Some(now);
         }
         self.last_ack = Some(*ack);
         self.detect_lost(now, &mut out.lost);

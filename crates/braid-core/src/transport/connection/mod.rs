@@ -363,6 +363,18 @@ impl Connection {
         s
     }
 
+    /// When an acknowledgement last newly acknowledged a packet of this
+    /// connection (`None` before the first).
+    pub fn last_ack_at(&self) -> Option<Instant> {
+        self.recovery.last_ack_at()
+    }
+
+    /// Send time of the oldest ack-eliciting packet not yet acknowledged
+    /// (`None` when nothing is in flight).
+    pub fn oldest_unacked_sent_at(&self) -> Option<Instant> {
+        self.recovery.oldest_unacked_sent_at()
+    }
+
     /// The congestion window in bytes.
     pub fn window(&self) -> u64 {
         self.cc.window()

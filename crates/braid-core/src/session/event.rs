@@ -1,0 +1,121 @@
+//! What a session tells its application: typed events and statistics.
+//!
+//! Main types: [`Event`], [`StreamStats`], [`PathPromise`].
+
+use super::error::CloseReason;
+use crate::id::{PathId, StreamId};
+use crate::scheduler::{BestAchievable, Part, RemapReason, StreamSpec};
+use crate::time::{Duration, Instant};
+use crate::units::Bandwidth;
+
+/// Most events queued for the application; the oldest are dropped (and
+/// counted in [`SessionStats::events_dropped`](super::SessionStats)).
+pub const MAX_SESSION_EVENTS: usize = 4096;
+
+/// What one path promises one stream.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PathPromise {
+    /// The path.
+    pub path: PathId,
+    /// The rate mapped onto it.
+    pub rate: Bandwidth,
+    /// With this probability (`None` for a violation-bound part).
+    pub probability: Option<f64>,
+}
+
+impl PathPromise {
+    pub(crate) fn from_part(p: &Part) -> Self {
+        PathPromise {
+            path: p.path,
+            rate: p.rate,
+            probability: p.probability,
+        }
+    }
+}
+
+/// One stream's statistics over the last interval (sink: what arrived;
+/// source: what was sent).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StreamStats {
+    /// Interval covered.
+    pub interval: Duration,
+    /// Rate delivered to the application (sink) or handed to connections (source).
+    pub rate: Bandwidth,
+    /// Messages in the interval.
+    pub messages: u64,
+    /// Share of the stream's spec windows (of `t_w`, or 1 s for rate specs)
+    /// that met the spec, since the stream opened (sink; 1.0 on the source).
+    pub windows_met: f64,
+    /// Messages lost or dropped late, since the stream opened (sink).
+    pub lost: u64,
+    /// 95th percentile of one-way delay in the interval (sink; source clock
+    /// to sink clock, exact when both share an origin as in braid-sim).
+    pub delay_p95: Duration,
+    /// Duplicate copies dropped, since the stream opened (sink).
+    pub duplicates: u64,
+    /// Messages re-sent on another path after a path failure (source).
+    pub resent: u64,
+}
+
+/// Something the application should know (drain with `Session::poll_event`).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A path's connection is established (source: and greeted).
+    PathUp {
+        /// The path.
+        path: PathId,
+    },
+    /// A path stopped answering (no acknowledgement for max(3 × SRTT,
+    /// 200 ms) after data was sent) or its connection closed.
+    PathDown {
+        /// The path.
+        path: PathId,
+        /// Reliable messages moved to the other paths.
+        resent: u64,
+    },
+    /// The sink accepted a stream; data flows.
+    StreamOpened {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// The scheduler mapped a stream (or changed its mapping).
+    StreamMapped {
+        /// The stream.
+        stream: StreamId,
+        /// What each path promises it.
+        paths: Vec<PathPromise>,
+    },
+    /// The stream's guarantee cannot be met (seed 000's upcall): it runs
+    /// best effort until answered with `Session::answer_upcall`.
+    GuaranteeUnmet {
+        /// The stream.
+        stream: StreamId,
+        /// What it asked for.
+        spec: StreamSpec,
+        /// What could be had.
+        best: BestAchievable,
+    },
+    /// The scheduler re-ran its mapping.
+    Remapped {
+        /// Why.
+        reason: RemapReason,
+        /// When.
+        at: Instant,
+    },
+    /// Periodic statistics of one stream.
+    Stats {
+        /// The stream.
+        stream: StreamId,
+        /// The figures.
+        stats: StreamStats,
+    },
+    /// The stream is finished: every message delivered (reliable) or the
+    /// source's close has arrived (others).
+    StreamClosed {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// The session is over.
+    Closed(CloseReason),
+}

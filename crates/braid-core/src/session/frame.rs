@@ -1,0 +1,604 @@
+//! Session frames: what a session says inside its connections' messages.
+//!
+//! Every transport message of a session is exactly one frame: a version
+//! byte ([`SESSION_VERSION`]), a type byte, then the type's fields (QUIC
+//! varints, see [`crate::wire::Reader`]). The layout is documented in
+//! docs/PROTOCOL.md ("Session frames"). Decoding is strict: an unknown
+//! version or type, a field out of its bound, a stream config that does not
+//! validate, or bytes left over is a [`FrameError`]; the session closes with
+//! it. Nothing here panics on any input (fuzzed: `fuzz_targets/session_frame.rs`).
+//!
+//! Main types: [`Frame`], [`FrameError`], [`SessionId`].
+
+use super::stream::{Delivery, PathBound, StreamConfig, StreamConfigError, MAX_PINNED};
+use crate::id::{PathId, StreamId, MAX_STREAMS};
+use crate::scheduler::StreamSpec;
+use crate::time::Duration;
+use crate::units::Bandwidth;
+use crate::wire::{put_varint, Reader};
+use crate::wire::{WireError, MAX_REASON_LEN, MAX_TTL_US};
+
+/// The session frame format this code speaks.
+pub const SESSION_VERSION: u8 = 1;
+/// Largest path id on the wire.
+pub const MAX_PATH_ID: u32 = 1 << 20;
+/// Largest message sequence number on the wire (2^62 − 1, the varint bound).
+pub const MAX_SEQ: u64 = crate::wire::VARINT_MAX;
+
+const T_PATH_HELLO: u8 = 0x01;
+const T_STREAM_OPEN: u8 = 0x02;
+const T_STREAM_CLOSE: u8 = 0x03;
+const T_DATA: u8 = 0x04;
+const T_ACK: u8 = 0x05;
+const T_PATH_STATUS: u8 = 0x06;
+const T_CLOSE: u8 = 0x07;
+
+/// A session's identity, chosen by the source and named in every path's
+/// first frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(pub u64);
+
+/// One session frame (see the module docs; the layout is in docs/PROTOCOL.md).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Frame<'a> {
+    /// First frame on every connection, source → sink: this connection is
+    /// path `path` of session `session`.
+    PathHello {
+        /// The session.
+        session: SessionId,
+        /// The path this connection is.
+        path: PathId,
+    },
+    /// Source → sink: a stream opens with this config (idempotent; sent on
+    /// every path). The sink answers with an [`Frame::Ack`] of 0.
+    StreamOpen {
+        /// The stream.
+        stream: StreamId,
+        /// What it is.
+        config: StreamConfig,
+    },
+    /// Source → sink: the stream ends after `sent` messages (idempotent).
+    StreamClose {
+        /// The stream.
+        stream: StreamId,
+        /// Messages the source sent on it, in all.
+        sent: u64,
+    },
+    /// Source → sink: one message of a stream.
+    Data {
+        /// The stream.
+        stream: StreamId,
+        /// The message's number in the stream (0, 1, …).
+        seq: u64,
+        /// When the source application sent it: microseconds on the
+        /// source's session clock.
+        sent_us: u64,
+        /// The message.
+        payload: &'a [u8],
+    },
+    /// Sink → source: the sink application has consumed every message of
+    /// `stream` below `consumed` (reliable streams), or the sink has seen
+    /// up to `consumed` (others). Cumulative; sent on every path.
+    Ack {
+        /// The stream.
+        stream: StreamId,
+        /// The cumulative count.
+        consumed: u64,
+    },
+    /// Either way: the sender sees path `path` as `up` or down.
+    PathStatus {
+        /// The path.
+        path: PathId,
+        /// Up or down.
+        up: bool,
+    },
+    /// Either way: the session is over (`code` 0 = normal end).
+    Close {
+        /// Why, as a number (see [`CloseCode`](super::CloseCode)).
+        code: u64,
+        /// Why, in words (at most [`MAX_REASON_LEN`] bytes).
+        reason: &'a [u8],
+    },
+}
+
+/// Why bytes are not a session frame.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// A field ran past the end, or a bound was broken.
+    #[error("session frame: {0}")]
+    Wire(#[from] WireError),
+    /// The version byte is not [`SESSION_VERSION`].
+    #[error("session frame version {0} (this side speaks {SESSION_VERSION})")]
+    Version(u8),
+    /// An unknown frame type.
+    #[error("unknown session frame type {0:#x}")]
+    UnknownType(u8),
+    /// An unknown enumeration value in a field.
+    #[error("session frame: unknown {0}")]
+    UnknownValue(&'static str),
+    /// A stream config that does not validate.
+    #[error("session frame: stream config: {0}")]
+    Config(#[from] StreamConfigError),
+    /// Bytes after the last field.
+    #[error("session frame: {0} trailing bytes")]
+    Trailing(usize),
+}
+
+impl<'a> Frame<'a> {
+    /// Decodes one frame, strictly (see the module docs).
+    ///
+    /// # Errors
+    /// [`FrameError`] naming what is wrong.
+    pub fn decode(buf: &'a [u8]) -> Result<Frame<'a>, FrameError> {
+        let mut r = Reader::new(buf);
+        let v = r.u8()?;
+        if v != SESSION_VERSION {
+            return Err(FrameError::Version(v));
+        }
+        let t = r.u8()?;
+        let f = match t {
+            T_PATH_HELLO => Frame::PathHello {
+                session: SessionId(u64::from_be_bytes(r.array()?)),
+                path: path_id(&mut r)?,
+            },
+            T_STREAM_OPEN => Frame::StreamOpen {
+                stream: stream_id(&mut r)?,
+                config: decode_config(&mut r)?,
+            },
+            T_STREAM_CLOSE => Frame::StreamClose {
+                stream: stream_id(&mut r)?,
+                sent: r.varint()?,
+            },
+            T_DATA => Frame::Data {
+                stream: stream_id(&mut r)?,
+                seq: r.varint()?,
+                sent_us: r.varint()?,
+                payload: r.rest(),
+            },
+            T_ACK => Frame::Ack {
+                stream: stream_id(&mut r)?,
+                consumed: r.varint()?,
+            },
+            T_PATH_STATUS => Frame::PathStatus {
+                path: path_id(&mut r)?,
+                up: match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(FrameError::UnknownValue("path status")),
+                },
+            },
+            T_CLOSE => {
+                let code = r.varint()?;
+                let n = r.varint_max(MAX_REASON_LEN as u64, "reason length")?;
+                Frame::Close {
+                    code,
+                    reason: r.bytes(n as usize)?,
+                }
+            }
+            other => return Err(FrameError::UnknownType(other)),
+        };
+        if !r.is_empty() {
+            return Err(FrameError::Trailing(r.remaining()));
+        }
+        Ok(f)
+    }
+
+    /// Appends the encoded frame to `out`. Fields beyond their wire bounds
+    /// are clamped (a reason is cut at [`MAX_REASON_LEN`]); configs are
+    /// validated before a session sends them.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.push(SESSION_VERSION);
+        match self {
+            Frame::PathHello { session, path } => {
+                out.push(T_PATH_HELLO);
+                out.extend_from_slice(&session.0.to_be_bytes());
+                put_varint(out, u64::from(path.0));
+            }
+            Frame::StreamOpen { stream, config } => {
+                out.push(T_STREAM_OPEN);
+                put_varint(out, u64::from(stream.0));
+                encode_config(config, out);
+            }
+            Frame::StreamClose { stream, sent } => {
+                out.push(T_STREAM_CLOSE);
+                put_varint(out, u64::from(stream.0));
+                put_varint(out, *sent);
+            }
+            Frame::Data {
+                stream,
+                seq,
+                sent_us,
+                payload,
+            } => {
+                encode_data_header(*stream, *seq, *sent_us, out);
+                out.extend_from_slice(payload);
+            }
+            Frame::Ack { stream, consumed } => {
+                out.push(T_ACK);
+                put_varint(out, u64::from(stream.0));
+                put_varint(out, *consumed);
+            }
+            Frame::PathStatus { path, up } => {
+                out.push(T_PATH_STATUS);
+                put_varint(out, u64::from(path.0));
+                out.push(u8::from(*up));
+            }
+            Frame::Close { code, reason } => {
+                out.push(T_CLOSE);
+                put_varint(out, *code);
+                let reason = &reason[..reason.len().min(MAX_REASON_LEN)];
+                put_varint(out, reason.len() as u64);
+                out.extend_from_slice(reason);
+            }
+        }
+    }
+
+    /// The frame encoded into a fresh buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.encode(&mut v);
+        v
+    }
+}
+
+/// Writes a DATA frame's header (everything but the payload) after the
+/// version byte already in `out`; the payload follows it directly.
+fn encode_data_header(stream: StreamId, seq: u64, sent_us: u64, out: &mut Vec<u8>) {
+    out.push(T_DATA);
+    put_varint(out, u64::from(stream.0));
+    put_varint(out, seq);
+    put_varint(out, sent_us);
+}
+
+/// A whole DATA frame for `payload`, built with one allocation.
+pub fn data_frame(stream: StreamId, seq: u64, sent_us: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + 24);
+    out.push(SESSION_VERSION);
+    encode_data_header(stream, seq, sent_us, &mut out);
+    out.extend_from_slice(payload);
+    out
+}
+
+fn stream_id(r: &mut Reader<'_>) -> Result<StreamId, FrameError> {
+    let v = r.varint_max(u64::from(MAX_STREAMS - 1), "stream id")?;
+    // Bounded by MAX_STREAMS just above, so it fits in u32.
+    Ok(StreamId(v as u32))
+}
+
+fn path_id(r: &mut Reader<'_>) -> Result<PathId, FrameError> {
+    let v = r.varint_max(u64::from(MAX_PATH_ID), "path id")?;
+    // Bounded by MAX_PATH_ID just above, so it fits in u32.
+    Ok(PathId(v as u32))
+}
+
+fn f64_field(r: &mut Reader<'_>) -> Result<f64, FrameError> {
+    Ok(f64::from_bits(u64::from_be_bytes(r.array()?)))
+}
+
+fn u32_field(r: &mut Reader<'_>, what: &'static str) -> Result<u32, FrameError> {
+    // u32::MAX fits in u64; the bound makes the cast exact.
+    Ok(r.varint_max(u64::from(u32::MAX), what)? as u32)
+}
+
+fn duration_us(r: &mut Reader<'_>, what: &'static str) -> Result<Duration, FrameError> {
+    Ok(Duration::from_micros(r.varint_max(MAX_TTL_US, what)?))
+}
+
+const SPEC_MIN_RATE: u8 = 0;
+const SPEC_WINDOW: u8 = 1;
+const SPEC_VIOLATION: u8 = 2;
+const SPEC_BEST_EFFORT: u8 = 3;
+
+const FLAG_RTT: u8 = 1;
+const FLAG_LOSS: u8 = 2;
+const FLAG_PINNED: u8 = 4;
+const FLAGS_KNOWN: u8 = FLAG_RTT | FLAG_LOSS | FLAG_PINNED;
+
+fn encode_config(c: &StreamConfig, out: &mut Vec<u8>) {
+    match c.spec {
+        StreamSpec::MinRate { rate, probability } => {
+            out.push(SPEC_MIN_RATE);
+            put_varint(out, rate.bps());
+            out.extend_from_slice(&probability.to_bits().to_be_bytes());
+        }
+        StreamSpec::Window {
+            x,
+            y,
+            window,
+            message_size,
+            probability,
+        } => {
+            out.push(SPEC_WINDOW);
+            put_varint(out, u64::from(x));
+            put_varint(out, u64::from(y));
+            put_varint(out, window.as_micros());
+            put_varint(out, u64::from(message_size));
+            out.extend_from_slice(&probability.to_bits().to_be_bytes());
+        }
+        StreamSpec::ViolationBound {
+            x,
+            window,
+            message_size,
+            max_expected_misses,
+        } => {
+            out.push(SPEC_VIOLATION);
+            put_varint(out, u64::from(x));
+            put_varint(out, window.as_micros());
+            put_varint(out, u64::from(message_size));
+            out.extend_from_slice(&max_expected_misses.to_bits().to_be_bytes());
+        }
+        StreamSpec::BestEffort { weight } => {
+            out.push(SPEC_BEST_EFFORT);
+            put_varint(out, weight);
+        }
+    }
+    match c.delivery {
+        Delivery::Reliable => out.push(0),
+        Delivery::Unreliable => out.push(1),
+        Delivery::Deadline { ttl } => {
+            out.push(2);
+            put_varint(out, ttl.as_micros());
+        }
+    }
+    let mut flags = 0;
+    if c.rtt.is_some() {
+        flags |= FLAG_RTT;
+    }
+    if c.loss.is_some() {
+        flags |= FLAG_LOSS;
+    }
+    if c.pinned.is_some() {
+        flags |= FLAG_PINNED;
+    }
+    out.push(flags);
+    if let Some(b) = c.rtt {
+        put_varint(out, b.max.as_micros());
+        out.extend_from_slice(&b.probability.to_bits().to_be_bytes());
+    }
+    if let Some(b) = c.loss {
+        out.extend_from_slice(&b.max.to_bits().to_be_bytes());
+        out.extend_from_slice(&b.probability.to_bits().to_be_bytes());
+    }
+    if let Some(p) = &c.pinned {
+        put_varint(out, p.len() as u64);
+        for id in p {
+            put_varint(out, u64::from(id.0));
+        }
+    }
+    out.push(c.copies);
+    put_varint(out, u64::from(c.window));
+}
+
+fn decode_config(r: &mut Reader<'_>) -> Result<StreamConfig, FrameError> {
+    let spec = match r.u8()? {
+        SPEC_MIN_RATE => StreamSpec::MinRate {
+            rate: Bandwidth::from_bps(r.varint()?),
+            probability: f64_field(r)?,
+        },
+        SPEC_WINDOW => StreamSpec::Window {
+            x: u32_field(r, "x")?,
+            y: u32_field(r, "y")?,
+            window: duration_us(r, "window")?,
+            message_size: u32_field(r, "message size")?,
+            probability: f64_field(r)?,
+        },
+        SPEC_VIOLATION => StreamSpec::ViolationBound {
+            x: u32_field(r, "x")?,
+            window: duration_us(r, "window")?,
+            message_size: u32_field(r, "message size")?,
+            max_expected_misses: f64_field(r)?,
+        },
+        SPEC_BEST_EFFORT => StreamSpec::BestEffort {
+            weight: r.varint()?,
+        },
+        _ => return Err(FrameError::UnknownValue("stream spec kind")),
+    };
+    let delivery = match r.u8()? {
+        0 => Delivery::Reliable,
+        1 => Delivery::Unreliable,
+        2 => Delivery::Deadline {
+            ttl: duration_us(r, "ttl")?,
+        },
+        _ => return Err(FrameError::UnknownValue("delivery")),
+    };
+    let flags = r.u8()?;
+    if flags & !FLAGS_KNOWN != 0 {
+        return Err(FrameError::UnknownValue("stream config flag"));
+    }
+    let rtt = if flags & FLAG_RTT != 0 {
+        Some(PathBound {
+            max: duration_us(r, "rtt bound")?,
+            probability: f64_field(r)?,
+        })
+    } else {
+        None
+    };
+    let loss = if flags & FLAG_LOSS != 0 {
+        Some(PathBound {
+            max: f64_field(r)?,
+            probability: f64_field(r)?,
+        })
+    } else {
+        None
+    };
+    let pinned = if flags & FLAG_PINNED != 0 {
+        let n = r.varint_max(MAX_PINNED as u64, "pinned paths")?;
+        let mut v = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            v.push(path_id(r)?);
+        }
+        Some(v)
+    } else {
+        None
+    };
+    let config = StreamConfig {
+        spec,
+        delivery,
+        rtt,
+        loss,
+        pinned,
+        copies: r.u8()?,
+        window: u32_field(r, "window")?,
+    };
+    config.validate()?;
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn configs() -> Vec<StreamConfig> {
+        vec![
+            StreamConfig::new(StreamSpec::min_rate(Bandwidth::from_mbps(3), 0.95).unwrap()),
+            StreamConfig::new(
+                StreamSpec::window(8, 10, Duration::from_millis(100), 1000, 0.9).unwrap(),
+            )
+            .with_delivery(Delivery::Deadline {
+                ttl: Duration::from_millis(150),
+            })
+            .with_rtt(Duration::from_millis(80), 0.95)
+            .with_loss(0.01, 0.9)
+            .pinned_to(vec![PathId(1), PathId(7)])
+            .with_copies(2)
+            .with_window(64),
+            StreamConfig::new(
+                StreamSpec::violation_bound(5, Duration::from_millis(40), 1200, 0.5).unwrap(),
+            )
+            .with_delivery(Delivery::Unreliable),
+            StreamConfig::new(StreamSpec::best_effort(3).unwrap()),
+        ]
+    }
+
+    fn frames() -> Vec<Frame<'static>> {
+        let mut v = vec![
+            Frame::PathHello {
+                session: SessionId(0xdead_beef_0102_0304),
+                path: PathId(3),
+            },
+            Frame::StreamClose {
+                stream: StreamId(1023),
+                sent: 1 << 40,
+            },
+            Frame::Data {
+                stream: StreamId(5),
+                seq: 77,
+                sent_us: 123_456,
+                payload: b"hello",
+            },
+            Frame::Data {
+                stream: StreamId(0),
+                seq: 0,
+                sent_us: 0,
+                payload: b"",
+            },
+            Frame::Ack {
+                stream: StreamId(9),
+                consumed: 400,
+            },
+            Frame::PathStatus {
+                path: PathId(2),
+                up: false,
+            },
+            Frame::Close {
+                code: 3,
+                reason: b"bad frame",
+            },
+        ];
+        for (i, config) in configs().into_iter().enumerate() {
+            v.push(Frame::StreamOpen {
+                stream: StreamId(i as u32 + 1),
+                config,
+            });
+        }
+        v
+    }
+
+    #[test]
+    fn every_frame_round_trips() {
+        for f in frames() {
+            let b = f.to_vec();
+            assert_eq!(Frame::decode(&b).unwrap(), f, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn data_frame_matches_the_generic_encoder() {
+        let f = Frame::Data {
+            stream: StreamId(4),
+            seq: 1 << 20,
+            sent_us: 99,
+            payload: &[7; 300],
+        };
+        assert_eq!(data_frame(StreamId(4), 1 << 20, 99, &[7; 300]), f.to_vec());
+    }
+
+    #[test]
+    fn strict_decoding_names_the_problem() {
+        let ok = Frame::Ack {
+            stream: StreamId(1),
+            consumed: 2,
+        }
+        .to_vec();
+        let mut v = ok.clone();
+        v[0] = 2;
+        assert_eq!(Frame::decode(&v), Err(FrameError::Version(2)));
+        let mut v = ok.clone();
+        v[1] = 0x7f;
+        assert_eq!(Frame::decode(&v), Err(FrameError::UnknownType(0x7f)));
+        let mut v = ok.clone();
+        v.push(0);
+        assert_eq!(Frame::decode(&v), Err(FrameError::Trailing(1)));
+        assert!(matches!(
+            Frame::decode(&ok[..ok.len() - 1]),
+            Err(FrameError::Wire(WireError::Truncated))
+        ));
+        // Stream id 1024 is beyond the bound.
+        let mut v = vec![SESSION_VERSION, T_ACK];
+        put_varint(&mut v, 1024);
+        put_varint(&mut v, 0);
+        assert!(matches!(
+            Frame::decode(&v),
+            Err(FrameError::Wire(WireError::OutOfRange { .. }))
+        ));
+        // A config whose probability is 1.5 does not validate.
+        let mut c = configs()[0].clone();
+        c.spec = StreamSpec::MinRate {
+            rate: Bandwidth::from_mbps(1),
+            probability: 1.5,
+        };
+        let v = Frame::StreamOpen {
+            stream: StreamId(1),
+            config: c,
+        }
+        .to_vec();
+        assert!(matches!(Frame::decode(&v), Err(FrameError::Config(_))));
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_never_panics_and_what_decodes_re_encodes(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(f) = Frame::decode(&bytes) {
+                let again = f.to_vec();
+                prop_assert_eq!(Frame::decode(&again).unwrap(), f);
+            }
+        }
+
+        #[test]
+        fn truncations_of_valid_frames_are_errors(i in 0usize..11, cut in 0usize..64) {
+            let all = frames();
+            let b = all[i % all.len()].to_vec();
+            if cut < b.len() {
+                let short = &b[..cut];
+                // A DATA frame cut inside its payload is still a (shorter) DATA frame.
+                if let Ok(Frame::Data { .. }) = Frame::decode(short) {
+                } else {
+                    prop_assert!(Frame::decode(short).is_err());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,836 @@
+//! Sessions: an application's streams carried over several measured paths
+//! (seed 000 §III–V), sans-IO.
+//!
+//! A [`Session`] is one end of a multipath session. The **source** opens
+//! streams, each with a [`StreamConfig`] (what the scheduler must guarantee,
+//! how messages are delivered, which paths it may use), and sends messages
+//! on them; the **sink** hands them to its application. Between them run
+//! several paths, one IQ-RUDP [`Connection`] each, all in the session's own
+//! transport [`Endpoint`]. Data flows one way through a source:
+//!
+//! ```text
+//! application → source stage → scheduler → connections → datagrams
+//! ```
+//!
+//! and one way through a sink: datagrams → connections → per-stream
+//! reassembly → application. Measurements flow back: each connection's
+//! delivered bytes per interval feed that path's estimator
+//! ([`crate::estimate::PathEstimate`], app-limited intervals kept out), and
+//! the estimates feed the [`Scheduler`] (PGOS by default, every baseline
+//! selectable with [`SchedulerKind`]), whose mapping changes and upcalls
+//! reach the application as [`Event`]s.
+//!
+//! | file | concern |
+//! | --- | --- |
+//! | [`stream`] | [`StreamConfig`]: spec, delivery, RTT / loss bounds, pinning, copies, window |
+//! | [`frame`] | the session frames inside connection messages (docs/PROTOCOL.md) |
+//! | `path` | one path: its connection, estimator, RTT and loss history, liveness |
+//! | `source` | the source side: stream queues, dispatch, session acks, failover |
+//! | `sink` | the sink side: reassembly, duplicates, deadlines, acks, statistics |
+//! | [`event`] | [`Event`]s and [`StreamStats`] |
+//! | [`error`] | [`SessionError`], [`SendRefused`], [`CloseReason`] |
+//!
+//! # Driving
+//! Like [`crate::transport::Endpoint`], whose contract it extends: hand
+//! every datagram to [`Session::handle_datagram`] with its [`FourTuple`],
+//! send what [`Session::poll_transmit`] returns until `None`, call
+//! [`Session::handle_timeout`] once [`Session::poll_timeout`] passes, and
+//! drain [`Session::poll_event`] (and, on a sink, [`Session::recv`]). A
+//! source adds its paths with [`Session::add_path`] and sends with
+//! [`Session::send`]; both sides take every call's `now`.
+//!
+//! # Invariants
+//! * Reliable streams: every message is delivered exactly once and in
+//!   order, across paths and path failures. The source keeps each message
+//!   until the sink's ACK says its application consumed it; when a path
+//!   goes down its unacknowledged messages go back to the head of their
+//!   streams and out on the remaining paths; the sink drops what it has
+//!   already seen.
+//! * Unreliable and deadline streams: at most once, as they arrive; a
+//!   deadline message is never handed over after its deadline.
+//! * Bounded: a stream's `window` bounds its messages in flight at the
+//!   source and in reassembly at the sink, [`SessionConfig::max_bytes`]
+//!   bounds the bytes a source holds, [`MAX_SESSION_EVENTS`] the events.
+//!   At a bound [`Session::send`] refuses and hands the message back.
+//! * Nothing the peer sends can panic the session: a frame that does not
+//!   decode, or breaks a window, closes it with a [`CloseReason`].
+//!
+//! The source stage ([`SourceStage`]) sits between the application and the
+//! scheduler; the services of seed 001 will plug in there. It passes every
+//! message through today.
+
+pub mod error;
+pub mod event;
+pub mod frame;
+mod path;
+mod sink;
+mod source;
+pub mod stream;
+
+pub use error::{CloseCode, CloseReason, SendRefusal, SendRefused, SessionError};
+pub use event::{Event, PathPromise, StreamStats, MAX_SESSION_EVENTS};
+pub use frame::{Frame, FrameError, SessionId, SESSION_VERSION};
+pub use path::PathInfo;
+pub use sink::Delivered;
+pub use stream::{Delivery, PathBound, StreamConfig, StreamConfigError};
+
+use crate::estimate::PathEstimate;
+use crate::id::{PathId, StreamId};
+use crate::scheduler::{
+    MinRtt, Msfq, Pgos, PgosConfig, RoundRobin, Scheduler, SchedulerEvent, UpcallAnswer, Wfq,
+};
+use crate::time::{Duration, Instant};
+use crate::transport::{
+    Config as TransportConfig, ConfigError, Connection, ConnectionHandle, Endpoint, FourTuple,
+    SendOptions, Transmit,
+};
+use path::PathState;
+use sink::InStream;
+use source::OutStream;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::str::FromStr;
+
+/// The transport stream that carries session control frames; stream `s`
+/// of the session travels on transport stream `s` (so ids start at 1).
+pub const CONTROL_STREAM: StreamId = StreamId(0);
+/// Most paths in one session.
+pub const MAX_PATHS: usize = 64;
+
+/// Which scheduler a source runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum SchedulerKind {
+    /// PGOS (seed 000 §V), the default.
+    Pgos(PgosConfig),
+    /// Multi-server fair queueing over all paths.
+    Msfq,
+    /// Weighted fair queueing over all paths.
+    Wfq,
+    /// Round-robin over paths.
+    RoundRobin,
+    /// Always the path with the lowest RTT that can take a packet.
+    MinRtt,
+}
+
+impl Default for SchedulerKind {
+    fn default() -> Self {
+        SchedulerKind::Pgos(PgosConfig::default())
+    }
+}
+
+impl SchedulerKind {
+    /// The short name (`pgos`, `msfq`, `wfq`, `rr`, `minrtt`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SchedulerKind::Pgos(_) => "pgos",
+            SchedulerKind::Msfq => "msfq",
+            SchedulerKind::Wfq => "wfq",
+            SchedulerKind::RoundRobin => "rr",
+            SchedulerKind::MinRtt => "minrtt",
+        }
+    }
+
+    fn build(&self) -> Sched {
+        match self {
+            SchedulerKind::Pgos(c) => Sched::Pgos(Box::new(Pgos::new(*c))),
+            SchedulerKind::Msfq => Sched::Other(Box::new(Msfq::new())),
+            SchedulerKind::Wfq => Sched::Other(Box::new(Wfq::new(None))),
+            SchedulerKind::RoundRobin => Sched::Other(Box::new(RoundRobin::blocked())),
+            SchedulerKind::MinRtt => Sched::Other(Box::new(MinRtt::new())),
+        }
+    }
+}
+
+impl fmt::Display for SchedulerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A scheduler name that is not one of `pgos|msfq|wfq|rr|minrtt`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown scheduler {0:?} (expected pgos, msfq, wfq, rr or minrtt)")]
+pub struct UnknownScheduler(pub String);
+
+impl FromStr for SchedulerKind {
+    type Err = UnknownScheduler;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "pgos" => SchedulerKind::default(),
+            "msfq" => SchedulerKind::Msfq,
+            "wfq" => SchedulerKind::Wfq,
+            "rr" | "round-robin" => SchedulerKind::RoundRobin,
+            "minrtt" | "min-rtt" => SchedulerKind::MinRtt,
+            other => return Err(UnknownScheduler(other.to_string())),
+        })
+    }
+}
+
+/// Session settings. The defaults suit paths of 1–1000 Mbit/s and 1–500 ms.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Settings of every path's connection (its `stats_interval` is the
+    /// estimator's sample interval).
+    pub transport: TransportConfig,
+    /// Samples in each path's estimate window (and RTT / loss histories).
+    pub estimate_window: usize,
+    /// Samples a path needs before upcalls are believed: until every path
+    /// has them, an infeasible stream runs best effort quietly and is
+    /// re-mapped when they are in.
+    pub min_samples: usize,
+    /// The scheduler.
+    pub scheduler: SchedulerKind,
+    /// Lower bound of the silence that takes a path down (with 3 × SRTT).
+    pub down_min: Duration,
+    /// Wait before a closed path connection is re-opened.
+    pub reconnect_after: Duration,
+    /// Most bytes of messages a source holds (queued or unacknowledged).
+    pub max_bytes: u64,
+    /// Largest message.
+    pub max_message: usize,
+    /// Interval of [`Event::Stats`].
+    pub stats_interval: Duration,
+    /// Interval of the sink's acknowledgements.
+    pub ack_interval: Duration,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            transport: TransportConfig::default(),
+            estimate_window: 100,
+            min_samples: 10,
+            scheduler: SchedulerKind::default(),
+            down_min: Duration::from_millis(200),
+            reconnect_after: Duration::from_secs(1),
+            max_bytes: 64 << 20,
+            max_message: 1 << 20,
+            stats_interval: Duration::from_secs(1),
+            ack_interval: Duration::from_millis(5),
+        }
+    }
+}
+
+/// Which end a session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Opens paths and streams, sends.
+    Source,
+    /// Accepts paths, delivers.
+    Sink,
+}
+
+impl Role {
+    fn name(self) -> &'static str {
+        match self {
+            Role::Source => "source",
+            Role::Sink => "sink",
+        }
+    }
+}
+
+/// Session-wide counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Messages the application sent (source) or received (sink).
+    pub messages: u64,
+    /// Payload bytes likewise.
+    pub bytes: u64,
+    /// Reliable messages re-sent on another path after a failure.
+    pub resent: u64,
+    /// Redundant copies sent (source) or dropped as duplicates (sink).
+    pub copies: u64,
+    /// Messages whose deadline passed before they could be sent or handed over.
+    pub expired: u64,
+    /// Path-down events.
+    pub paths_down: u64,
+    /// Events dropped because the application did not drain them.
+    pub events_dropped: u64,
+    /// Connections that were not (yet) a path: no PATH_HELLO, another session.
+    pub stray_connections: u64,
+}
+
+/// The application → scheduler stage of a source, where seed 001's
+/// services plug in (filters that shrink data at the source). Empty today:
+/// it passes every message through unchanged.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SourceStage;
+
+impl SourceStage {
+    /// Runs the stage on one message of `stream`.
+    pub fn process(&mut self, _stream: StreamId, data: Vec<u8>) -> Vec<u8> {
+        data
+    }
+}
+
+#[derive(Debug)]
+enum Sched {
+    Pgos(Box<Pgos>),
+    Other(Box<dyn Scheduler>),
+}
+
+impl Sched {
+    fn get(&mut self) -> &mut dyn Scheduler {
+        match self {
+            Sched::Pgos(p) => p.as_mut(),
+            Sched::Other(s) => s.as_mut(),
+        }
+    }
+    fn get_ref(&self) -> &dyn Scheduler {
+        match self {
+            Sched::Pgos(p) => p.as_ref(),
+            Sched::Other(s) => s.as_ref(),
+        }
+    }
+}
+
+/// One end of a multipath session (see the module docs for the driving
+/// contract).
+#[derive(Debug)]
+pub struct Session {
+    role: Role,
+    id: SessionId,
+    config: SessionConfig,
+    endpoint: Endpoint,
+    paths: BTreeMap<PathId, PathState>,
+    /// Connections that are a path.
+    conns: BTreeMap<ConnectionHandle, PathId>,
+    /// Sink: accepted connections that have not said PATH_HELLO yet.
+    pending: Vec<ConnectionHandle>,
+    sched: Sched,
+    stage: SourceStage,
+    out: BTreeMap<StreamId, OutStream>,
+    inc: BTreeMap<StreamId, InStream>,
+    ready: VecDeque<Delivered>,
+    next_stream: u32,
+    /// Bytes of messages held by the source (queued or unacknowledged).
+    held: u64,
+    events: VecDeque<Event>,
+    /// Upcalls held back while paths warm up (stream ids).
+    held_upcalls: Vec<StreamId>,
+    warmed_up: bool,
+    closed: Option<CloseReason>,
+    next_stats: Instant,
+    next_ack: Option<Instant>,
+    stats: SessionStats,
+}
+
+impl Session {
+    /// A source of session `id` (pick it at random; it names the session on
+    /// every path). `secret`: 32 random bytes for the transport endpoint.
+    ///
+    /// # Errors
+    /// An invalid transport configuration.
+    pub fn source(
+        id: SessionId,
+        config: SessionConfig,
+        secret: [u8; 32],
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        Self::new(Role::Source, id, config, secret, now)
+    }
+
+    /// A sink: it accepts the paths of the first session that greets it.
+    ///
+    /// # Errors
+    /// An invalid transport configuration.
+    pub fn sink(
+        config: SessionConfig,
+        secret: [u8; 32],
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        Self::new(Role::Sink, SessionId(0), config, secret, now)
+    }
+
+    fn new(
+        role: Role,
+        id: SessionId,
+        config: SessionConfig,
+        secret: [u8; 32],
+        now: Instant,
+    ) -> Result<Self, ConfigError> {
+        let endpoint = Endpoint::new(config.transport.clone(), secret, role == Role::Sink)?;
+        Ok(Session {
+            role,
+            id,
+            sched: config.scheduler.build(),
+            stage: SourceStage,
+            endpoint,
+            paths: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            pending: Vec::new(),
+            out: BTreeMap::new(),
+            inc: BTreeMap::new(),
+            ready: VecDeque::new(),
+            next_stream: 1,
+            held: 0,
+            events: VecDeque::new(),
+            held_upcalls: Vec::new(),
+            warmed_up: false,
+            closed: None,
+            next_stats: now + config.stats_interval,
+            next_ack: None,
+            stats: SessionStats::default(),
+            config,
+        })
+    }
+
+    /// Source or sink.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The session's id (a sink learns it from the first PATH_HELLO).
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// The scheduler's name.
+    pub fn scheduler_name(&self) -> &'static str {
+        self.sched.get_ref().name()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// Every path, in id order.
+    pub fn paths(&self) -> Vec<PathInfo> {
+        self.paths.values().map(PathState::info).collect()
+    }
+
+    /// The connection of `path`, if it has one (for its metrics).
+    pub fn connection(&self, path: PathId) -> Option<&Connection> {
+        let h = self.paths.get(&path)?.conn?;
+        self.endpoint.connection(h)
+    }
+
+    /// Why the session is over, once it is.
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        self.closed.as_ref()
+    }
+
+    /// True once the session is over.
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_some()
+    }
+
+    fn check_role(&self, role: Role, what: &'static str) -> Result<(), SessionError> {
+        if let Some(r) = &self.closed {
+            return Err(SessionError::Closed(r.clone()));
+        }
+        if self.role != role {
+            return Err(SessionError::WrongRole(what, self.role.name()));
+        }
+        Ok(())
+    }
+
+    // ---- paths -----------------------------------------------------------
+
+    /// Source: adds path `id` between `addr.local` and the sink at
+    /// `addr.remote`, and starts its connection.
+    ///
+    /// # Errors
+    /// Wrong role, a duplicate id, too many paths, or the endpoint refuses.
+    pub fn add_path(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        addr: FourTuple,
+    ) -> Result<(), SessionError> {
+        self.check_role(Role::Source, "add_path")?;
+        if self.paths.contains_key(&id) {
+            return Err(SessionError::DuplicatePath(id));
+        }
+        if self.paths.len() >= MAX_PATHS {
+            return Err(SessionError::UnknownPath(id));
+        }
+        let p = self.new_path(id, addr, now);
+        self.paths.insert(id, p);
+        self.connect(now, id)?;
+        Ok(())
+    }
+
+    fn new_path(&self, id: PathId, addr: FourTuple, now: Instant) -> PathState {
+        let interval = self.config.transport.stats_interval;
+        // The transport validated stats_interval (non-zero) and the window
+        // is at least 1, so the estimate cannot be refused.
+        let estimate = PathEstimate::new(interval, self.config.estimate_window.max(1), now)
+            .expect("a valid interval and a non-empty window");
+        PathState::new(
+            id,
+            addr,
+            estimate,
+            self.config.estimate_window.max(1),
+            self.config.transport.initial_rtt,
+        )
+    }
+
+    fn connect(&mut self, now: Instant, id: PathId) -> Result<(), SessionError> {
+        let Some(p) = self.paths.get_mut(&id) else {
+            return Err(SessionError::UnknownPath(id));
+        };
+        let h = self.endpoint.connect_on(now, p.addr)?;
+        p.conn = Some(h);
+        p.reconnect_at = None;
+        self.conns.insert(h, id);
+        let hello = Frame::PathHello {
+            session: self.id,
+            path: id,
+        }
+        .to_vec();
+        if let Some(c) = self.endpoint.connection_mut(h) {
+            // A fresh connection with an empty queue takes a small message.
+            let _ = c.send(now, CONTROL_STREAM, hello, SendOptions::RELIABLE);
+        }
+        Ok(())
+    }
+
+    // ---- driving ---------------------------------------------------------
+
+    /// A datagram arrived over `path` (see the module docs).
+    pub fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]) {
+        self.endpoint.handle_datagram(now, path, data);
+        self.pump(now);
+    }
+
+    /// The instant of [`Session::poll_timeout`] has passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.endpoint.handle_timeout(now);
+        self.pump(now);
+    }
+
+    /// The next datagram to send, written into `buf`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.pump(now);
+        self.endpoint.poll_transmit(now, buf)
+    }
+
+    /// When to call [`Session::handle_timeout`] next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.endpoint.poll_timeout();
+        let mut take = |x: Option<Instant>| {
+            t = match (t, x) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        };
+        if self.closed.is_none() {
+            take(Some(self.next_stats));
+            take(self.next_ack);
+            take(self.sched.get_ref().poll_timeout());
+            for p in self.paths.values() {
+                take(p.reconnect_at);
+            }
+        }
+        t
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if self.events.len() >= MAX_SESSION_EVENTS {
+            self.events.pop_front();
+            self.stats.events_dropped += 1;
+        }
+        self.events.push_back(e);
+    }
+
+    /// Answers a [`Event::GuaranteeUnmet`] (PGOS only; other schedulers
+    /// never raise it).
+    ///
+    /// # Errors
+    /// Unknown stream or an invalid lowered spec.
+    pub fn answer_upcall(
+        &mut self,
+        stream: StreamId,
+        answer: UpcallAnswer,
+        now: Instant,
+    ) -> Result<(), SessionError> {
+        if let Sched::Pgos(p) = &mut self.sched {
+            p.handle_upcall_answer(stream, answer, now)?;
+        }
+        self.drain_scheduler_events(now);
+        Ok(())
+    }
+
+    /// Closes the session: every path's connection is closed and the peer
+    /// told why.
+    pub fn close(&mut self, now: Instant, code: CloseCode, reason: &str) {
+        if self.closed.is_some() {
+            return;
+        }
+        let frame = Frame::Close {
+            code: code.to_wire(),
+            reason: reason.as_bytes(),
+        }
+        .to_vec();
+        let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
+        for h in handles {
+            if let Some(c) = self.endpoint.connection_mut(h) {
+                let _ = c.send(now, CONTROL_STREAM, frame.clone(), SendOptions::RELIABLE);
+                c.finish(now);
+            }
+        }
+        let r = CloseReason::Local {
+            code,
+            reason: reason.to_string(),
+        };
+        tracing::debug!(session = self.id.0, %r, "session closed");
+        self.closed = Some(r.clone());
+        self.push_event(Event::Closed(r));
+    }
+
+    fn close_with(&mut self, now: Instant, r: CloseReason) {
+        if let CloseReason::Local { code, reason } = r {
+            self.close(now, code, &reason);
+        } else if self.closed.is_none() {
+            self.closed = Some(r.clone());
+            self.push_event(Event::Closed(r));
+        }
+    }
+
+    /// Everything that follows input or time: connections' events,
+    /// messages and samples; path liveness; the scheduler; acks; statistics.
+    fn pump(&mut self, now: Instant) {
+        if self.role == Role::Sink {
+            while let Some(h) = self.endpoint.accept() {
+                self.pending.push(h);
+            }
+        }
+        self.drain_connections(now);
+        if self.closed.is_some() {
+            return;
+        }
+        self.check_paths(now);
+        match self.role {
+            Role::Source => {
+                self.drain_scheduler_events(now);
+                self.dispatch(now);
+            }
+            Role::Sink => self.flush_acks(now),
+        }
+        if now >= self.next_stats {
+            self.emit_stats(now);
+            self.next_stats = now + self.config.stats_interval;
+        }
+    }
+
+    /// Drains every connection: events, messages, rate samples.
+    fn drain_connections(&mut self, now: Instant) {
+        let handles: Vec<ConnectionHandle> = self
+            .conns
+            .keys()
+            .copied()
+            .chain(self.pending.iter().copied())
+            .collect();
+        for h in handles {
+            while let Some(m) = self.endpoint.connection_mut(h).and_then(|c| c.recv(now)) {
+                if let Err(e) = self.handle_message(now, h, &m.data) {
+                    self.close_with(now, e);
+                    return;
+                }
+            }
+            let mut closed = false;
+            let mut connected = false;
+            let mut samples = Vec::new();
+            if let Some(c) = self.endpoint.connection_mut(h) {
+                while let Some(e) = c.poll_event() {
+                    match e {
+                        crate::transport::Event::Connected => connected = true,
+                        crate::transport::Event::Closed(_) => closed = true,
+                        _ => {}
+                    }
+                }
+                let srtt = c.stats().srtt;
+                while let Some(s) = c.poll_rate_sample() {
+                    samples.push((s, srtt));
+                }
+            } else {
+                closed = true;
+            }
+            if let Some(&id) = self.conns.get(&h) {
+                if connected && self.role == Role::Source {
+                    self.path_established(now, id);
+                }
+                if let Some(p) = self.paths.get_mut(&id) {
+                    for (s, srtt) in samples {
+                        p.handle_sample(s, srtt);
+                    }
+                }
+                if closed {
+                    self.path_closed(now, h, id);
+                }
+            } else if closed {
+                self.pending.retain(|&x| x != h);
+                self.endpoint.remove(h);
+            }
+        }
+    }
+
+    /// One message from connection `h`.
+    fn handle_message(
+        &mut self,
+        now: Instant,
+        h: ConnectionHandle,
+        data: &[u8],
+    ) -> Result<(), CloseReason> {
+        let frame = Frame::decode(data)?;
+        match frame {
+            Frame::Close { code, reason } => {
+                let r = CloseReason::Peer {
+                    code: CloseCode::from_wire(code),
+                    reason: String::from_utf8_lossy(reason).into_owned(),
+                };
+                self.closed = Some(r.clone());
+                self.push_event(Event::Closed(r));
+                Ok(())
+            }
+            Frame::PathStatus { .. } => Ok(()),
+            f => match self.role {
+                Role::Source => self.source_frame(now, f),
+                Role::Sink => self.sink_frame(now, h, f),
+            },
+        }
+    }
+
+    /// Path liveness: silent paths go down, answering ones come back, closed
+    /// ones reconnect.
+    fn check_paths(&mut self, now: Instant) {
+        let ids: Vec<PathId> = self.paths.keys().copied().collect();
+        for id in ids {
+            let Some(p) = self.paths.get(&id) else {
+                continue;
+            };
+            if p.reconnect_at.is_some_and(|t| now >= t) {
+                if let Err(e) = self.connect(now, id) {
+                    tracing::debug!(path = id.0, %e, "session: reconnect failed");
+                }
+                continue;
+            }
+            let Some(c) = p.conn.and_then(|h| self.endpoint.connection(h)) else {
+                continue;
+            };
+            if p.is_up() && p.is_silent(c, now, self.config.down_min) {
+                self.path_down(now, id);
+            } else if p.established && p.answers_again(c) {
+                self.path_up(now, id);
+            }
+        }
+        if self.role == Role::Source {
+            self.refresh_scheduler_paths(now);
+        }
+    }
+
+    fn path_established(&mut self, now: Instant, id: PathId) {
+        let Some(p) = self.paths.get_mut(&id) else {
+            return;
+        };
+        if p.established {
+            return;
+        }
+        p.established = true;
+        p.down_since = None;
+        self.push_event(Event::PathUp { path: id });
+        self.announce_streams(now, id);
+    }
+
+    /// A path that went down answers again: it re-enters through the
+    /// estimator with a fresh window.
+    fn path_up(&mut self, now: Instant, id: PathId) {
+        let Some(p) = self.paths.get_mut(&id) else {
+            return;
+        };
+        p.down_since = None;
+        tracing::debug!(path = id.0, "session: path up again");
+        self.push_event(Event::PathUp { path: id });
+        if self.role == Role::Source {
+            self.announce_streams(now, id);
+        }
+    }
+
+    fn path_down(&mut self, now: Instant, id: PathId) {
+        let Some(p) = self.paths.get_mut(&id) else {
+            return;
+        };
+        if p.down_since.is_some() {
+            return;
+        }
+        p.down_since = Some(now);
+        self.stats.paths_down += 1;
+        tracing::debug!(path = id.0, "session: path down");
+        let resent = if self.role == Role::Source {
+            self.failover(now, id)
+        } else {
+            0
+        };
+        self.push_event(Event::PathDown { path: id, resent });
+    }
+
+    fn path_closed(&mut self, now: Instant, h: ConnectionHandle, id: PathId) {
+        self.conns.remove(&h);
+        self.endpoint.remove(h);
+        self.path_down(now, id);
+        if let Some(p) = self.paths.get_mut(&id) {
+            p.conn = None;
+            p.established = false;
+            if self.role == Role::Source {
+                p.reconnect_at = Some(now + self.config.reconnect_after);
+            }
+        }
+    }
+
+    fn drain_scheduler_events(&mut self, now: Instant) {
+        while let Some(e) = self.sched.get().poll_event() {
+            match e {
+                SchedulerEvent::Mapped { stream, parts } => {
+                    self.held_upcalls.retain(|&s| s != stream);
+                    self.push_event(Event::StreamMapped {
+                        stream,
+                        paths: parts.iter().map(PathPromise::from_part).collect(),
+                    });
+                }
+                SchedulerEvent::Upcall { stream, spec, best } => {
+                    if self.warmed_up {
+                        self.push_event(Event::GuaranteeUnmet { stream, spec, best });
+                    } else if !self.held_upcalls.contains(&stream) {
+                        self.held_upcalls.push(stream);
+                    }
+                }
+                SchedulerEvent::Remapped { reason, at } => {
+                    self.push_event(Event::Remapped { reason, at });
+                }
+            }
+        }
+        if !self.warmed_up && self.paths_warm() {
+            self.warmed_up = true;
+            // Ask again, now that every path has its samples: the upcall
+            // comes back (with today's figures) only if it still holds.
+            for s in std::mem::take(&mut self.held_upcalls) {
+                if let (Sched::Pgos(p), Some(o)) = (&mut self.sched, self.out.get(&s)) {
+                    let _ = p.handle_upcall_answer(s, UpcallAnswer::Lower(o.config.spec), now);
+                }
+            }
+            if let Sched::Pgos(_) = self.sched {
+                self.drain_scheduler_events(now);
+            }
+        }
+    }
+
+    /// Every up path has `min_samples` usable samples.
+    fn paths_warm(&self) -> bool {
+        let mut any = false;
+        for p in self.paths.values().filter(|p| p.is_up()) {
+            any = true;
+            if p.samples() < self.config.min_samples {
+                return false;
+            }
+        }
+        any
+    }
+}

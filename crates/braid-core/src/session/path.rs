@@ -1,0 +1,204 @@
+//! One path of a session: its connection, what braid measured on it, and
+//! whether it is alive.
+//!
+//! Main type: [`PathState`] (crate-internal) and the public snapshot
+//! [`PathInfo`].
+//!
+//! Measurements come only from what the path's connection delivered: every
+//! finished rate sample of the connection ([`Connection::poll_rate_sample`])
+//! feeds the path's [`PathEstimate`] (app-limited samples are kept out
+//! there), and the same interval gives one RTT sample (the connection's
+//! smoothed RTT then) and one loss sample (the interval's loss ratio) for
+//! the stream's RTT and loss bounds. Each history holds the estimator's
+//! window of samples ([`SessionConfig::estimate_window`](super::SessionConfig)).
+//!
+//! Liveness (seed 000 §III; issue 10): a path is down when data has been in
+//! flight for max(3 × SRTT, [`SessionConfig::down_min`](super::SessionConfig))
+//! with no acknowledgement since it was sent or since the last
+//! acknowledgement, whichever is later; it is up again once an
+//! acknowledgement arrives after it went down.
+
+use crate::estimate::{PathEstimate, RateSample};
+use crate::id::PathId;
+use crate::scheduler::PathView;
+use crate::time::{Duration, Instant};
+use crate::transport::{Connection, ConnectionHandle, FourTuple};
+use crate::units::Bandwidth;
+use std::collections::VecDeque;
+
+/// What the application may read about a path.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PathInfo {
+    /// The path.
+    pub id: PathId,
+    /// Its addresses.
+    pub addr: FourTuple,
+    /// Up (established and answering) or not.
+    pub up: bool,
+    /// Usable samples in its bandwidth estimate.
+    pub samples: usize,
+    /// Mean of the estimate, if any.
+    pub mean: Option<Bandwidth>,
+    /// Its smoothed RTT.
+    pub srtt: Duration,
+}
+
+#[derive(Debug)]
+pub(crate) struct PathState {
+    pub id: PathId,
+    pub addr: FourTuple,
+    pub conn: Option<ConnectionHandle>,
+    /// The connection is established and has been greeted (source) or has
+    /// greeted us (sink).
+    pub established: bool,
+    /// Down since this instant.
+    pub down_since: Option<Instant>,
+    /// The scheduler knows this path.
+    pub in_scheduler: bool,
+    /// The estimate version the scheduler last saw.
+    pub pushed_version: u64,
+    pub estimate: PathEstimate,
+    pub rtt_us: VecDeque<u64>,
+    pub loss: VecDeque<f64>,
+    pub history: usize,
+    pub srtt: Duration,
+    /// Reconnect at this instant (its connection closed).
+    pub reconnect_at: Option<Instant>,
+}
+
+impl PathState {
+    pub fn new(
+        id: PathId,
+        addr: FourTuple,
+        estimate: PathEstimate,
+        history: usize,
+        initial_rtt: Duration,
+    ) -> Self {
+        PathState {
+            id,
+            addr,
+            conn: None,
+            established: false,
+            down_since: None,
+            in_scheduler: false,
+            pushed_version: 0,
+            estimate,
+            rtt_us: VecDeque::with_capacity(history),
+            loss: VecDeque::with_capacity(history),
+            history,
+            srtt: initial_rtt,
+            reconnect_at: None,
+        }
+    }
+
+    /// Usable now: established and not down.
+    pub fn is_up(&self) -> bool {
+        self.established && self.down_since.is_none()
+    }
+
+    /// Takes one finished interval of the connection.
+    pub fn handle_sample(&mut self, s: RateSample, srtt: Duration) {
+        self.srtt = srtt;
+        self.estimate.handle_sample(s);
+        if s.app_limited {
+            return;
+        }
+        push_bounded(&mut self.rtt_us, srtt.as_micros(), self.history);
+        push_bounded(&mut self.loss, s.loss_ratio(), self.history);
+    }
+
+    /// The scheduler's view of the path.
+    pub fn view(&self) -> PathView {
+        PathView::new(self.estimate.window().clone(), self.srtt)
+    }
+
+    pub fn samples(&self) -> usize {
+        self.estimate.window().len()
+    }
+
+    /// The `p`-quantile of the RTT history; `None` without samples.
+    pub fn rtt_quantile(&self, p: f64) -> Option<Duration> {
+        quantile_u64(&self.rtt_us, p).map(Duration::from_micros)
+    }
+
+    /// The `p`-quantile of the loss history; `None` without samples.
+    pub fn loss_quantile(&self, p: f64) -> Option<f64> {
+        let mut v: Vec<f64> = self.loss.iter().copied().collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        v.get(rank(p, v.len())).copied()
+    }
+
+    /// Whether the path has stopped answering (see the module docs).
+    pub fn is_silent(&self, conn: &Connection, now: Instant, down_min: Duration) -> bool {
+        let Some(oldest) = conn.oldest_unacked_sent_at() else {
+            return false;
+        };
+        let since = conn.last_ack_at().map_or(oldest, |a| a.max(oldest));
+        let limit = self.srtt.saturating_mul(3).max(down_min);
+        now.saturating_duration_since(since) > limit
+    }
+
+    /// Whether a down path answers again.
+    pub fn answers_again(&self, conn: &Connection) -> bool {
+        match (self.down_since, conn.last_ack_at()) {
+            (Some(d), Some(a)) => a > d,
+            _ => false,
+        }
+    }
+
+    pub fn info(&self) -> PathInfo {
+        PathInfo {
+            id: self.id,
+            addr: self.addr,
+            up: self.is_up(),
+            samples: self.samples(),
+            mean: self
+                .estimate
+                .window()
+                .mean()
+                .map(|m| Bandwidth::from_bps(m as u64)),
+            srtt: self.srtt,
+        }
+    }
+}
+
+fn push_bounded<T>(q: &mut VecDeque<T>, v: T, bound: usize) {
+    if q.len() >= bound.max(1) {
+        q.pop_front();
+    }
+    q.push_back(v);
+}
+
+/// Index of the `p`-quantile in `n` sorted values: the smallest index whose
+/// value is ≥ a share `p` of the values.
+fn rank(p: f64, n: usize) -> usize {
+    let k = (p.clamp(0.0, 1.0) * n as f64).ceil() as usize;
+    k.saturating_sub(1).min(n.saturating_sub(1))
+}
+
+fn quantile_u64(q: &VecDeque<u64>, p: f64) -> Option<u64> {
+    if q.is_empty() {
+        return None;
+    }
+    let mut v: Vec<u64> = q.iter().copied().collect();
+    v.sort_unstable();
+    v.get(rank(p, v.len())).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantile_rank_is_the_share_p_order_statistic() {
+        assert_eq!(rank(0.95, 100), 94);
+        assert_eq!(rank(1.0, 100), 99);
+        assert_eq!(rank(0.0, 100), 0);
+        assert_eq!(rank(0.5, 1), 0);
+        let q: VecDeque<u64> = (1..=100).collect();
+        assert_eq!(quantile_u64(&q, 0.95), Some(95));
+    }
+}

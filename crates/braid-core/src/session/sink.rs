@@ -1,0 +1,498 @@
+//! The sink side of a session: paths greeted in, per-stream reassembly
+//! across paths, duplicates and deadlines, acknowledgements, statistics.
+//!
+//! Reliable streams release messages in sequence order into the
+//! application's queue; a message beyond the stream's window (counted from
+//! what the application has consumed) breaks the protocol and closes the
+//! session, so reassembly never holds more than `window` messages.
+//! Unreliable and deadline streams release each message on arrival, at most
+//! once (a window of seen sequence numbers drops duplicates and stragglers
+//! older than the window), and a deadline message whose deadline has passed
+//! is dropped on arrival or when the application asks for it — never handed
+//! over late. The sink's ACK carries, per stream, how many messages the
+//! application consumed (reliable) or the highest seen plus one (others).
+//!
+//! Delay and deadlines compare the source's `sent_us` with the sink's
+//! clock: exact when both clocks share an origin (braid-sim); the runtime
+//! aligns them when it greets a path.
+
+use super::error::CloseReason;
+use super::frame::{Frame, SessionId};
+use super::source::{rate_of, violation};
+use super::stream::{Delivery, StreamConfig};
+use super::{Event, Session, StreamStats, CONTROL_STREAM, MAX_PATHS};
+use crate::id::{PathId, StreamId};
+use crate::scheduler::StreamSpec;
+use crate::time::{Duration, Instant};
+use crate::transport::{ConnectionHandle, SendOptions};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Interval at which a sink repeats its acknowledgements (they travel
+/// unreliably, so a lost one is replaced).
+pub const ACK_REPEAT: Duration = Duration::from_millis(100);
+/// Most delay samples kept per stream per statistics interval.
+pub const MAX_DELAY_SAMPLES: usize = 4096;
+
+/// A message handed to the sink application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its number in the stream.
+    pub seq: u64,
+    /// Its bytes.
+    pub data: Vec<u8>,
+    /// When the source application sent it (source clock).
+    pub sent_at: Instant,
+    /// When it arrived here.
+    pub arrived_at: Instant,
+    /// The path it came over.
+    pub path: PathId,
+}
+
+#[derive(Debug)]
+pub(super) struct InStream {
+    config: StreamConfig,
+    /// Reliable: next sequence to release; others: highest seen + 1.
+    next: u64,
+    /// Reliable: messages the application has taken.
+    consumed: u64,
+    reorder: BTreeMap<u64, Delivered>,
+    /// Others: sequence numbers seen at or above `next − window`.
+    seen: BTreeSet<u64>,
+    /// Messages of this stream waiting in the application queue.
+    in_ready: u64,
+    /// The source's final count, once STREAM_CLOSE arrived.
+    sent: Option<u64>,
+    ack_sent: Option<u64>,
+    // Statistics.
+    received: u64,
+    lost: u64,
+    duplicates: u64,
+    interval_bytes: u64,
+    interval_messages: u64,
+    delays_us: Vec<u64>,
+    spec_window: Duration,
+    window_origin: Option<Instant>,
+    window_index: u64,
+    window_bytes: u64,
+    window_messages: u64,
+    windows_total: u64,
+    windows_met: u64,
+}
+
+impl InStream {
+    fn new(config: StreamConfig) -> Self {
+        let spec_window = match config.spec {
+            StreamSpec::Window { window, .. } | StreamSpec::ViolationBound { window, .. } => window,
+            _ => Duration::from_secs(1),
+        };
+        InStream {
+            config,
+            next: 0,
+            consumed: 0,
+            reorder: BTreeMap::new(),
+            seen: BTreeSet::new(),
+            in_ready: 0,
+            sent: None,
+            ack_sent: None,
+            received: 0,
+            lost: 0,
+            duplicates: 0,
+            interval_bytes: 0,
+            interval_messages: 0,
+            delays_us: Vec::new(),
+            spec_window,
+            window_origin: None,
+            window_index: 0,
+            window_bytes: 0,
+            window_messages: 0,
+            windows_total: 0,
+            windows_met: 0,
+        }
+    }
+
+    /// The cumulative count the ACK carries.
+    fn ack_value(&self) -> u64 {
+        if self.config.delivery.is_reliable() {
+            self.consumed
+        } else {
+            self.next
+        }
+    }
+
+    /// Whether the spec's window of `bytes` / `messages` met it.
+    fn window_ok(&self, bytes: u64, messages: u64) -> bool {
+        match self.config.spec {
+            StreamSpec::MinRate { rate, .. } => {
+                let need = rate.bps() as f64 * self.spec_window.as_secs_f64() / 8.0;
+                bytes as f64 >= need
+            }
+            StreamSpec::Window { x, .. } | StreamSpec::ViolationBound { x, .. } => {
+                messages >= u64::from(x)
+            }
+            _ => true,
+        }
+    }
+
+    /// Closes the spec windows that ended before `now`.
+    fn roll_windows(&mut self, now: Instant) {
+        let Some(origin) = self.window_origin else {
+            return;
+        };
+        let w = self.spec_window.as_nanos().max(1);
+        let idx = now.saturating_duration_since(origin).as_nanos() / w;
+        while self.window_index < idx {
+            self.windows_total += 1;
+            if self.window_ok(self.window_bytes, self.window_messages) {
+                self.windows_met += 1;
+            }
+            self.window_bytes = 0;
+            self.window_messages = 0;
+            self.window_index += 1;
+        }
+    }
+
+    fn count_arrival(&mut self, now: Instant, m: &Delivered) {
+        if self.window_origin.is_none() {
+            self.window_origin = Some(now);
+        }
+        self.roll_windows(now);
+        self.window_bytes += m.data.len() as u64;
+        self.window_messages += 1;
+        self.interval_bytes += m.data.len() as u64;
+        self.interval_messages += 1;
+        self.received += 1;
+        if self.delays_us.len() < MAX_DELAY_SAMPLES {
+            self.delays_us
+                .push(now.saturating_duration_since(m.sent_at).as_micros());
+        }
+    }
+
+    fn finished(&self) -> bool {
+        match self.sent {
+            Some(n) if self.config.delivery.is_reliable() => self.next >= n,
+            Some(_) => true,
+            None => false,
+        }
+    }
+}
+
+impl Session {
+    /// Sink: the next message for the application, if any. Deadline
+    /// messages whose deadline has passed are dropped, never returned.
+    pub fn recv(&mut self, now: Instant) -> Option<Delivered> {
+        while let Some(m) = self.ready.pop_front() {
+            let Some(s) = self.inc.get_mut(&m.stream) else {
+                continue;
+            };
+            s.in_ready = s.in_ready.saturating_sub(1);
+            let reliable = s.config.delivery.is_reliable();
+            if reliable {
+                s.consumed += 1;
+            }
+            let late =
+                matches!(s.config.delivery, Delivery::Deadline { ttl } if now > m.sent_at + ttl);
+            if late {
+                s.lost += 1;
+            }
+            if reliable {
+                self.schedule_ack(now);
+            }
+            if late {
+                self.stats.expired += 1;
+                continue;
+            }
+            self.stats.messages += 1;
+            self.stats.bytes += m.data.len() as u64;
+            let stream = m.stream;
+            self.maybe_finish_in(stream);
+            return Some(m);
+        }
+        None
+    }
+
+    fn schedule_ack(&mut self, now: Instant) {
+        let at = now + self.config.ack_interval;
+        self.next_ack = Some(self.next_ack.map_or(at, |t| t.min(at)));
+    }
+
+    pub(super) fn sink_frame(
+        &mut self,
+        now: Instant,
+        h: ConnectionHandle,
+        f: Frame<'_>,
+    ) -> Result<(), CloseReason> {
+        let path = match (self.conns.get(&h).copied(), &f) {
+            (_, Frame::PathHello { session, path }) => {
+                return self.handle_hello(now, h, *session, *path);
+            }
+            (Some(p), _) => p,
+            (None, _) => {
+                return Err(violation("a frame before PATH_HELLO".to_string()));
+            }
+        };
+        match f {
+            Frame::StreamOpen { stream, config } => {
+                match self.inc.get(&stream) {
+                    Some(s) if s.config != config => {
+                        return Err(violation(format!("{stream} re-opened with another config")));
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.inc.insert(stream, InStream::new(config));
+                    }
+                }
+                self.schedule_ack(now);
+                Ok(())
+            }
+            Frame::StreamClose { stream, sent } => {
+                if let Some(s) = self.inc.get_mut(&stream) {
+                    if sent < s.next && s.config.delivery.is_reliable() {
+                        return Err(violation(format!(
+                            "{stream} closed at {sent}, below what arrived"
+                        )));
+                    }
+                    s.sent = Some(sent);
+                }
+                self.maybe_finish_in(stream);
+                Ok(())
+            }
+            Frame::Data {
+                stream,
+                seq,
+                sent_us,
+                payload,
+            } => {
+                let m = Delivered {
+                    stream,
+                    seq,
+                    data: payload.to_vec(),
+                    sent_at: Instant::from_nanos(sent_us.saturating_mul(1000)),
+                    arrived_at: now,
+                    path,
+                };
+                self.handle_data(now, m)
+            }
+            other => Err(violation(format!(
+                "a source sent a frame only a sink may send: {other:?}"
+            ))),
+        }
+    }
+
+    fn handle_hello(
+        &mut self,
+        now: Instant,
+        h: ConnectionHandle,
+        session: SessionId,
+        path: PathId,
+    ) -> Result<(), CloseReason> {
+        if self.id == SessionId(0) && self.paths.is_empty() {
+            self.id = session;
+        }
+        if session != self.id {
+            self.stats.stray_connections += 1;
+            self.pending.retain(|&x| x != h);
+            if let Some(c) = self.endpoint.connection_mut(h) {
+                c.close(now, crate::transport::ErrorCode(0), b"another session");
+            }
+            return Ok(());
+        }
+        let Some(addr) = self.endpoint.connection(h).map(|c| c.path()) else {
+            return Ok(());
+        };
+        if !self.paths.contains_key(&path) && self.paths.len() >= MAX_PATHS {
+            return Err(violation(format!("more than {MAX_PATHS} paths")));
+        }
+        self.pending.retain(|&x| x != h);
+        // A path that reconnects replaces its old connection.
+        if let Some(old) = self.paths.get(&path).and_then(|p| p.conn) {
+            self.conns.remove(&old);
+        }
+        if !self.paths.contains_key(&path) {
+            let p = self.new_path(path, addr, now);
+            self.paths.insert(path, p);
+        }
+        self.conns.insert(h, path);
+        if let Some(p) = self.paths.get_mut(&path) {
+            p.conn = Some(h);
+            p.addr = addr;
+            p.established = true;
+            p.down_since = None;
+        }
+        self.push_event(Event::PathUp { path });
+        self.schedule_ack(now);
+        Ok(())
+    }
+
+    fn handle_data(&mut self, now: Instant, m: Delivered) -> Result<(), CloseReason> {
+        let stream = m.stream;
+        let Some(s) = self.inc.get_mut(&stream) else {
+            return Err(violation(format!(
+                "data on {stream}, which was never opened"
+            )));
+        };
+        let window = u64::from(s.config.window);
+        if s.config.delivery.is_reliable() {
+            if m.seq < s.next || s.reorder.contains_key(&m.seq) {
+                s.duplicates += 1;
+                self.stats.copies += 1;
+                return Ok(());
+            }
+            if m.seq >= s.consumed + window {
+                return Err(violation(format!(
+                    "{stream}: message {} beyond the window ({} consumed, window {window})",
+                    m.seq, s.consumed
+                )));
+            }
+            s.count_arrival(now, &m);
+            s.reorder.insert(m.seq, m);
+            while let Some(m) = s.reorder.remove(&s.next) {
+                s.next += 1;
+                s.in_ready += 1;
+                self.ready.push_back(m);
+            }
+        } else {
+            let floor = s.next.saturating_sub(window);
+            if m.seq < floor || !s.seen.insert(m.seq) {
+                s.duplicates += 1;
+                self.stats.copies += 1;
+                return Ok(());
+            }
+            if let Delivery::Deadline { ttl } = s.config.delivery {
+                if now > m.sent_at + ttl {
+                    self.stats.expired += 1;
+                    return Ok(());
+                }
+            }
+            if m.seq >= s.next {
+                s.next = m.seq + 1;
+                let floor = s.next.saturating_sub(window);
+                s.seen = s.seen.split_off(&floor);
+            }
+            if s.in_ready >= window {
+                // The application is not reading: the newest is dropped
+                // (and counted lost: it was never received).
+                return Ok(());
+            }
+            s.count_arrival(now, &m);
+            s.in_ready += 1;
+            self.ready.push_back(m);
+            self.schedule_ack(now);
+        }
+        Ok(())
+    }
+
+    /// A stream whose every message has been handed over is done.
+    fn maybe_finish_in(&mut self, stream: StreamId) {
+        let Some(s) = self.inc.get(&stream) else {
+            return;
+        };
+        if s.finished() && s.in_ready == 0 {
+            self.inc.remove(&stream);
+            self.push_event(Event::StreamClosed { stream });
+        }
+    }
+
+    /// Sends due acknowledgements on every up path.
+    pub(super) fn flush_acks(&mut self, now: Instant) {
+        let due = self.next_ack.is_some_and(|t| now >= t);
+        if !due {
+            return;
+        }
+        let mut frames = Vec::new();
+        for (&id, s) in self.inc.iter_mut() {
+            let v = s.ack_value();
+            if s.ack_sent != Some(v) {
+                frames.push(
+                    Frame::Ack {
+                        stream: id,
+                        consumed: v,
+                    }
+                    .to_vec(),
+                );
+                s.ack_sent = Some(v);
+            }
+        }
+        let repeat = !self.inc.is_empty();
+        self.next_ack = repeat.then_some(now + ACK_REPEAT);
+        if frames.is_empty() {
+            // Nothing changed: repeat every ACK (a lost one is replaced).
+            for (&id, s) in &self.inc {
+                frames.push(
+                    Frame::Ack {
+                        stream: id,
+                        consumed: s.ack_value(),
+                    }
+                    .to_vec(),
+                );
+            }
+        }
+        let handles: Vec<ConnectionHandle> = self
+            .paths
+            .values()
+            .filter(|p| p.is_up())
+            .filter_map(|p| p.conn)
+            .collect();
+        for h in handles {
+            if let Some(c) = self.endpoint.connection_mut(h) {
+                for f in &frames {
+                    let _ = c.send(now, CONTROL_STREAM, f.clone(), SendOptions::UNRELIABLE);
+                }
+            }
+        }
+    }
+
+    /// Sink statistics of one interval, per stream.
+    pub(super) fn sink_stats(&mut self, now: Instant) -> Vec<(StreamId, StreamStats)> {
+        let interval = self.config.stats_interval;
+        self.inc
+            .iter_mut()
+            .map(|(&id, s)| {
+                s.roll_windows(now);
+                // Others: what never arrived (gaps, late or overflowing
+                // arrivals) plus what expired before the application took it.
+                let lost = if s.config.delivery.is_reliable() {
+                    0
+                } else {
+                    s.next.saturating_sub(s.received) + s.lost
+                };
+                let mut d = std::mem::take(&mut s.delays_us);
+                d.sort_unstable();
+                let p95 = d
+                    .get((d.len() * 95).div_ceil(100).saturating_sub(1))
+                    .copied()
+                    .unwrap_or(0);
+                let st = StreamStats {
+                    interval,
+                    rate: rate_of(s.interval_bytes, interval),
+                    messages: s.interval_messages,
+                    windows_met: if s.windows_total == 0 {
+                        1.0
+                    } else {
+                        s.windows_met as f64 / s.windows_total as f64
+                    },
+                    lost,
+                    delay_p95: Duration::from_micros(p95),
+                    duplicates: s.duplicates,
+                    resent: 0,
+                };
+                s.interval_bytes = 0;
+                s.interval_messages = 0;
+                (id, st)
+            })
+            .collect()
+    }
+}
+
+impl Session {
+    pub(super) fn emit_stats(&mut self, now: Instant) {
+        let v = match self.role {
+            super::Role::Source => self.source_stats(now),
+            super::Role::Sink => self.sink_stats(now),
+        };
+        for (stream, stats) in v {
+            self.push_event(Event::Stats { stream, stats });
+        }
+    }
+}

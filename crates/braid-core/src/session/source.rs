@@ -1,0 +1,637 @@
+//! The source side of a session: stream queues, dispatch onto paths,
+//! session acknowledgements, failover.
+//!
+//! Each open stream keeps, in send order, the messages the scheduler has
+//! not dispatched yet (`queue`, the same FIFO as the scheduler's queue of
+//! sizes) and, for reliable streams, every dispatched message the sink
+//! application has not consumed (`unacked`, with the path it went on). A
+//! stream enters the scheduler only once the sink has acknowledged its
+//! STREAM_OPEN, so no data can reach a sink that does not know the stream.
+//!
+//! Dispatch pulls: a path whose connection has less than a congestion
+//! window (plus one message) queued asks the scheduler for the next
+//! message, so the transport's own queue stays short and the scheduler
+//! decides late. A message refused by the connection goes back to the head
+//! of its stream ([`Scheduler::handle_blocked`]).
+//!
+//! Failover: when a path goes down it leaves the scheduler (which re-maps),
+//! and its unacknowledged reliable messages go back to the head of their
+//! streams, in order, to be sent on the remaining paths.
+
+use super::error::{SendRefusal, SendRefused, SessionError};
+use super::frame::{data_frame, Frame};
+use super::stream::{Delivery, StreamConfig};
+use super::{CloseCode, CloseReason, Event, Session, StreamStats, CONTROL_STREAM};
+use crate::id::{PathId, StreamId, MAX_STREAMS};
+use crate::scheduler::{Class, Dispatch, SchedError};
+use crate::time::Instant;
+use crate::transport::SendOptions;
+use crate::units::Bandwidth;
+use std::collections::{BTreeMap, VecDeque};
+
+/// One message waiting for dispatch.
+#[derive(Debug)]
+pub(super) struct OutMsg {
+    pub seq: u64,
+    pub data: Vec<u8>,
+    /// When the application sent it.
+    pub sent_at: Instant,
+}
+
+/// A dispatched reliable message not yet consumed by the sink.
+#[derive(Debug)]
+struct Unacked {
+    path: PathId,
+    data: Vec<u8>,
+    sent_at: Instant,
+}
+
+#[derive(Debug)]
+pub(super) struct OutStream {
+    pub config: StreamConfig,
+    next_seq: u64,
+    queue: VecDeque<OutMsg>,
+    unacked: BTreeMap<u64, Unacked>,
+    /// The sink's cumulative count.
+    acked: u64,
+    /// The sink acknowledged the STREAM_OPEN; the scheduler has the stream.
+    accepted: bool,
+    closing: bool,
+    /// The path set last given to the scheduler.
+    allowed: Option<Vec<PathId>>,
+    // Counters for the current stats interval and in all.
+    interval_bytes: u64,
+    interval_messages: u64,
+    resent: u64,
+}
+
+impl OutStream {
+    fn outstanding(&self) -> u64 {
+        if self.config.delivery.is_reliable() {
+            self.next_seq - self.acked
+        } else {
+            self.queue.len() as u64
+        }
+    }
+}
+
+impl Session {
+    // ---- application API (source) ----------------------------------------
+
+    /// Opens a stream with `config`; returns its id (from 1 up). Data may
+    /// be sent at once; it flows once the sink has acknowledged the stream.
+    ///
+    /// # Errors
+    /// Wrong role, an invalid config, no stream id left.
+    pub fn open_stream(
+        &mut self,
+        now: Instant,
+        config: StreamConfig,
+    ) -> Result<StreamId, SessionError> {
+        self.check_role(super::Role::Source, "open_stream")?;
+        config.validate()?;
+        if self.next_stream >= MAX_STREAMS {
+            return Err(SessionError::TooManyStreams(MAX_STREAMS - 1));
+        }
+        let id = StreamId(self.next_stream);
+        self.next_stream += 1;
+        self.out.insert(
+            id,
+            OutStream {
+                config,
+                next_seq: 0,
+                queue: VecDeque::new(),
+                unacked: BTreeMap::new(),
+                acked: 0,
+                accepted: false,
+                closing: false,
+                allowed: None,
+                interval_bytes: 0,
+                interval_messages: 0,
+                resent: 0,
+            },
+        );
+        let ids: Vec<PathId> = self
+            .paths
+            .values()
+            .filter(|p| p.is_up())
+            .map(|p| p.id)
+            .collect();
+        for p in ids {
+            self.send_control(now, p, &self.open_frame(id));
+        }
+        Ok(id)
+    }
+
+    fn open_frame(&self, id: StreamId) -> Vec<u8> {
+        match self.out.get(&id) {
+            Some(s) => Frame::StreamOpen {
+                stream: id,
+                config: s.config.clone(),
+            }
+            .to_vec(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Sends one message on `stream`.
+    ///
+    /// # Errors
+    /// [`SendRefused`], with the message handed back: the stream's window
+    /// or the session's byte bound is full, the message is too large, or
+    /// the stream is unknown or closing.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        data: Vec<u8>,
+    ) -> Result<(), SendRefused> {
+        let refuse = |error: SendRefusal, data: Vec<u8>| Err(SendRefused { error, data });
+        if let Err(e) = self.check_role(super::Role::Source, "send") {
+            return refuse(e.into(), data);
+        }
+        if data.len() > self.config.max_message {
+            let (size, max) = (data.len(), self.config.max_message);
+            return refuse(SendRefusal::TooLarge { size, max }, data);
+        }
+        let held = self.held;
+        let bound = self.config.max_bytes;
+        let Some(s) = self.out.get_mut(&stream) else {
+            return refuse(SessionError::UnknownStream(stream).into(), data);
+        };
+        if s.closing {
+            return refuse(SessionError::StreamClosing(stream).into(), data);
+        }
+        if s.outstanding() >= u64::from(s.config.window) {
+            let window = s.config.window;
+            return refuse(SendRefusal::WindowFull { stream, window }, data);
+        }
+        if held + data.len() as u64 > bound {
+            return refuse(SendRefusal::SessionFull { held, bound }, data);
+        }
+        let data = self.stage.process(stream, data);
+        let bytes = data.len() as u32;
+        // Re-borrow after the stage (it may be stateful).
+        let Some(s) = self.out.get_mut(&stream) else {
+            return refuse(SessionError::UnknownStream(stream).into(), data);
+        };
+        if s.accepted {
+            if let Err(e) = self.sched.get().handle_enqueue(stream, bytes, now) {
+                return refuse(SessionError::Scheduler(e).into(), data);
+            }
+        }
+        let seq = s.next_seq;
+        s.next_seq += 1;
+        self.held += data.len() as u64;
+        self.stats.messages += 1;
+        self.stats.bytes += data.len() as u64;
+        s.queue.push_back(OutMsg {
+            seq,
+            data,
+            sent_at: now,
+        });
+        self.dispatch(now);
+        Ok(())
+    }
+
+    /// Closes `stream` once what was sent is through; queued messages still go.
+    ///
+    /// # Errors
+    /// Wrong role or unknown stream.
+    pub fn close_stream(&mut self, now: Instant, stream: StreamId) -> Result<(), SessionError> {
+        self.check_role(super::Role::Source, "close_stream")?;
+        let s = self
+            .out
+            .get_mut(&stream)
+            .ok_or(SessionError::UnknownStream(stream))?;
+        s.closing = true;
+        self.maybe_finish_stream(now, stream);
+        Ok(())
+    }
+
+    /// Messages of `stream` queued or unacknowledged at the source.
+    pub fn outstanding(&self, stream: StreamId) -> u64 {
+        self.out.get(&stream).map_or(0, OutStream::outstanding)
+    }
+
+    /// True when every stream the source opened has been closed and
+    /// acknowledged.
+    pub fn is_idle(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    // ---- frames from the sink ---------------------------------------------
+
+    pub(super) fn source_frame(&mut self, now: Instant, f: Frame<'_>) -> Result<(), CloseReason> {
+        match f {
+            Frame::Ack { stream, consumed } => self.handle_ack(now, stream, consumed),
+            other => Err(violation(format!(
+                "a sink sent a frame only a source may send: {other:?}"
+            ))),
+        }
+    }
+
+    fn handle_ack(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        consumed: u64,
+    ) -> Result<(), CloseReason> {
+        let Some(s) = self.out.get_mut(&stream) else {
+            // A late ACK of a stream that has finished.
+            return Ok(());
+        };
+        if consumed > s.next_seq {
+            return Err(violation(format!(
+                "ACK of {consumed} messages on {stream}, only {} sent",
+                s.next_seq
+            )));
+        }
+        if !s.accepted {
+            s.accepted = true;
+            let sizes: Vec<u32> = s.queue.iter().map(|m| m.data.len() as u32).collect();
+            let spec = s.config.spec;
+            let sched = self.sched.get();
+            if let Err(e) = sched.handle_stream_open(stream, spec, now) {
+                return Err(CloseReason::Local {
+                    code: CloseCode::Application,
+                    reason: format!("scheduler refused {stream}: {e}"),
+                });
+            }
+            for b in sizes {
+                // The session's window bounds the queue below the
+                // scheduler's backlog bound, so this is not refused.
+                let _ = sched.handle_enqueue(stream, b, now);
+            }
+            self.push_event(Event::StreamOpened { stream });
+            self.refresh_stream_paths(now, stream);
+        }
+        if let Some(s) = self.out.get_mut(&stream) {
+            if s.config.delivery.is_reliable() && consumed > s.acked {
+                let rest = s.unacked.split_off(&consumed);
+                let done = std::mem::replace(&mut s.unacked, rest);
+                let freed: u64 = done.values().map(|u| u.data.len() as u64).sum();
+                s.acked = consumed;
+                self.held = self.held.saturating_sub(freed);
+            } else {
+                s.acked = s.acked.max(consumed);
+            }
+        }
+        self.maybe_finish_stream(now, stream);
+        Ok(())
+    }
+
+    /// A closing stream whose every message is through is closed: the
+    /// scheduler forgets it, the sink is told how many were sent.
+    fn maybe_finish_stream(&mut self, now: Instant, stream: StreamId) {
+        let Some(s) = self.out.get(&stream) else {
+            return;
+        };
+        let through = s.queue.is_empty() && s.unacked.is_empty();
+        if !(s.closing && through) {
+            return;
+        }
+        let sent = s.next_seq;
+        let reliable = s.config.delivery.is_reliable();
+        if reliable && s.acked < sent {
+            // Wait for the sink to consume the rest.
+            return;
+        }
+        if s.accepted {
+            let _ = self.sched.get().handle_stream_close(stream, now);
+        }
+        self.out.remove(&stream);
+        let frame = Frame::StreamClose { stream, sent }.to_vec();
+        let ids: Vec<PathId> = self
+            .paths
+            .values()
+            .filter(|p| p.is_up())
+            .map(|p| p.id)
+            .collect();
+        for p in ids {
+            self.send_control(now, p, &frame);
+        }
+        self.push_event(Event::StreamClosed { stream });
+    }
+
+    // ---- paths and the scheduler -------------------------------------------
+
+    /// A path just became usable: tell the sink about every open stream.
+    pub(super) fn announce_streams(&mut self, now: Instant, path: PathId) {
+        let frames: Vec<Vec<u8>> = self.out.keys().map(|&id| self.open_frame(id)).collect();
+        for f in frames {
+            self.send_control(now, path, &f);
+        }
+    }
+
+    /// Sends a control frame on `path`'s connection (reliable).
+    pub(super) fn send_control(&mut self, now: Instant, path: PathId, frame: &[u8]) {
+        let Some(h) = self.paths.get(&path).and_then(|p| p.conn) else {
+            return;
+        };
+        if let Some(c) = self.endpoint.connection_mut(h) {
+            let _ = c.send(now, CONTROL_STREAM, frame.to_vec(), SendOptions::RELIABLE);
+        }
+    }
+
+    /// Keeps the scheduler's paths in step with the up paths and their
+    /// estimates, and each stream's allowed set with its bounds.
+    pub(super) fn refresh_scheduler_paths(&mut self, now: Instant) {
+        let mut changed = false;
+        for p in self.paths.values_mut() {
+            let sched = self.sched.get();
+            if p.is_up() {
+                let version = p.estimate.version();
+                if !p.in_scheduler || p.pushed_version != version {
+                    sched.handle_path_update(p.id, p.view(), now);
+                    p.in_scheduler = true;
+                    p.pushed_version = version;
+                    changed = true;
+                }
+            } else if p.in_scheduler {
+                let _ = sched.handle_path_remove(p.id, now);
+                p.in_scheduler = false;
+                changed = true;
+            }
+        }
+        if changed {
+            let ids: Vec<StreamId> = self.out.keys().copied().collect();
+            for s in ids {
+                self.refresh_stream_paths(now, s);
+            }
+        }
+    }
+
+    /// The paths `stream` may use now: its pinned set, narrowed to the
+    /// paths whose measured RTT and loss at the stream's probabilities meet
+    /// its bounds (a path without samples yet is given the benefit of the
+    /// doubt). Given to the scheduler when it changes.
+    pub(super) fn refresh_stream_paths(&mut self, now: Instant, stream: StreamId) {
+        let Some(s) = self.out.get(&stream) else {
+            return;
+        };
+        if !s.accepted {
+            return;
+        }
+        let c = &s.config;
+        let constrained = c.pinned.is_some() || c.rtt.is_some() || c.loss.is_some();
+        let allowed = constrained.then(|| {
+            self.paths
+                .values()
+                .filter(|p| c.pinned.as_ref().is_none_or(|v| v.contains(&p.id)))
+                .filter(|p| {
+                    c.rtt
+                        .is_none_or(|b| p.rtt_quantile(b.probability).is_none_or(|r| r <= b.max))
+                })
+                .filter(|p| {
+                    c.loss
+                        .is_none_or(|b| p.loss_quantile(b.probability).is_none_or(|l| l <= b.max))
+                })
+                .map(|p| p.id)
+                .collect::<Vec<PathId>>()
+        });
+        if allowed != s.allowed {
+            let _ = restrict_paths(self.sched.get(), stream, allowed.clone(), now);
+            if let Some(s) = self.out.get_mut(&stream) {
+                s.allowed = allowed;
+            }
+        }
+    }
+
+    /// Moves the unacknowledged reliable messages of `path` back to the
+    /// head of their streams; returns how many.
+    pub(super) fn failover(&mut self, now: Instant, path: PathId) -> u64 {
+        if let Some(p) = self.paths.get_mut(&path) {
+            if p.in_scheduler {
+                let _ = self.sched.get().handle_path_remove(path, now);
+                p.in_scheduler = false;
+            }
+        }
+        let mut moved = 0;
+        let sched = self.sched.get();
+        for (&id, s) in self.out.iter_mut() {
+            let seqs: Vec<u64> = s
+                .unacked
+                .iter()
+                .filter(|(_, u)| u.path == path)
+                .map(|(&q, _)| q)
+                .collect();
+            // Back to the head in reverse so the lowest goes out first.
+            for q in seqs.into_iter().rev() {
+                let Some(u) = s.unacked.remove(&q) else {
+                    continue;
+                };
+                let bytes = u.data.len() as u32;
+                s.queue.push_front(OutMsg {
+                    seq: q,
+                    data: u.data,
+                    sent_at: u.sent_at,
+                });
+                // The path is gone from the scheduler; handing back a
+                // dispatch for it returns the message to its queue.
+                sched.handle_blocked(
+                    Dispatch {
+                        path,
+                        stream: id,
+                        bytes,
+                        class: Class::Scheduled,
+                    },
+                    now,
+                );
+                s.resent += 1;
+                moved += 1;
+            }
+        }
+        self.stats.resent += moved;
+        let ids: Vec<StreamId> = self.out.keys().copied().collect();
+        for s in ids {
+            self.refresh_stream_paths(now, s);
+        }
+        moved
+    }
+
+    // ---- dispatch -------------------------------------------------------
+
+    /// Fills every up path's connection up to its congestion window.
+    pub(super) fn dispatch(&mut self, now: Instant) {
+        if self.closed.is_some() {
+            return;
+        }
+        let ids: Vec<PathId> = self
+            .paths
+            .values()
+            .filter(|p| p.is_up() && p.in_scheduler)
+            .map(|p| p.id)
+            .collect();
+        for path in ids {
+            self.fill_path(now, path);
+        }
+    }
+
+    fn fill_path(&mut self, now: Instant, path: PathId) {
+        let Some(h) = self.paths.get(&path).and_then(|p| p.conn) else {
+            return;
+        };
+        loop {
+            let Some(c) = self.endpoint.connection(h) else {
+                return;
+            };
+            let limit = c.window() + self.config.max_message as u64 / 8;
+            if c.queued_bytes() >= limit {
+                return;
+            }
+            let Some(d) = self.sched.get().poll_dispatch_on(path, now) else {
+                return;
+            };
+            if !self.send_dispatch(now, d) {
+                return;
+            }
+        }
+    }
+
+    /// Sends the message `d` names. Returns false if the path could not
+    /// take it (it went back to its stream).
+    fn send_dispatch(&mut self, now: Instant, d: Dispatch) -> bool {
+        let Some(s) = self.out.get_mut(&d.stream) else {
+            return true;
+        };
+        let Some(m) = s.queue.pop_front() else {
+            // The scheduler and the queue disagree; nothing to send.
+            return true;
+        };
+        let delivery = s.config.delivery;
+        let opts = match delivery {
+            Delivery::Reliable => SendOptions::RELIABLE,
+            Delivery::Unreliable => SendOptions::UNRELIABLE,
+            Delivery::Deadline { ttl } => {
+                let deadline = m.sent_at + ttl;
+                if now >= deadline {
+                    self.held = self.held.saturating_sub(m.data.len() as u64);
+                    self.stats.expired += 1;
+                    self.maybe_finish_stream(now, d.stream);
+                    return true;
+                }
+                SendOptions {
+                    ttl: Some(deadline.saturating_duration_since(now)),
+                    ..SendOptions::UNRELIABLE
+                }
+            }
+        };
+        let sent_us = m.sent_at.since_origin().as_micros();
+        let frame = data_frame(d.stream, m.seq, sent_us, &m.data);
+        let copy = (s.config.copies > 1).then(|| frame.clone());
+        let Some(h) = self.paths.get(&d.path).and_then(|p| p.conn) else {
+            return false;
+        };
+        let Some(c) = self.endpoint.connection_mut(h) else {
+            return false;
+        };
+        if let Err(r) = c.send(now, d.stream, frame, opts) {
+            tracing::trace!(path = d.path.0, error = %r, "session: connection refused a message");
+            if let Some(s) = self.out.get_mut(&d.stream) {
+                s.queue.push_front(m);
+            }
+            self.sched.get().handle_blocked(d, now);
+            return false;
+        }
+        if let Some(frame) = copy {
+            self.send_copy(now, d.stream, d.path, frame, opts);
+        }
+        let Some(s) = self.out.get_mut(&d.stream) else {
+            return true;
+        };
+        s.interval_bytes += m.data.len() as u64;
+        s.interval_messages += 1;
+        if delivery.is_reliable() {
+            s.unacked.insert(
+                m.seq,
+                Unacked {
+                    path: d.path,
+                    data: m.data,
+                    sent_at: m.sent_at,
+                },
+            );
+        } else {
+            self.held = self.held.saturating_sub(m.data.len() as u64);
+            self.maybe_finish_stream(now, d.stream);
+        }
+        true
+    }
+
+    /// The redundant copy of a `copies = 2` stream: on the best other up
+    /// path the stream may use (highest estimated mean).
+    fn send_copy(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        first: PathId,
+        frame: Vec<u8>,
+        opts: SendOptions,
+    ) {
+        let allowed = self.out.get(&stream).and_then(|s| s.allowed.clone());
+        let best = self
+            .paths
+            .values()
+            .filter(|p| p.id != first && p.is_up())
+            .filter(|p| allowed.as_ref().is_none_or(|v| v.contains(&p.id)))
+            .max_by_key(|p| p.estimate.window().mean().map_or(0, |m| m as u64))
+            .and_then(|p| p.conn);
+        let Some(h) = best else { return };
+        if let Some(c) = self.endpoint.connection_mut(h) {
+            if c.send(now, stream, frame, opts).is_ok() {
+                self.stats.copies += 1;
+            }
+        }
+    }
+
+    /// Source statistics of one interval, per stream.
+    pub(super) fn source_stats(&mut self, now: Instant) -> Vec<(StreamId, StreamStats)> {
+        let interval = self.config.stats_interval;
+        let _ = now;
+        self.out
+            .iter_mut()
+            .map(|(&id, s)| {
+                let st = StreamStats {
+                    interval,
+                    rate: rate_of(s.interval_bytes, interval),
+                    messages: s.interval_messages,
+                    windows_met: 1.0,
+                    resent: s.resent,
+                    ..StreamStats::default()
+                };
+                s.interval_bytes = 0;
+                s.interval_messages = 0;
+                (id, st)
+            })
+            .collect()
+    }
+}
+
+pub(super) fn rate_of(bytes: u64, interval: crate::time::Duration) -> Bandwidth {
+    let ns = interval.as_nanos().max(1);
+    Bandwidth::from_bps((u128::from(bytes) * 8 * 1_000_000_000 / u128::from(ns)) as u64)
+}
+
+pub(super) fn violation(reason: String) -> CloseReason {
+    CloseReason::Local {
+        code: CloseCode::ProtocolViolation,
+        reason,
+    }
+}
+
+impl From<SchedError> for SendRefusal {
+    fn from(e: SchedError) -> Self {
+        SendRefusal::Session(SessionError::Scheduler(e))
+    }
+}
+
+/// Narrows `stream` to `allowed` paths in the scheduler.
+fn restrict_paths(
+    _sched: &mut dyn crate::scheduler::Scheduler,
+    _stream: StreamId,
+    _allowed: Option<Vec<PathId>>,
+    _now: Instant,
+) -> Result<(), SchedError> {
+    // TODO(merge): Scheduler::handle_stream_paths (branch `sched`).
+    Ok(())
+}
