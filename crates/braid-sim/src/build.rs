@@ -62,6 +62,7 @@ impl Simulation {
                 duplicate: l.duplicate,
                 reorder: l.reorder,
                 reorder_delay: l.reorder_delay,
+                outages: Vec::new(),
             };
             link_ids.push(sim.add_link(cfg));
         }

@@ -11,6 +11,7 @@
 //! | [`node`] | the [`Node`] trait (`handle_datagram`, `handle_timeout`, `poll_transmit`, `poll_timeout`), [`Datagram`], [`Transmit`] |
 //! | [`sim`] | [`Simulation`]: links, routes, nodes, the event loop |
 //! | [`bulk`] | bulk-transfer nodes: seed 003's block scheduler and reorder window over simulated connections |
+//! | [`session`] | sessions at packet level: session and relay nodes, workloads, paths with cross traffic |
 //! | [`link`] | one link: queue, serialization, impairments ([`LinkConfig`]) |
 //! | [`capacity`] | constant, trace-driven and synthetic capacity; the rate-change model |
 //! | [`event`] | the (time, sequence) event queue |
@@ -60,6 +61,7 @@ pub mod report;
 pub mod rudp;
 pub mod scenario;
 pub mod seed;
+pub mod session;
 pub mod sim;
 pub mod sink;
 pub mod sources;

@@ -51,6 +51,9 @@ pub struct LinkConfig {
     pub reorder: f64,
     /// Extra delay of a reordered packet.
     pub reorder_delay: Duration,
+    /// Intervals `[from, to)` during which the link is cut: every packet
+    /// that finishes serialization then is lost (a path failure).
+    pub outages: Vec<(Instant, Instant)>,
 }
 
 impl LinkConfig {
@@ -67,6 +70,7 @@ impl LinkConfig {
             duplicate: 0.0,
             reorder: 0.0,
             reorder_delay: Duration::from_millis(1),
+            outages: Vec::new(),
         }
     }
 }
@@ -194,7 +198,8 @@ impl<P> Link<P> {
             self.cfg.capacity.finish_time(now, s as u64)
         });
 
-        let lost = self.cfg.loss > 0.0 && self.rng.random::<f64>() < self.cfg.loss;
+        let cut = self.cfg.outages.iter().any(|&(a, b)| now >= a && now < b);
+        let lost = cut || (self.cfg.loss > 0.0 && self.rng.random::<f64>() < self.cfg.loss);
         if lost {
             self.stats.random_losses += 1;
             self.drop_series.add(now, 1);

@@ -27,6 +27,7 @@
 //! | `path` | one path: its connection, estimator, RTT and loss history, liveness |
 //! | `source` | the source side: stream queues, dispatch, session acks, failover |
 //! | `sink` | the sink side: reassembly, duplicates, deadlines, acks, statistics |
+//! | [`relay`] | [`relay::Relay`]: forwards a path's messages hop by hop, each hop its own connection |
 //! | [`event`] | [`Event`]s and [`StreamStats`] |
 //! | [`error`] | [`SessionError`], [`SendRefused`], [`CloseReason`] |
 //!
@@ -63,6 +64,7 @@ pub mod error;
 pub mod event;
 pub mod frame;
 mod path;
+pub mod relay;
 mod sink;
 mod source;
 pub mod stream;

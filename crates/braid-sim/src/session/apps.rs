@@ -1,0 +1,404 @@
+//! Application models for sessions: a source that feeds its streams from
+//! workloads ([`Workload`]: constant rate, greedy, video frame sizes), and a
+//! sink that records what arrived and checks it.
+//!
+//! Every message's bytes are a function of (stream, sequence number)
+//! ([`payload`]), so the sink can check each message and both ends keep a
+//! digest of each reliable stream in order ([`StreamDigest`]).
+
+use braid_core::session::{Delivery, Event, Session, StreamConfig};
+use braid_core::{Bandwidth, Duration, Instant, StreamId};
+use std::collections::BTreeSet;
+
+use super::node::SessionApp;
+
+/// Most events a model keeps (the oldest are dropped).
+pub const MAX_EVENT_LOG: usize = 100_000;
+/// Most messages a workload keeps waiting when the session refuses
+/// (beyond it, the workload drops at the source and counts).
+pub const MAX_APP_BACKLOG: usize = 4096;
+
+/// What feeds one stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Workload {
+    /// Messages of `size` bytes at `rate`.
+    Cbr {
+        /// Offered rate.
+        rate: Bandwidth,
+        /// Message size.
+        size: u32,
+    },
+    /// Always has a message of `size` bytes ready.
+    Greedy {
+        /// Message size.
+        size: u32,
+    },
+    /// One frame per `period` of the next size in `frames` (looped), cut
+    /// into messages of at most `size` bytes.
+    Frames {
+        /// Frame sizes in bytes.
+        frames: Vec<u32>,
+        /// Frame period.
+        period: Duration,
+        /// Largest message.
+        size: u32,
+    },
+}
+
+impl Workload {
+    /// The rate it offers (greedy: `None`).
+    pub fn offered(&self) -> Option<Bandwidth> {
+        match self {
+            Workload::Cbr { rate, .. } => Some(*rate),
+            Workload::Greedy { .. } => None,
+            Workload::Frames { frames, period, .. } => {
+                let n = frames.len().max(1) as f64;
+                let mean = frames.iter().map(|&f| f64::from(f)).sum::<f64>() / n;
+                Some(Bandwidth::from_bps(
+                    (mean * 8.0 / period.as_secs_f64().max(1e-9)) as u64,
+                ))
+            }
+        }
+    }
+}
+
+/// The bytes of message `seq` of `stream`, `len` long.
+pub fn payload(stream: StreamId, seq: u64, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len);
+    let head = [u64::from(stream.0).to_be_bytes(), seq.to_be_bytes()].concat();
+    v.extend(head.iter().take(len));
+    let fill = (seq as u8) ^ (stream.0 as u8);
+    v.resize(len, fill);
+    v
+}
+
+/// FNV-1a over a stream's messages in order (a digest both ends can keep
+/// without holding the data).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamDigest(pub u64);
+
+impl Default for StreamDigest {
+    fn default() -> Self {
+        StreamDigest(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl StreamDigest {
+    /// Folds in one message.
+    pub fn update(&mut self, data: &[u8]) {
+        for &b in data {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+/// One stream of a source model.
+#[derive(Debug, Clone)]
+pub struct SourceStream {
+    /// Name for reports.
+    pub name: String,
+    /// Its config.
+    pub config: StreamConfig,
+    /// What feeds it.
+    pub workload: Workload,
+    /// When it starts sending.
+    pub start: Instant,
+    /// When it stops (and closes).
+    pub stop: Instant,
+}
+
+#[derive(Debug)]
+struct SourceState {
+    def: SourceStream,
+    id: Option<StreamId>,
+    next_at: Instant,
+    frame: usize,
+    /// Sizes of messages generated and not yet accepted by the session.
+    backlog: std::collections::VecDeque<u32>,
+    seq: u64,
+    digest: StreamDigest,
+    /// The digest before the message being offered (restored on refusal).
+    digest_before: StreamDigest,
+    sent: u64,
+    dropped: u64,
+    closed: bool,
+}
+
+/// A source application: opens its streams at time zero and feeds them.
+#[derive(Debug)]
+pub struct SourceApp {
+    streams: Vec<SourceState>,
+    events: Vec<(Instant, Event)>,
+    wakeup: Option<Instant>,
+}
+
+impl SourceApp {
+    /// A source for `streams`.
+    pub fn new(streams: Vec<SourceStream>) -> Self {
+        SourceApp {
+            streams: streams
+                .into_iter()
+                .map(|def| SourceState {
+                    next_at: def.start,
+                    def,
+                    id: None,
+                    frame: 0,
+                    backlog: Default::default(),
+                    seq: 0,
+                    digest: StreamDigest::default(),
+                    digest_before: StreamDigest::default(),
+                    sent: 0,
+                    dropped: 0,
+                    closed: false,
+                })
+                .collect(),
+            events: Vec::new(),
+            wakeup: Some(Instant::ZERO),
+        }
+    }
+
+    /// Events the session raised, with their times.
+    pub fn events(&self) -> &[(Instant, Event)] {
+        &self.events
+    }
+
+    /// (name, stream id, messages accepted by the session, dropped at the
+    /// source, digest of what was sent) per stream.
+    pub fn sent(&self) -> Vec<(String, Option<StreamId>, u64, u64, StreamDigest)> {
+        self.streams
+            .iter()
+            .map(|s| (s.def.name.clone(), s.id, s.sent, s.dropped, s.digest))
+            .collect()
+    }
+
+    fn generate(s: &mut SourceState, now: Instant) {
+        if s.id.is_none() {
+            return;
+        }
+        let room = |b: &std::collections::VecDeque<u32>| b.len() < MAX_APP_BACKLOG;
+        match &s.def.workload {
+            Workload::Cbr { rate, size } => {
+                let gap = rate
+                    .transmit_time(u64::from(*size))
+                    .max(Duration::from_nanos(1));
+                while s.next_at <= now && s.next_at < s.def.stop {
+                    if room(&s.backlog) {
+                        s.backlog.push_back(*size);
+                    } else {
+                        s.dropped += 1;
+                    }
+                    s.next_at += gap;
+                }
+            }
+            Workload::Greedy { size } => {
+                if now < s.def.stop && s.backlog.is_empty() {
+                    s.backlog.push_back(*size);
+                }
+            }
+            Workload::Frames {
+                frames,
+                period,
+                size,
+            } => {
+                while s.next_at <= now && s.next_at < s.def.stop && !frames.is_empty() {
+                    let mut left = frames[s.frame % frames.len()];
+                    s.frame += 1;
+                    while left > 0 {
+                        let n = left.min(*size);
+                        left -= n;
+                        if room(&s.backlog) {
+                            s.backlog.push_back(n);
+                        } else {
+                            s.dropped += 1;
+                        }
+                    }
+                    s.next_at += *period;
+                }
+            }
+        }
+    }
+}
+
+impl SessionApp for SourceApp {
+    fn drive(&mut self, now: Instant, session: &mut Session) {
+        while let Some(e) = session.poll_event() {
+            if self.events.len() < MAX_EVENT_LOG {
+                self.events.push((now, e));
+            }
+        }
+        let mut wake: Option<Instant> = None;
+        for s in &mut self.streams {
+            if s.id.is_none() && !s.closed {
+                match session.open_stream(now, s.def.config.clone()) {
+                    Ok(id) => s.id = Some(id),
+                    Err(_) => {
+                        s.closed = true;
+                        continue;
+                    }
+                }
+            }
+            let Some(id) = s.id else { continue };
+            Self::generate(s, now);
+            // Hand the backlog over; the real payload is stamped with the
+            // sequence the session will give it.
+            while let Some(len) = s.backlog.pop_front() {
+                let m = payload(id, s.seq, len as usize);
+                s.digest.update(&m);
+                match session.send(now, id, m) {
+                    Ok(()) => {
+                        s.seq += 1;
+                        s.sent += 1;
+                    }
+                    Err(r) => {
+                        // Undo the digest step: fold the refused bytes out
+                        // by recomputing from a saved state instead.
+                        s.digest = s.digest_before;
+                        let _ = r.into_data();
+                        s.backlog.push_front(len);
+                        break;
+                    }
+                }
+                s.digest_before = s.digest;
+                if matches!(s.def.workload, Workload::Greedy { .. }) && now < s.def.stop {
+                    Self::generate(s, now);
+                }
+            }
+            if now >= s.def.stop && s.backlog.is_empty() && !s.closed {
+                s.closed = true;
+                let _ = session.close_stream(now, id);
+            }
+            if !s.closed {
+                let t =
+                    if s.backlog.is_empty() && !matches!(s.def.workload, Workload::Greedy { .. }) {
+                        s.next_at.min(s.def.stop)
+                    } else {
+                        // Refused: try again shortly (acks also wake us).
+                        now + Duration::from_millis(5)
+                    };
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        }
+        self.wakeup = wake;
+    }
+
+    fn next_wakeup(&self) -> Option<Instant> {
+        self.wakeup
+    }
+}
+
+/// What a sink saw of one stream.
+#[derive(Debug, Clone, Default)]
+pub struct SinkStream {
+    /// Delivery class (from the first message's stream config, when known).
+    pub delivery: Option<Delivery>,
+    /// Messages handed over.
+    pub messages: u64,
+    /// Bytes handed over.
+    pub bytes: u64,
+    /// Bytes per 1 s bin, by arrival time.
+    pub bins: Vec<u64>,
+    /// One-way delays (µs), a bounded sample.
+    pub delays_us: Vec<u64>,
+    /// Digest of the messages in order of delivery.
+    pub digest: StreamDigest,
+    /// Next sequence expected (reliable order check).
+    pub next_seq: u64,
+    /// Messages out of order (reliable streams must have none).
+    pub out_of_order: u64,
+    /// Messages delivered twice (must be none).
+    pub duplicates: u64,
+    /// Messages whose bytes were not what the source sent (must be none).
+    pub corrupt: u64,
+    /// Messages handed over after their deadline (must be none).
+    pub late: u64,
+    seen: BTreeSet<u64>,
+}
+
+/// Most delay samples a sink keeps per stream.
+pub const MAX_SINK_DELAYS: usize = 200_000;
+
+/// A sink application: takes every message, checks and records it.
+#[derive(Debug, Default)]
+pub struct SinkApp {
+    streams: std::collections::BTreeMap<StreamId, SinkStream>,
+    ttl: std::collections::BTreeMap<StreamId, Duration>,
+    reliable: BTreeSet<StreamId>,
+    events: Vec<(Instant, Event)>,
+    bin: Duration,
+}
+
+impl SinkApp {
+    /// A sink that bins throughput by `bin`.
+    pub fn new(bin: Duration) -> Self {
+        SinkApp {
+            bin,
+            ..SinkApp::default()
+        }
+    }
+
+    /// Tells the sink a stream's delivery class (for its checks).
+    pub fn expect(&mut self, stream: StreamId, delivery: Delivery) {
+        match delivery {
+            Delivery::Reliable => {
+                self.reliable.insert(stream);
+            }
+            Delivery::Deadline { ttl } => {
+                self.ttl.insert(stream, ttl);
+            }
+            _ => {}
+        }
+        self.streams.entry(stream).or_default().delivery = Some(delivery);
+    }
+
+    /// Per-stream records.
+    pub fn streams(&self) -> &std::collections::BTreeMap<StreamId, SinkStream> {
+        &self.streams
+    }
+
+    /// Events the session raised.
+    pub fn events(&self) -> &[(Instant, Event)] {
+        &self.events
+    }
+}
+
+impl SessionApp for SinkApp {
+    fn drive(&mut self, now: Instant, session: &mut Session) {
+        while let Some(e) = session.poll_event() {
+            if self.events.len() < MAX_EVENT_LOG {
+                self.events.push((now, e));
+            }
+        }
+        while let Some(m) = session.recv(now) {
+            let st = self.streams.entry(m.stream).or_default();
+            st.messages += 1;
+            st.bytes += m.data.len() as u64;
+            let b = (now.since_origin().as_nanos() / self.bin.as_nanos().max(1)) as usize;
+            if st.bins.len() <= b {
+                st.bins.resize(b + 1, 0);
+            }
+            st.bins[b] += m.data.len() as u64;
+            let delay = now.saturating_duration_since(m.sent_at);
+            if st.delays_us.len() < MAX_SINK_DELAYS {
+                st.delays_us.push(delay.as_micros());
+            }
+            if m.data != payload(m.stream, m.seq, m.data.len()) {
+                st.corrupt += 1;
+            }
+            st.digest.update(&m.data);
+            if self.reliable.contains(&m.stream) {
+                if m.seq != st.next_seq {
+                    st.out_of_order += 1;
+                }
+                st.next_seq = m.seq + 1;
+            } else if !st.seen.insert(m.seq) {
+                st.duplicates += 1;
+            }
+            if let Some(ttl) = self.ttl.get(&m.stream) {
+                if delay > *ttl {
+                    st.late += 1;
+                }
+            }
+        }
+    }
+}
