@@ -50,8 +50,23 @@ fn rate(mbps: u64, p: f64) -> StreamSpec {
     StreamSpec::min_rate(Bandwidth::from_mbps(mbps), p).unwrap()
 }
 
+/// Runs `def` to its end, then on until every stream the source opened is
+/// closed and acknowledged (at most 60 s more), so completeness is checked
+/// on a finished transfer.
 fn run(def: &SessionSim) -> Simulation {
-    build(def).expect("valid config").sim.run()
+    let mut long = def.clone();
+    long.duration = def.duration + Duration::from_secs(60);
+    let mut sim = build(&long).expect("valid config").sim;
+    let mut t = Instant::ZERO + def.duration;
+    sim.run_until(t);
+    for _ in 0..60 {
+        if source(&sim).session().is_idle() {
+            break;
+        }
+        t += Duration::from_secs(1);
+        sim.run_until(t);
+    }
+    sim
 }
 
 fn source(sim: &Simulation) -> &SessionNode<SourceApp> {
@@ -129,4 +144,160 @@ fn three_streams_over_two_paths_arrive_intact() {
     let bulk = &got[&StreamId(2)];
     let mbps = bulk.bytes as f64 * 8.0 / 12e6;
     assert!(mbps > 20.0, "bulk {mbps:.1} Mbit/s");
+}
+
+fn cut(mut p: PathDef, from_s: u64, to_s: u64) -> PathDef {
+    let w = (
+        Instant::ZERO + Duration::from_secs(from_s),
+        Instant::ZERO + Duration::from_secs(to_s),
+    );
+    for h in &mut p.hops {
+        h.forward.outages.push(w);
+        h.back.outages.push(w);
+    }
+    p
+}
+
+#[test]
+fn a_cut_path_is_detected_and_reliable_streams_survive_it() {
+    // 50 ms RTT on path a; it is cut from 5 s to 9 s.
+    let def = base(
+        vec![cut(path("a", 20, 25), 5, 9), path("b", 20, 25)],
+        vec![
+            stream("critical", StreamConfig::new(rate(3, 0.95)), cbr(3), 12),
+            stream(
+                "bulk",
+                StreamConfig::new(StreamSpec::best_effort(1).unwrap()),
+                Workload::Greedy { size: 1200 },
+                12,
+            ),
+        ],
+        16,
+    );
+    let sim = run(&def);
+    assert_reliable_intact(&sim);
+    let events = source(&sim).app().events();
+    let cut_at = Instant::ZERO + Duration::from_secs(5);
+    let down = events
+        .iter()
+        .find_map(|(t, e)| match e {
+            Event::PathDown { path, resent } if *path == PathId(0) => Some((*t, *resent)),
+            _ => None,
+        })
+        .expect("a PathDown event names path 0");
+    let detect = down.0.saturating_duration_since(cut_at);
+    eprintln!(
+        "path 0 down at {:?} (cut at 5 s), {} messages moved",
+        down.0, down.1
+    );
+    assert!(down.0 >= cut_at, "not before the cut");
+    assert!(
+        detect <= Duration::from_secs(1),
+        "detected after {detect:?}"
+    );
+    assert!(down.1 > 0, "unacknowledged messages were moved");
+    let remapped = events.iter().any(|(t, e)| {
+        *t >= down.0 && *t <= cut_at + Duration::from_secs(1) && matches!(e, Event::Remapped { .. })
+    });
+    assert!(remapped, "streams re-mapped within 1 s of the cut");
+    // It comes back after the cut ends.
+    let up_again = events
+        .iter()
+        .any(|(t, e)| *t > down.0 && matches!(e, Event::PathUp { path } if *path == PathId(0)));
+    assert!(up_again, "the path came back");
+}
+
+#[test]
+fn an_infeasible_spec_raises_the_upcall_with_the_best_achievable() {
+    // 30 Mbit/s at 95 % over 10 + 5 Mbit/s cannot be met.
+    let def = base(
+        vec![path("a", 10, 10), path("b", 5, 20)],
+        vec![stream(
+            "too-much",
+            StreamConfig::new(rate(30, 0.95)),
+            cbr(30),
+            8,
+        )],
+        10,
+    );
+    let sim = run(&def);
+    let events = source(&sim).app().events();
+    let best = events
+        .iter()
+        .find_map(|(_, e)| match e {
+            Event::GuaranteeUnmet { stream, best, .. } if *stream == StreamId(1) => Some(*best),
+            _ => None,
+        })
+        .expect("the upcall");
+    let at_p = best.rate.bps() as f64 / 1e6;
+    eprintln!("best achievable: {best:?}");
+    assert!(
+        at_p > 5.0 && at_p < 16.0,
+        "best achievable at 95 % is {at_p:.1} Mbit/s (paths sum to 15)"
+    );
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn lossy(name: &str, mbps: u64, delay_ms: u64, loss: f64) -> PathDef {
+        let mut p = path(name, mbps, delay_ms);
+        p.hops[0].forward.loss = loss;
+        p.hops[0].back.loss = loss / 2.0;
+        p
+    }
+
+    fn delivery(k: u8, ttl_ms: u64) -> Delivery {
+        match k % 3 {
+            0 => Delivery::Reliable,
+            1 => Delivery::Unreliable,
+            _ => Delivery::Deadline {
+                ttl: Duration::from_millis(ttl_ms),
+            },
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        /// Reliable: exactly once, in order, intact. Unreliable and
+        /// deadline: never twice, never late. Redundant: delivered once.
+        #[test]
+        fn streams_keep_their_delivery_promises(
+            paths in proptest::collection::vec((2u64..30, 1u64..60, 0u32..4), 1..4),
+            streams in proptest::collection::vec((0u8..3, 1u64..5, 80u64..400, 1u8..3), 1..4),
+            cut_at in proptest::option::of(2u64..5),
+            seed in 0u64..1000,
+        ) {
+            let mut ps: Vec<PathDef> = paths
+                .iter()
+                .enumerate()
+                .map(|(i, &(mbps, d, loss))| lossy(&format!("p{i}"), mbps, d, f64::from(loss) / 100.0))
+                .collect();
+            if let (Some(at), true) = (cut_at, ps.len() > 1) {
+                let p = ps.remove(0);
+                ps.insert(0, cut(p, at, at + 2));
+            }
+            let ss: Vec<SourceStream> = streams
+                .iter()
+                .enumerate()
+                .map(|(i, &(k, mbps, ttl, copies))| {
+                    let c = StreamConfig::new(StreamSpec::best_effort(1).unwrap())
+                        .with_delivery(delivery(k, ttl))
+                        .with_copies(copies);
+                    stream(&format!("s{i}"), c, cbr(mbps), 6)
+                })
+                .collect();
+            let mut def = base(ps, ss, 12);
+            def.seed = seed;
+            let sim = run(&def);
+            assert_reliable_intact(&sim);
+            for (id, g) in sink(&sim).app().streams() {
+                prop_assert_eq!(g.duplicates, 0, "{:?} delivered a message twice", id);
+                prop_assert_eq!(g.late, 0, "{:?} delivered a message late", id);
+                prop_assert_eq!(g.corrupt, 0, "{:?} corrupted", id);
+            }
+        }
+    }
 }

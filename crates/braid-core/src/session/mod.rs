@@ -304,6 +304,8 @@ pub struct Session {
     stage: SourceStage,
     out: BTreeMap<StreamId, OutStream>,
     inc: BTreeMap<StreamId, InStream>,
+    /// Sink: streams that have ended (at most `MAX_STREAMS` ids).
+    finished: std::collections::BTreeSet<StreamId>,
     ready: VecDeque<Delivered>,
     next_stream: u32,
     /// Bytes of messages held by the source (queued or unacknowledged).
@@ -364,6 +366,7 @@ impl Session {
             pending: Vec::new(),
             out: BTreeMap::new(),
             inc: BTreeMap::new(),
+            finished: Default::default(),
             ready: VecDeque::new(),
             next_stream: 1,
             held: 0,

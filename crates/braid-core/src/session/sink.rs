@@ -328,6 +328,12 @@ impl Session {
     fn handle_data(&mut self, now: Instant, m: Delivered) -> Result<(), CloseReason> {
         let stream = m.stream;
         let Some(s) = self.inc.get_mut(&stream) else {
+            if self.finished.contains(&stream) {
+                // A straggler (an unreliable message or a redundant copy)
+                // of a stream that has ended.
+                self.stats.copies += 1;
+                return Ok(());
+            }
             return Err(violation(format!(
                 "data on {stream}, which was never opened"
             )));
@@ -390,6 +396,7 @@ impl Session {
         };
         if s.finished() && s.in_ready == 0 {
             self.inc.remove(&stream);
+            self.finished.insert(stream);
             self.push_event(Event::StreamClosed { stream });
         }
     }
