@@ -63,6 +63,9 @@
 pub mod error;
 pub mod event;
 pub mod frame;
+#[cfg(any(test, fuzzing, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod path;
 pub mod relay;
 mod sink;
@@ -562,6 +565,25 @@ impl Session {
         }
         self.drain_scheduler_events(now);
         Ok(())
+    }
+
+    /// Sends raw bytes as one message on `path` (fuzzing and tests only).
+    #[cfg(any(test, fuzzing, feature = "fuzzing"))]
+    #[doc(hidden)]
+    pub fn inject_raw(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        stream: StreamId,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) {
+        let Some(h) = self.paths.get(&path).and_then(|p| p.conn) else {
+            return;
+        };
+        if let Some(c) = self.endpoint.connection_mut(h) {
+            let _ = c.send(now, stream, data, opts);
+        }
     }
 
     /// Closes the session: every path's connection is closed and the peer
