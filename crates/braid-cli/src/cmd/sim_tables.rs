@@ -3,7 +3,10 @@
 //! layer over `braid_sim::experiments`.
 
 use anyhow::Context;
-use braid_sim::experiments::{table2, table3, table4, table5, violation, RunSpan, TableReport};
+use braid_sim::experiments::{
+    table2, table3, table3_packet, table4, table5, table5_packet, violation, CrossTraces,
+    PacketOptions, RunSpan, TableReport,
+};
 use std::io::Write as _;
 use std::path::PathBuf;
 
@@ -26,6 +29,28 @@ pub struct TableArgs {
     /// Exit with an error if any of issue 5's targets is missed.
     #[arg(long)]
     pub strict: bool,
+    /// Run at packet level: real sessions over IQ-RUDP with trace-driven
+    /// cross traffic (PGOS, MSFQ, WFQ, min-RTT), beside the fluid figures.
+    #[arg(long)]
+    pub packet: bool,
+    /// Cross-traffic trace of path A (any trace format braid reads).
+    #[arg(long, value_name = "FILE")]
+    pub cross_a: Option<PathBuf>,
+    /// Cross-traffic trace of path B.
+    #[arg(long, value_name = "FILE")]
+    pub cross_b: Option<PathBuf>,
+    /// Output format: a text table, or one JSON object with a `rows` array.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Output format of a table command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// The table as text.
+    Text,
+    /// One JSON object.
+    Json,
 }
 
 /// Which table.
@@ -49,14 +74,68 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
         warmup_s: args.warmup,
         measure_s: args.measure,
     };
-    let report: TableReport = match table {
-        Table::Two => table2(&args.data, span),
-        Table::Three => table3(&args.data, span),
-        Table::Four => table4(&args.data, span),
-        Table::Five => table5(&args.data, span),
-        Table::Violation => violation(&args.data, span),
+    let cross = CrossTraces {
+        a: args.cross_a.clone(),
+        b: args.cross_b.clone(),
+    };
+    for f in [&cross.a, &cross.b].into_iter().flatten() {
+        if !f.exists() {
+            anyhow::bail!("{}: no such trace file", f.display());
+        }
+    }
+    let opts = PacketOptions {
+        cross: cross.clone(),
+        ..PacketOptions::default()
+    };
+    let report: TableReport = match (table, args.packet) {
+        (Table::Three, true) => table3_packet(&args.data, span, &opts),
+        (Table::Five, true) => table5_packet(&args.data, span, &opts),
+        (_, true) => anyhow::bail!(
+            "--packet is implemented for table3 and table5 so far (not yet for this table)"
+        ),
+        (_, false)
+            if cross != CrossTraces::default() && !matches!(table, Table::Three | Table::Five) =>
+        {
+            anyhow::bail!("--cross-a/--cross-b apply to table3 and table5")
+        }
+        (Table::Two, false) => table2(&args.data, span),
+        (Table::Three, false) => table3(&args.data, span),
+        (Table::Four, false) => table4(&args.data, span),
+        (Table::Five, false) => table5(&args.data, span),
+        (Table::Violation, false) => violation(&args.data, span),
     }
     .with_context(|| format!("running the experiment on {}", args.data.display()))?;
+    if args.format == Format::Json {
+        let rows: Vec<serde_json::Value> = report
+            .rows
+            .iter()
+            .map(|(alg, stream, s)| {
+                let target = report_target(&report, stream);
+                serde_json::json!({
+                    "stream": stream,
+                    "scheduler": alg,
+                    "target_mbps": target,
+                    "mean_mbps": s.mean,
+                    "p95_mbps": s.p95,
+                    "p99_mbps": s.p99,
+                    "std_mbps": s.std,
+                    "jitter_ms": s.jitter_ms,
+                    "met": s.met,
+                })
+            })
+            .collect();
+        let checks: Vec<serde_json::Value> = report
+            .checks
+            .iter()
+            .map(|(c, ok, d)| serde_json::json!({"check": c, "passed": ok, "detail": d}))
+            .collect();
+        let v = serde_json::json!({ "title": report.title, "rows": rows, "checks": checks });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).context("encoding JSON")?
+        );
+        return finish(&args, &report);
+    }
     // A closed pipe (`| head`) is not an error worth a panic.
     let mut out = std::io::stdout().lock();
     let written = write!(out, "{}", report.text).and_then(|()| {
@@ -69,6 +148,14 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
         other => other.context("writing the table")?,
     }
+    finish(&args, &report)
+}
+
+fn report_target(report: &TableReport, stream: &str) -> Option<f64> {
+    report.targets.iter().find(|t| t.0 == stream).map(|t| t.1)
+}
+
+fn finish(args: &TableArgs, report: &TableReport) -> anyhow::Result<()> {
     if let Some(path) = &args.svg {
         std::fs::write(path, report.to_svg())
             .with_context(|| format!("writing {}", path.display()))?;

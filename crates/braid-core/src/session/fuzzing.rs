@@ -26,6 +26,7 @@ fn addr(last: u8) -> SocketAddr {
 }
 
 /// A source and a sink joined by one lossless path, driven in lock step.
+#[derive(Debug)]
 pub struct Pair {
     /// The source.
     pub source: Session,

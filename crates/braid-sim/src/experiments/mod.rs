@@ -24,6 +24,8 @@
 //! [`harness::Algo`], [`ExperimentError`].
 
 pub mod harness;
+pub mod packet;
+mod packet_tables;
 pub mod sched_node;
 pub mod setup;
 pub mod stream_sink;
@@ -31,7 +33,8 @@ pub mod table3;
 pub mod table45;
 pub mod violation;
 
-pub use table3::{table2, table3, TableReport};
+pub use packet_tables::{table3_packet, table5_packet, PacketOptions};
+pub use table3::{table2, table3, CrossTraces, TableReport};
 pub use table45::{table4, table5};
 pub use violation::violation;
 

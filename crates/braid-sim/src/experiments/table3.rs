@@ -48,6 +48,8 @@ pub struct TableReport {
     pub plot: Option<(String, f64)>,
     /// Title of the plot.
     pub title: String,
+    /// (stream, target in Mbit/s) as the rows were recorded.
+    pub targets: Vec<(String, f64)>,
 }
 
 impl TableReport {
@@ -99,6 +101,9 @@ impl TableReport {
     ) {
         for (s, r) in streams.iter().zip(results) {
             let sum = harness::summarize(r, target(s), s.period);
+            if !self.targets.iter().any(|t| t.0 == s.name) {
+                self.targets.push((s.name.clone(), target(s).mbps()));
+            }
             self.rows.push((algo.to_string(), s.name.clone(), sum));
             self.series
                 .push((algo.to_string(), s.name.clone(), r.throughput_mbps.clone()));
@@ -150,6 +155,22 @@ pub(super) fn paths(data: &Path) -> Result<Vec<PathSpec>, ExperimentError> {
     two_paths(data, Bandwidth::from_mbps(58), Bandwidth::from_mbps(52))
 }
 
+/// The cross-traffic traces of paths A and B, relative to the data
+/// directory (an absolute path replaces it).
+pub const TRACE_A: &str = "traces/fcc/fcc_trace_7289_http---www.yahoo.com.tsv";
+/// See [`TRACE_A`].
+pub const TRACE_B: &str = "traces/puffer/puffer_211017_A.tsv";
+
+/// Which traces drive the cross traffic of paths A and B (`None`: the
+/// defaults [`TRACE_A`] / [`TRACE_B`]); any trace format braid reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CrossTraces {
+    /// Path A's cross traffic.
+    pub a: Option<std::path::PathBuf>,
+    /// Path B's cross traffic.
+    pub b: Option<std::path::PathBuf>,
+}
+
 /// Paths A and B of the module docs on a 100 Mbit/s link, their cross
 /// traffic scaled to `cross_a` and `cross_b` mean.
 pub(super) fn two_paths(
@@ -157,24 +178,28 @@ pub(super) fn two_paths(
     cross_a: Bandwidth,
     cross_b: Bandwidth,
 ) -> Result<Vec<PathSpec>, ExperimentError> {
+    two_paths_with(data, &CrossTraces::default(), cross_a, cross_b)
+}
+
+/// [`two_paths`] with the cross traffic from `traces`.
+pub(super) fn two_paths_with(
+    data: &Path,
+    traces: &CrossTraces,
+    cross_a: Bandwidth,
+    cross_b: Bandwidth,
+) -> Result<Vec<PathSpec>, ExperimentError> {
     let link = Bandwidth::from_mbps(100);
+    let a = traces
+        .a
+        .as_ref()
+        .map_or(TRACE_A.to_string(), |p| p.display().to_string());
+    let b = traces
+        .b
+        .as_ref()
+        .map_or(TRACE_B.to_string(), |p| p.display().to_string());
     Ok(vec![
-        cross_traffic_path(
-            "A",
-            data,
-            "traces/fcc/fcc_trace_7289_http---www.yahoo.com.tsv",
-            link,
-            cross_a,
-            Duration::from_millis(20),
-        )?,
-        cross_traffic_path(
-            "B",
-            data,
-            "traces/puffer/puffer_211017_A.tsv",
-            link,
-            cross_b,
-            Duration::from_millis(30),
-        )?,
+        cross_traffic_path("A", data, &a, link, cross_a, Duration::from_millis(20))?,
+        cross_traffic_path("B", data, &b, link, cross_b, Duration::from_millis(30))?,
     ])
 }
 
@@ -198,7 +223,7 @@ fn stream(name: &str, mbps: f64, spec: StreamSpec) -> StreamDef {
     }
 }
 
-fn smartpointer(with_bond2: bool) -> Result<Vec<StreamDef>, ExperimentError> {
+pub(super) fn smartpointer(with_bond2: bool) -> Result<Vec<StreamDef>, ExperimentError> {
     let atom = Bandwidth::from_mbps_f64(3.249);
     let bond1 = Bandwidth::from_mbps_f64(22.148);
     let mut v = vec![

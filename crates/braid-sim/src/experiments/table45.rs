@@ -23,7 +23,9 @@
 //! as in the seed. MSFQ vs PGOS.
 
 use super::harness::{self, Algo, HarnessConfig, PathSpec, StreamDef};
-use super::table3::{config, path_stats, paths, pct, sched, target_mbps, two_paths, TableReport};
+use super::table3::{
+    config, path_stats, pct, sched, target_mbps, two_paths, CrossTraces, TableReport,
+};
 use super::{ExperimentError, RunSpan};
 use crate::capacity::Capacity;
 use braid_core::scheduler::{Msfq, Pgos, PgosConfig, RoundRobin, StreamSpec};
@@ -176,15 +178,31 @@ fn scaled(p: PathSpec, k: f64) -> PathSpec {
     PathSpec { capacity, ..p }
 }
 
-/// Seed Table V (see the module docs).
-///
-/// # Errors
-/// Missing or unreadable traces.
-pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
-    let paths: Vec<PathSpec> = paths(data)?
-        .into_iter()
-        .map(|p| scaled(p, 1.0 / 50.0))
-        .collect();
+/// What Table V runs on: the paths (scaled 1/50), the two layers, the
+/// settings, the base layer's guarantee and its frames.
+pub(super) struct Table5Inputs {
+    pub paths: Vec<PathSpec>,
+    pub streams: Vec<StreamDef>,
+    pub cfg: HarnessConfig,
+    pub base_rate: Bandwidth,
+    pub rep0: Vec<u32>,
+    pub period: Duration,
+}
+
+pub(super) fn table5_inputs(
+    data: &Path,
+    cross: &CrossTraces,
+    span: RunSpan,
+) -> Result<Table5Inputs, ExperimentError> {
+    let paths: Vec<PathSpec> = super::table3::two_paths_with(
+        data,
+        cross,
+        Bandwidth::from_mbps(58),
+        Bandwidth::from_mbps(52),
+    )?
+    .into_iter()
+    .map(|p| scaled(p, 1.0 / 50.0))
+    .collect();
     let dir = data.join("video/mmgc2019_live_sports");
     let rep0 = mmgc_frames(&dir.join("frame_trace_0"))?;
     let rep3 = mmgc_frames(&dir.join("frame_trace_3"))?;
@@ -227,6 +245,29 @@ pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
             target: enh_target,
         },
     ];
+    Ok(Table5Inputs {
+        paths,
+        streams,
+        cfg,
+        base_rate,
+        rep0,
+        period,
+    })
+}
+
+/// Seed Table V (see the module docs).
+///
+/// # Errors
+/// Missing or unreadable traces.
+pub fn table5(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
+    let Table5Inputs {
+        paths,
+        streams,
+        cfg,
+        base_rate,
+        rep0,
+        period,
+    } = table5_inputs(data, &CrossTraces::default(), span)?;
     let algos: Vec<(&str, Algo)> = vec![
         ("msfq", Algo::Online(Box::new(Msfq::new()))),
         (

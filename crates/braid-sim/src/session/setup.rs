@@ -200,7 +200,7 @@ pub fn build(def: &SessionSim) -> Result<Built, ConfigError> {
         secret(seed, "session:sink"),
         Instant::ZERO,
     )?;
-    let mut sink_app = SinkApp::new(Duration::from_secs(1));
+    let mut sink_app = SinkApp::new(def.bin);
     for (k, s) in def.streams.iter().enumerate() {
         sink_app.expect(StreamId(k as u32 + 1), s.config.delivery);
     }

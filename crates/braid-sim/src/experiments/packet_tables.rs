@@ -1,0 +1,326 @@
+//! Seed Tables III and V at packet level (`braid sim table3 --packet`):
+//! every scheduler carried by a real session over IQ-RUDP with trace-driven
+//! cross traffic ([`super::packet`]), printed beside the fluid figures of the
+//! same paths and the seed's.
+
+use super::harness::{self, Algo, StreamDef};
+use super::table3::{config, pct, smartpointer, two_paths_with, CrossTraces, TableReport};
+use super::table45::table5_inputs;
+use super::{packet, ExperimentError, RunSpan};
+use braid_core::scheduler::{Msfq, Pgos, PgosConfig, StreamSpec};
+use braid_core::session::SchedulerKind;
+use braid_core::Bandwidth;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// Settings of a packet-level table.
+#[derive(Debug, Clone)]
+pub struct PacketOptions {
+    /// The cross-traffic traces.
+    pub cross: CrossTraces,
+    /// Schedulers to run at packet level (default: PGOS, MSFQ, WFQ, min-RTT).
+    pub schedulers: Vec<SchedulerKind>,
+}
+
+impl Default for PacketOptions {
+    fn default() -> Self {
+        PacketOptions {
+            cross: CrossTraces::default(),
+            schedulers: vec![
+                SchedulerKind::default(),
+                SchedulerKind::Msfq,
+                SchedulerKind::Wfq,
+                SchedulerKind::MinRtt,
+            ],
+        }
+    }
+}
+
+/// The seed's Table III figures: (stream, algorithm, p95, mean, std).
+const SEED_T3: [(&str, &str, f64, f64, f64); 9] = [
+    ("Atom", "wfq", 0.846, 1.5524, 0.3863),
+    ("Atom", "msfq", 2.789, 3.2111, 0.3273),
+    ("Atom", "pgos", 3.236, 3.2487, 0.0150),
+    ("Bond1", "wfq", 5.768, 10.5843, 2.6348),
+    ("Bond1", "msfq", 19.248, 22.1300, 2.2321),
+    ("Bond1", "pgos", 22.068, 22.1476, 0.0790),
+    ("Bond2", "wfq", 18.297, 33.7021, 8.3949),
+    ("Bond2", "msfq", 52.446, 59.0786, 8.0397),
+    ("Bond2", "pgos", 45.782, 59.0588, 9.5765),
+];
+
+fn seed_of(stream: &str, alg: &str) -> Option<(f64, f64, f64)> {
+    SEED_T3
+        .iter()
+        .find(|r| r.0 == stream && r.1 == alg)
+        .map(|r| (r.2, r.3, r.4))
+}
+
+/// Rows of one stream under one scheduler: packet, fluid (if run), seed.
+fn write_rows(t: &mut String, rep: &TableReport, streams: &[StreamDef], algs: &[&str]) {
+    let _ = writeln!(
+        t,
+        "{:<15} {:>7} | {:>8} {:>8} {:>7} | {:>8} {:>8} {:>7} | {:>8} {:>8} {:>7}",
+        "stream/algo",
+        "target",
+        "pkt 95%",
+        "pkt mean",
+        "pkt sd",
+        "fl 95%",
+        "fl mean",
+        "fl sd",
+        "seed 95%",
+        "seed mn",
+        "seed sd"
+    );
+    for s in streams {
+        for alg in algs {
+            let Some(p) = rep
+                .rows
+                .iter()
+                .find(|r| r.0 == format!("{alg}/packet") && r.1 == s.name)
+            else {
+                continue;
+            };
+            let p = p.2;
+            let fl = rep
+                .rows
+                .iter()
+                .find(|r| r.0 == format!("{alg}/fluid") && r.1 == s.name)
+                .map(|r| r.2);
+            let f3 = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
+            let sd = seed_of(&s.name, alg);
+            let _ = writeln!(
+                t,
+                "{:<15} {:>7.3} | {:>8.3} {:>8.3} {:>7.3} | {:>8} {:>8} {:>7} | {:>8} {:>8} {:>7}",
+                format!("{}/{alg}", s.name),
+                s.target.mbps(),
+                p.p95,
+                p.mean,
+                p.std,
+                f3(fl.map(|f| f.p95)),
+                f3(fl.map(|f| f.mean)),
+                f3(fl.map(|f| f.std)),
+                f3(sd.map(|x| x.0)),
+                f3(sd.map(|x| x.1)),
+                f3(sd.map(|x| x.2)),
+            );
+        }
+    }
+}
+
+/// Seed Table III at packet level (see the module docs), with the fluid
+/// PGOS and MSFQ runs of the same paths beside it.
+///
+/// # Errors
+/// Missing or unreadable traces.
+pub fn table3_packet(
+    data: &Path,
+    span: RunSpan,
+    opts: &PacketOptions,
+) -> Result<TableReport, ExperimentError> {
+    let paths = two_paths_with(
+        data,
+        &opts.cross,
+        Bandwidth::from_mbps(58),
+        Bandwidth::from_mbps(52),
+    )?;
+    let streams = smartpointer(true)?;
+    let cfg = config(span);
+    let mut rep = TableReport::default();
+    for (name, algo) in [
+        ("msfq", Algo::Online(Box::new(Msfq::new()))),
+        (
+            "pgos",
+            Algo::Pgos(Box::new(Pgos::new(PgosConfig::default()))),
+        ),
+    ] {
+        let res = harness::run(&paths, &streams, algo, &cfg)?;
+        rep.record(&format!("{name}/fluid"), &streams, &res, |s| s.target);
+    }
+    let mut notes = String::new();
+    let link = Bandwidth::from_mbps(100);
+    for k in &opts.schedulers {
+        let res = packet::run(&paths, link, &streams, *k, &cfg)?;
+        let dropped: Vec<String> = streams
+            .iter()
+            .zip(&res)
+            .map(|(s, r)| format!("{} {}", s.name, r.frames_dropped))
+            .collect();
+        let _ = writeln!(
+            notes,
+            "{k} (packet): upcalls {}, messages dropped at the source: {}",
+            res.first().map_or(0, |r| r.upcalls),
+            dropped.join(", ")
+        );
+        rep.record(&format!("{}/packet", k.name()), &streams, &res, |s| {
+            s.target
+        });
+    }
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "Table III at packet level — SmartPointer over two 100 Mbit/s paths with trace cross traffic, \
+         IQ-RUDP sessions, measured estimates only ({} s measured after {} s, 1 s bins)",
+        span.measure_s, span.warmup_s
+    );
+    let algs: Vec<&str> = opts.schedulers.iter().map(|k| k.name()).collect();
+    write_rows(&mut t, &rep, &streams, &algs);
+    let get = |alg: &str, s: &str| {
+        rep.rows
+            .iter()
+            .find(|r| r.0 == alg && r.1 == s)
+            .map(|r| r.2)
+            .unwrap_or_default()
+    };
+    let mut checks = Vec::new();
+    for (s, target) in [("Atom", 3.249), ("Bond1", 22.148)] {
+        let p = get("pgos/packet", s);
+        let f = get("msfq/packet", s);
+        checks.push((
+            format!("{s}: packet PGOS 95th percentile ≥ 99 % of target"),
+            pct(p.p95, target) >= 99.0,
+            format!(
+                "{:.2} % (fluid {:.2} %)",
+                pct(p.p95, target),
+                pct(get("pgos/fluid", s).p95, target)
+            ),
+        ));
+        checks.push((
+            format!("{s}: packet PGOS std ≤ 1/10 of packet MSFQ's"),
+            p.std <= f.std / 10.0,
+            format!(
+                "{:.4} vs {:.4} ({:.1}×)",
+                p.std,
+                f.std,
+                f.std / p.std.max(1e-9)
+            ),
+        ));
+    }
+    let (pb, fb) = (get("pgos/packet", "Bond2"), get("msfq/packet", "Bond2"));
+    checks.push((
+        "Bond2: packet PGOS mean within 5 % of packet MSFQ's".into(),
+        (pb.mean - fb.mean).abs() <= 0.05 * fb.mean,
+        format!("{:.2} vs {:.2} Mbit/s", pb.mean, fb.mean),
+    ));
+    rep.checks = checks;
+    t.push_str(&notes);
+    rep.write_checks(&mut t);
+    rep.text = t;
+    rep.plot = Some(("Bond1".into(), 22.148));
+    rep.title = "Table III at packet level: Bond1 (22.148 Mbit/s at 95 %)".into();
+    Ok(rep)
+}
+
+/// Seed Table V at packet level: the layered video over the scaled paths,
+/// PGOS and MSFQ (and the other schedulers asked for) in sessions, beside
+/// the fluid runs.
+///
+/// # Errors
+/// Missing or unreadable traces.
+pub fn table5_packet(
+    data: &Path,
+    span: RunSpan,
+    opts: &PacketOptions,
+) -> Result<TableReport, ExperimentError> {
+    let inp = table5_inputs(data, &opts.cross, span)?;
+    let mut rep = TableReport::default();
+    let base_rate = inp.base_rate;
+    // MSFQ weighs the layers by their mean rates (as the fluid table).
+    let fair = |st: &mut Vec<StreamDef>| -> Result<(), ExperimentError> {
+        st[0].spec =
+            StreamSpec::best_effort(st[0].target.bps().max(1)).map_err(super::table3::sched)?;
+        Ok(())
+    };
+    for (name, algo) in [
+        ("msfq", Algo::Online(Box::new(Msfq::new()))),
+        (
+            "pgos",
+            Algo::Pgos(Box::new(Pgos::new(PgosConfig::default()))),
+        ),
+    ] {
+        let mut st = inp.streams.clone();
+        if name == "msfq" {
+            fair(&mut st)?;
+        }
+        let res = harness::run(&inp.paths, &st, algo, &inp.cfg)?;
+        rep.record(&format!("{name}/fluid"), &st, &res, |_| base_rate);
+    }
+    let link = Bandwidth::from_mbps(2);
+    for k in &opts.schedulers {
+        let mut st = inp.streams.clone();
+        if !matches!(k, SchedulerKind::Pgos(_)) {
+            fair(&mut st)?;
+        }
+        let res = packet::run(&inp.paths, link, &st, *k, &inp.cfg)?;
+        rep.record(&format!("{}/packet", k.name()), &st, &res, |_| base_rate);
+    }
+    // What the base source offers over the measured span.
+    let offered: f64 = (0..span.measure_s as usize)
+        .map(|k| {
+            (0..24)
+                .map(|f| f64::from(inp.rep0[(k * 24 + f) % inp.rep0.len()]) * 8.0)
+                .sum::<f64>()
+                / 1e6
+        })
+        .sum::<f64>()
+        / span.measure_s.max(1) as f64;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "Table V at packet level — layered video, base guaranteed at {:.3} Mbit/s (95 %), \
+         2 Mbit/s paths with trace cross traffic ({} s measured after {} s)",
+        base_rate.mbps(),
+        span.measure_s,
+        span.warmup_s
+    );
+    let _ = writeln!(
+        t,
+        "{:<14} {:>8} {:>8} {:>8} {:>10}",
+        "layer/algo", "95%", "mean", "sd", "delivered%"
+    );
+    for s in &inp.streams {
+        for alg in rep
+            .rows
+            .iter()
+            .map(|r| r.0.clone())
+            .collect::<Vec<_>>()
+            .iter()
+            .filter(|a| a.ends_with("/packet") || a.ends_with("/fluid"))
+        {
+            let Some(r) = rep.rows.iter().find(|r| &r.0 == alg && r.1 == s.name) else {
+                continue;
+            };
+            let deliv = if s.name == "Base" {
+                format!("{:.1}", pct(r.2.mean, offered))
+            } else {
+                "-".into()
+            };
+            let _ = writeln!(
+                t,
+                "{:<14} {:>8.4} {:>8.4} {:>8.4} {:>10}",
+                format!("{}/{alg}", s.name),
+                r.2.p95,
+                r.2.mean,
+                r.2.std,
+                deliv
+            );
+        }
+    }
+    let pb = rep
+        .rows
+        .iter()
+        .find(|r| r.0 == "pgos/packet" && r.1 == "Base")
+        .map(|r| r.2)
+        .unwrap_or_default();
+    rep.checks.push((
+        "Base: packet PGOS delivers ≥ 99.6 % of the base layer (the seed's figure)".into(),
+        pct(pb.mean, offered) >= 99.6,
+        format!("{:.1} % (seed 99.6 %)", pct(pb.mean, offered)),
+    ));
+    rep.write_checks(&mut t);
+    rep.text = t;
+    rep.plot = Some(("Base".into(), base_rate.mbps()));
+    rep.title = "Table V at packet level: base layer (guarantee dashed)".into();
+    Ok(rep)
+}
