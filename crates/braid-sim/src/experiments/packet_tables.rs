@@ -279,15 +279,14 @@ pub fn table5_packet(
         "{:<14} {:>8} {:>8} {:>8} {:>10}",
         "layer/algo", "95%", "mean", "sd", "delivered%"
     );
+    let mut algs: Vec<String> = Vec::new();
+    for r in &rep.rows {
+        if !algs.contains(&r.0) {
+            algs.push(r.0.clone());
+        }
+    }
     for s in &inp.streams {
-        for alg in rep
-            .rows
-            .iter()
-            .map(|r| r.0.clone())
-            .collect::<Vec<_>>()
-            .iter()
-            .filter(|a| a.ends_with("/packet") || a.ends_with("/fluid"))
-        {
+        for alg in &algs {
             let Some(r) = rep.rows.iter().find(|r| &r.0 == alg && r.1 == s.name) else {
                 continue;
             };
