@@ -89,6 +89,18 @@ fn assert_reliable_intact(sim: &Simulation) {
         if g.delivery != Some(Delivery::Reliable) {
             continue;
         }
+        if g.messages != n {
+            for (t, e) in source(sim).app().events() {
+                if !matches!(e, Event::Stats { .. }) {
+                    eprintln!("source {t:?} {e:?}");
+                }
+            }
+            for (t, e) in sink(sim).app().events() {
+                if !matches!(e, Event::Stats { .. }) {
+                    eprintln!("sink {t:?} {e:?}");
+                }
+            }
+        }
         assert_eq!(g.messages, n, "{name}: messages");
         assert_eq!(g.out_of_order, 0, "{name}: order");
         assert_eq!(g.corrupt, 0, "{name}: bytes");

@@ -77,6 +77,7 @@ pub use event::{Event, PathPromise, StreamStats, MAX_SESSION_EVENTS};
 pub use frame::{Frame, FrameError, SessionId, SESSION_VERSION};
 pub use path::PathInfo;
 pub use sink::Delivered;
+pub use source::DISPATCH_SLACK;
 pub use stream::{Delivery, PathBound, StreamConfig, StreamConfigError};
 
 use crate::estimate::PathEstimate;
@@ -512,7 +513,11 @@ impl Session {
 
     /// The next datagram to send, written into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.pump(now);
+        // Input and timers ran the whole pump already; what sending changes
+        // is room in the connections, so only dispatch runs here.
+        if self.role == Role::Source {
+            self.dispatch(now);
+        }
         self.endpoint.poll_transmit(now, buf)
     }
 
@@ -658,20 +663,17 @@ impl Session {
             .collect();
         for h in handles {
             while let Some(m) = self.endpoint.connection_mut(h).and_then(|c| c.recv(now)) {
-                if let Err(e) = self.handle_message(now, h, &m.data) {
+                if let Err(e) = self.handle_message(now, h, m.data) {
                     self.close_with(now, e);
                     return;
                 }
             }
             let mut closed = false;
-            let mut connected = false;
             let mut samples = Vec::new();
             if let Some(c) = self.endpoint.connection_mut(h) {
                 while let Some(e) = c.poll_event() {
-                    match e {
-                        crate::transport::Event::Connected => connected = true,
-                        crate::transport::Event::Closed(_) => closed = true,
-                        _ => {}
+                    if let crate::transport::Event::Closed(_) = e {
+                        closed = true;
                     }
                 }
                 let srtt = c.stats().srtt;
@@ -682,9 +684,6 @@ impl Session {
                 closed = true;
             }
             if let Some(&id) = self.conns.get(&h) {
-                if connected && self.role == Role::Source {
-                    self.path_established(now, id);
-                }
                 if let Some(p) = self.paths.get_mut(&id) {
                     for (s, srtt) in samples {
                         p.handle_sample(s, srtt);
@@ -705,9 +704,26 @@ impl Session {
         &mut self,
         now: Instant,
         h: ConnectionHandle,
-        data: &[u8],
+        mut data: Vec<u8>,
     ) -> Result<(), CloseReason> {
-        let frame = Frame::decode(data)?;
+        let frame = Frame::decode(&data)?;
+        if let (
+            Frame::Data {
+                stream,
+                seq,
+                sent_us,
+                payload,
+            },
+            Role::Sink,
+        ) = (&frame, self.role)
+        {
+            // The payload is the tail of the message: cut the header off in
+            // place instead of copying the payload out.
+            let (stream, seq, sent_us) = (*stream, *seq, *sent_us);
+            let header = data.len() - payload.len();
+            data.drain(..header);
+            return self.sink_data(now, h, stream, seq, sent_us, data);
+        }
         match frame {
             Frame::Close { code, reason } => {
                 let r = CloseReason::Peer {
@@ -718,7 +734,14 @@ impl Session {
                 self.push_event(Event::Closed(r));
                 Ok(())
             }
-            Frame::PathStatus { .. } => Ok(()),
+            Frame::PathStatus { path, up } => {
+                // The sink's answer to PATH_HELLO: the path is bound there,
+                // so data may flow on it.
+                if self.role == Role::Source && up && self.conns.get(&h) == Some(&path) {
+                    self.path_established(now, path);
+                }
+                Ok(())
+            }
             f => match self.role {
                 Role::Source => self.source_frame(now, f),
                 Role::Sink => self.sink_frame(now, h, f),

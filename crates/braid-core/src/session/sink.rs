@@ -223,17 +223,21 @@ impl Session {
         h: ConnectionHandle,
         f: Frame<'_>,
     ) -> Result<(), CloseReason> {
-        let path = match (self.conns.get(&h).copied(), &f) {
+        match (self.conns.contains_key(&h), &f) {
             (_, Frame::PathHello { session, path }) => {
                 return self.handle_hello(now, h, *session, *path);
             }
-            (Some(p), _) => p,
-            (None, _) => {
+            (true, _) => {}
+            (false, _) => {
                 return Err(violation("a frame before PATH_HELLO".to_string()));
             }
-        };
+        }
         match f {
             Frame::StreamOpen { stream, config } => {
+                if self.finished.contains(&stream) {
+                    // A late copy of the open of a stream that has ended.
+                    return Ok(());
+                }
                 match self.inc.get(&stream) {
                     Some(s) if s.config != config => {
                         return Err(violation(format!("{stream} re-opened with another config")));
@@ -258,26 +262,34 @@ impl Session {
                 self.maybe_finish_in(stream);
                 Ok(())
             }
-            Frame::Data {
-                stream,
-                seq,
-                sent_us,
-                payload,
-            } => {
-                let m = Delivered {
-                    stream,
-                    seq,
-                    data: payload.to_vec(),
-                    sent_at: Instant::from_nanos(sent_us.saturating_mul(1000)),
-                    arrived_at: now,
-                    path,
-                };
-                self.handle_data(now, m)
-            }
             other => Err(violation(format!(
                 "a source sent a frame only a sink may send: {other:?}"
             ))),
         }
+    }
+
+    /// A DATA frame's payload (already cut out of its message).
+    pub(super) fn sink_data(
+        &mut self,
+        now: Instant,
+        h: ConnectionHandle,
+        stream: StreamId,
+        seq: u64,
+        sent_us: u64,
+        data: Vec<u8>,
+    ) -> Result<(), CloseReason> {
+        let Some(path) = self.conns.get(&h).copied() else {
+            return Err(violation("a frame before PATH_HELLO".to_string()));
+        };
+        let m = Delivered {
+            stream,
+            seq,
+            data,
+            sent_at: Instant::from_nanos(sent_us.saturating_mul(1000)),
+            arrived_at: now,
+            path,
+        };
+        self.handle_data(now, m)
     }
 
     fn handle_hello(
@@ -319,6 +331,10 @@ impl Session {
             p.addr = addr;
             p.established = true;
             p.down_since = None;
+        }
+        if let Some(c) = self.endpoint.connection_mut(h) {
+            let status = Frame::PathStatus { path, up: true }.to_vec();
+            let _ = c.send(now, CONTROL_STREAM, status, SendOptions::RELIABLE);
         }
         self.push_event(Event::PathUp { path });
         self.schedule_ack(now);

@@ -9,7 +9,7 @@
 //! STREAM_OPEN, so no data can reach a sink that does not know the stream.
 //!
 //! Dispatch pulls: a path whose connection has less than a congestion
-//! window (plus one message) queued asks the scheduler for the next
+//! window (plus [`DISPATCH_SLACK`]) queued asks the scheduler for the next
 //! message, so the transport's own queue stays short and the scheduler
 //! decides late. A message refused by the connection goes back to the head
 //! of its stream ([`Scheduler::handle_blocked`]).
@@ -28,6 +28,11 @@ use crate::time::Instant;
 use crate::transport::SendOptions;
 use crate::units::Bandwidth;
 use std::collections::{BTreeMap, VecDeque};
+
+/// Bytes a path's connection may hold beyond its congestion window before
+/// the scheduler stops handing it messages: about one packet more, so the
+/// transport never sits on data another path could carry now.
+pub const DISPATCH_SLACK: u64 = 1500;
 
 /// One message waiting for dispatch.
 #[derive(Debug)]
@@ -476,7 +481,7 @@ impl Session {
             let Some(c) = self.endpoint.connection(h) else {
                 return;
             };
-            let limit = c.window() + self.config.max_message as u64 / 8;
+            let limit = c.window() + DISPATCH_SLACK;
             if c.queued_bytes() >= limit {
                 return;
             }
