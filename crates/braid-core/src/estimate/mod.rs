@@ -18,8 +18,11 @@
 //!   [`SlidingWindow::rate_at_probability`],
 //!   [`SlidingWindow::probability_at_least`],
 //!   [`SlidingWindow::expected_shortfall`].
+//! - [`AdaptiveWindow`] — a window that ADWIN (Bifet and Gavaldà, SDM 2007)
+//!   shrinks when the rate distribution moves, for paths whose rate drifts.
 //! - [`PathEstimate`] — a sampler feeding a window, for one path: the object
-//!   a scheduler asks.
+//!   a scheduler asks; [`WindowPolicy`] picks the fixed or the adaptive
+//!   window.
 //! - [`Predictor`] — one trait over [`PercentilePredictor`],
 //!   [`MovingAverage`], [`Ewma`] and [`Sma`].
 //! - [`study`] — the predictor study behind `braid eval predictors`
@@ -29,6 +32,7 @@
 //! huge gaps) panics; every queue has a named bound; results depend only on
 //! the inputs (byte-stable across runs).
 
+mod adaptive;
 pub mod guarantee;
 mod path;
 mod predictor;
@@ -37,7 +41,11 @@ pub mod study;
 mod tree;
 mod window;
 
-pub use path::{PathEstimate, PathEstimateStats};
+pub use adaptive::{
+    AdaptiveStats, AdaptiveWindow, AdwinConfig, DEFAULT_ADWIN_DELTA, DEFAULT_MAX_WINDOW,
+    DEFAULT_MIN_WINDOW, DEFAULT_MIN_WINDOW_DEN, DEFAULT_MIN_WINDOW_NUM, SPLIT_GROWTH_DIV,
+};
+pub use path::{PathEstimate, PathEstimateStats, WindowPolicy};
 pub use predictor::{
     Ewma, MovingAverage, PercentilePredictor, Predictor, Sma, DEFAULT_EWMA_ALPHA, DEFAULT_MA_LEN,
 };
@@ -62,4 +70,7 @@ pub enum EstimateError {
     /// An EWMA weight that is NaN or outside (0, 1].
     #[error("EWMA weight {0} is out of range: use a number in (0, 1]")]
     EwmaAlpha(f64),
+    /// An ADWIN confidence δ that is NaN or outside (0, 1).
+    #[error("ADWIN confidence {0} is out of range: use a number in (0, 1) such as 0.002")]
+    AdwinDelta(f64),
 }

@@ -3,11 +3,69 @@
 //! (seed 000, section IV: "for each overlay path, IQ-Paths network
 //! monitoring tracks the past distribution of path bandwidth").
 //!
+//! The window is a [`WindowPolicy`]: the fixed window of the last N samples
+//! (the default, seed 000's), or an [`AdaptiveWindow`] that ADWIN shrinks
+//! when the path's rate distribution moves.
+//!
 //! Invariant: only samples that are not app-limited enter the window, so an
 //! idle path keeps the distribution it had while busy.
 
-use super::{EstimateError, RateSample, RateSampler, SlidingWindow};
+use super::SlidingWindow;
+use super::{AdaptiveStats, AdaptiveWindow, AdwinConfig, EstimateError, RateSample, RateSampler};
 use crate::{Duration, Instant};
+
+/// Which window a [`PathEstimate`] keeps its samples in.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[non_exhaustive]
+pub enum WindowPolicy {
+    /// The last N samples (seed 000, section IV). The default, N = 500:
+    /// on the trace study the adaptive window is not at least as good on
+    /// every trace (see docs/predictor-study.md).
+    Fixed(usize),
+    /// The last samples since ADWIN last detected a change, between
+    /// `min_window` and `max_window` of them ([`AdaptiveWindow`]).
+    Adaptive(AdwinConfig),
+}
+
+impl Default for WindowPolicy {
+    fn default() -> Self {
+        WindowPolicy::Fixed(super::DEFAULT_MAX_WINDOW)
+    }
+}
+
+/// The window behind a [`PathEstimate`].
+#[derive(Debug, Clone)]
+enum Window {
+    Fixed(SlidingWindow),
+    Adaptive(AdaptiveWindow),
+}
+
+impl Window {
+    fn new(policy: WindowPolicy) -> Result<Self, EstimateError> {
+        Ok(match policy {
+            WindowPolicy::Fixed(n) => Window::Fixed(SlidingWindow::try_new(n)?),
+            WindowPolicy::Adaptive(config) => Window::Adaptive(AdaptiveWindow::new(config)?),
+        })
+    }
+
+    fn push(&mut self, sample: crate::Bandwidth) {
+        match self {
+            Window::Fixed(w) => {
+                w.push(sample);
+            }
+            Window::Adaptive(w) => {
+                w.push(sample);
+            }
+        }
+    }
+
+    fn samples(&self) -> &SlidingWindow {
+        match self {
+            Window::Fixed(w) => w,
+            Window::Adaptive(w) => w.window(),
+        }
+    }
+}
 
 /// Counters of a [`PathEstimate`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -46,7 +104,8 @@ pub struct PathEstimateStats {
 #[derive(Debug, Clone)]
 pub struct PathEstimate {
     sampler: RateSampler,
-    window: SlidingWindow,
+    policy: WindowPolicy,
+    window: Window,
     last: Option<RateSample>,
     stats: PathEstimateStats,
     version: u64,
@@ -59,9 +118,24 @@ impl PathEstimate {
     /// # Errors
     /// [`EstimateError::ZeroInterval`] or [`EstimateError::WindowCapacity`].
     pub fn new(interval: Duration, window: usize, now: Instant) -> Result<Self, EstimateError> {
+        Self::with_policy(interval, WindowPolicy::Fixed(window), now)
+    }
+
+    /// Samples every `interval` starting at `now`, into the window `policy`
+    /// chooses.
+    ///
+    /// # Errors
+    /// [`EstimateError::ZeroInterval`], or the window's own errors
+    /// ([`EstimateError::WindowCapacity`], [`EstimateError::AdwinDelta`]).
+    pub fn with_policy(
+        interval: Duration,
+        policy: WindowPolicy,
+        now: Instant,
+    ) -> Result<Self, EstimateError> {
         Ok(PathEstimate {
             sampler: RateSampler::new(interval, now)?,
-            window: SlidingWindow::try_new(window)?,
+            policy,
+            window: Window::new(policy)?,
             last: None,
             stats: PathEstimateStats::default(),
             version: 0,
@@ -96,7 +170,21 @@ impl PathEstimate {
 
     /// The distribution of the path's recent throughput samples.
     pub fn window(&self) -> &SlidingWindow {
-        &self.window
+        self.window.samples()
+    }
+
+    /// The window policy this estimate was made with.
+    pub fn policy(&self) -> WindowPolicy {
+        self.policy
+    }
+
+    /// The adaptive window's counters (cuts, samples dropped); `None` for a
+    /// fixed window.
+    pub fn adaptive_stats(&self) -> Option<AdaptiveStats> {
+        match &self.window {
+            Window::Fixed(_) => None,
+            Window::Adaptive(w) => Some(w.stats()),
+        }
     }
 
     /// The sampler (for its interval and counters).

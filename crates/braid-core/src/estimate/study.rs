@@ -54,13 +54,20 @@
 //! ≈ 1 − 0.9ⁿ (≈ 41 % at n = 5) — so the seed's "< 4 % failure" can only
 //! hold on strongly autocorrelated series.
 //!
+//! - **Adaptive window** (when `adaptive` is set): the same promise and the
+//!   same violation test, but b is taken from an [`AdaptiveWindow`] (ADWIN,
+//!   Bifet and Gavaldà 2007) fed the same samples, which holds between
+//!   `min_window` and `max_window` of the latest samples. Reported beside
+//!   the fixed window in [`StudyReport::adaptive`], with the number of cuts
+//!   and the mean window length at the scored positions.
+//!
 //! Cost: O(T·(|P| + 1)·log N + T·|n|) time and O(N + Σn) memory, through
 //! [`SlidingWindow`] and a monotone deque per n for the forward minimum.
 
 use std::collections::VecDeque;
 
 use super::predictor::{Ewma, MovingAverage, Predictor, Sma, DEFAULT_MA_LEN};
-use super::{SlidingWindow, MAX_WINDOW};
+use super::{AdaptiveWindow, AdwinConfig, EstimateError, SlidingWindow, MAX_WINDOW};
 use crate::Bandwidth;
 
 /// What to evaluate; see the [module docs](self) for the exact semantics.
@@ -77,6 +84,10 @@ pub struct StudyConfig {
     pub seed_test_percentile: f64,
     /// The seed's test lengths n, each ≥ 1 (default 5 ..= 10).
     pub seed_test_n: Vec<usize>,
+    /// The adaptive window evaluated beside the fixed one (`None`: only the
+    /// fixed window). Default: [`AdwinConfig::default`], whose
+    /// `max_window` is the default `window`.
+    pub adaptive: Option<AdwinConfig>,
 }
 
 impl Default for StudyConfig {
@@ -87,6 +98,7 @@ impl Default for StudyConfig {
             probabilities: vec![0.8, 0.9, 0.95, 0.99],
             seed_test_percentile: 0.10,
             seed_test_n: (5..=10).collect(),
+            adaptive: Some(AdwinConfig::default()),
         }
     }
 }
@@ -104,6 +116,26 @@ pub struct StudyReport {
     pub percentile: Vec<PercentileResult>,
     /// One row per n, in the configured order.
     pub seed_test: Vec<SeedTestResult>,
+    /// The percentile predictor over the adaptive window, when configured.
+    pub adaptive: Option<AdaptiveResult>,
+}
+
+/// The percentile predictor over an [`AdaptiveWindow`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AdaptiveResult {
+    /// The window's parameters.
+    pub config: AdwinConfig,
+    /// One row per probability, in the configured order (same fields and
+    /// test as [`StudyReport::percentile`]).
+    pub percentile: Vec<PercentileResult>,
+    /// Pushes after which the change test shrank the window.
+    pub cuts: u64,
+    /// Samples the change test dropped.
+    pub dropped: u64,
+    /// Mean window length over the scored positions.
+    pub mean_window: f64,
+    /// Shortest window at a scored position.
+    pub min_window_seen: usize,
 }
 
 /// Accuracy of one average predictor.
@@ -187,6 +219,9 @@ pub enum StudyError {
     /// A seed-test length of 0.
     #[error("seed-test n must be at least 1")]
     SeedTestN,
+    /// Adaptive-window parameters out of range.
+    #[error("adaptive window: {0}")]
+    Adaptive(EstimateError),
 }
 
 /// Runs the study on `series` (one throughput sample per interval).
@@ -209,6 +244,13 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
     }
 
     let mut window = SlidingWindow::new(n_win);
+    let mut adaptive = match config.adaptive {
+        // validated above
+        Some(c) => Some(AdaptiveWindow::new(c).map_err(StudyError::Adaptive)?),
+        None => None,
+    };
+    let mut ad_pct = vec![PercentileAcc::default(); config.probabilities.len()];
+    let (mut ad_len_sum, mut ad_len_min) = (0u128, usize::MAX);
     let mut predictors: Vec<Box<dyn Predictor>> = vec![
         Box::new(MovingAverage::new(DEFAULT_MA_LEN)),
         Box::new(Ewma::default()),
@@ -224,6 +266,9 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
 
     for &s in series.iter().take(n_win) {
         window.push(s);
+        if let Some(a) = adaptive.as_mut() {
+            a.push(s);
+        }
         predictors.iter_mut().for_each(|p| p.observe(s));
     }
     let mut positions = 0usize;
@@ -237,13 +282,14 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
                 acc.score(p.predict(), actual);
             }
             for (&prob, acc) in config.probabilities.iter().zip(pct.iter_mut()) {
-                if let Some(b) = window.rate_at_probability(prob) {
-                    acc.predictions += 1;
-                    acc.promised_sum += b.bps() as f64;
-                    // mean < b  ⇔  sum < b·h, exactly.
-                    if next_sum < u128::from(b.bps()) * h as u128 {
-                        acc.violations += 1;
-                    }
+                acc.score(window.rate_at_probability(prob), next_sum, h);
+            }
+            if let Some(a) = adaptive.as_ref() {
+                let w = a.window();
+                ad_len_sum += w.len() as u128;
+                ad_len_min = ad_len_min.min(w.len());
+                for (&prob, acc) in config.probabilities.iter().zip(ad_pct.iter_mut()) {
+                    acc.score(w.rate_at_probability(prob), next_sum, h);
                 }
             }
         }
@@ -258,6 +304,9 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
         }
         let s = series[t]; // t < T
         window.push(s);
+        if let Some(a) = adaptive.as_mut() {
+            a.push(s);
+        }
         predictors.iter_mut().for_each(|p| p.observe(s));
     }
 
@@ -281,6 +330,19 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
             .zip(seed)
             .map(|(&n, (_, a))| a.finish(n))
             .collect(),
+        adaptive: adaptive.map(|a| AdaptiveResult {
+            config: a.config(),
+            percentile: config
+                .probabilities
+                .iter()
+                .zip(ad_pct)
+                .map(|(&p, acc)| acc.finish(p))
+                .collect(),
+            cuts: a.stats().cuts,
+            dropped: a.stats().dropped,
+            mean_window: ad_len_sum as f64 / positions.max(1) as f64,
+            min_window_seen: if positions == 0 { 0 } else { ad_len_min },
+        }),
     })
 }
 
@@ -300,6 +362,9 @@ fn validate(len: usize, c: &StudyConfig) -> Result<usize, StudyError> {
     }
     if c.seed_test_n.contains(&0) {
         return Err(StudyError::SeedTestN);
+    }
+    if let Some(a) = &c.adaptive {
+        a.validate().map_err(StudyError::Adaptive)?;
     }
     let ahead = c.seed_test_n.iter().copied().fold(c.horizon, usize::max);
     let needed = c.window.saturating_add(ahead);
@@ -373,6 +438,18 @@ struct PercentileAcc {
 }
 
 impl PercentileAcc {
+    /// Scores one promise `b` against the next horizon's sum over `h` bins.
+    fn score(&mut self, b: Option<Bandwidth>, next_sum: u128, h: usize) {
+        if let Some(b) = b {
+            self.predictions += 1;
+            self.promised_sum += b.bps() as f64;
+            // mean < b  ⇔  sum < b·h, exactly.
+            if next_sum < u128::from(b.bps()) * h as u128 {
+                self.violations += 1;
+            }
+        }
+    }
+
     fn finish(self, probability: f64) -> PercentileResult {
         PercentileResult {
             probability,
@@ -489,6 +566,7 @@ mod tests {
             probabilities: vec![0.5, 0.0],
             seed_test_percentile: 0.5,
             seed_test_n: vec![1],
+            adaptive: None,
         };
         let r = run_study(&series, &config).unwrap();
         assert_eq!((r.samples, r.positions), (5, 2));

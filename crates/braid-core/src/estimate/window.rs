@@ -103,6 +103,16 @@ impl SlidingWindow {
         evicted
     }
 
+    /// Removes and returns the oldest sample (the one [`Self::push`] would
+    /// evict next); `None` on an empty window. An adaptive window
+    /// ([`super::AdaptiveWindow`]) shrinks the window with it.
+    pub fn pop_oldest(&mut self) -> Option<Bandwidth> {
+        let (value, seq) = self.ring.pop_front()?;
+        let removed = self.tree.remove(value, seq);
+        debug_assert!(removed, "ring and tree hold the same entries");
+        Some(Bandwidth::from_bps(value))
+    }
+
     /// Removes every sample.
     pub fn clear(&mut self) {
         self.ring.clear();

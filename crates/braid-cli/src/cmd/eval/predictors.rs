@@ -12,6 +12,7 @@ use super::plan::{Evaluation, Plan};
 use super::render;
 use anyhow::{bail, Context as _};
 use braid_core::estimate::study::{run_study, StudyConfig};
+use braid_core::estimate::{AdwinConfig, DEFAULT_ADWIN_DELTA};
 use braid_core::trace::{Trace, TraceFormat};
 use braid_core::Duration;
 use std::path::{Path, PathBuf};
@@ -69,6 +70,22 @@ pub struct PredictorsArgs {
         value_name = "P,..."
     )]
     pub probability: Vec<f64>,
+
+    /// Adaptive window (ADWIN, Bifet and Gavaldà 2007), evaluated beside
+    /// the fixed one: the fewest bins a detected change leaves in the window
+    /// (at most --window, which is also its largest size). Default: 2/5 of
+    /// --window (200 at the default 500).
+    #[arg(long, value_name = "BINS")]
+    pub min_window: Option<usize>,
+
+    /// Adaptive window: confidence δ of ADWIN's change test, in (0, 1)
+    /// (the bound on false alarms per step for independent samples).
+    #[arg(long, default_value_t = DEFAULT_ADWIN_DELTA, value_name = "DELTA")]
+    pub delta: f64,
+
+    /// Evaluate only the fixed window (no adaptive columns).
+    #[arg(long)]
+    pub no_adaptive: bool,
 
     /// Output: aligned tables or JSON.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
@@ -138,8 +155,28 @@ fn plan_from_args(args: &PredictorsArgs) -> anyhow::Result<Plan> {
             bail!("--probability {p} is out of range: use numbers strictly between 0 and 1, e.g. 0.8,0.9,0.95,0.99");
         }
     }
+    if !(args.delta > 0.0 && args.delta < 1.0) {
+        bail!(
+            "--delta {} is out of range: use a number strictly between 0 and 1, e.g. 0.002",
+            args.delta
+        );
+    }
+    let defaults = AdwinConfig::for_window(args.window);
+    let min_window = args.min_window.unwrap_or(defaults.min_window);
+    if min_window == 0 || min_window > args.window {
+        bail!(
+            "--min-window {min_window} is out of range: use 1 to --window ({})",
+            args.window
+        );
+    }
+    let adaptive = (!args.no_adaptive).then_some(AdwinConfig {
+        min_window,
+        delta: args.delta,
+        ..defaults
+    });
     let study = StudyConfig {
         window: args.window,
+        adaptive,
         horizon: usize::try_from(horizon_bins).context("--horizon is too long")?,
         probabilities: args.probability.clone(),
         ..StudyConfig::default()
