@@ -2,7 +2,7 @@
 //! summary row per trace. Pure functions from results to a `String`.
 
 use super::plan::{Evaluation, Plan};
-use braid_core::estimate::study::{AverageResult, SeedTestResult, StudyReport};
+use braid_core::estimate::study::{AverageResult, PercentileResult, SeedTestResult, StudyReport};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -107,30 +107,54 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
         out,
         "\nPercentile predictor: promise \"mean rate over the next {horizon} >= b\", b = F^-1(1-P) of the window"
     );
+    let adaptive = report.adaptive.as_ref();
     let rows: Vec<Vec<String>> = report
         .percentile
         .iter()
-        .map(|p| {
-            vec![
+        .enumerate()
+        .map(|(i, p)| {
+            let mut row = vec![
                 format!("{:.3}", p.probability),
                 pct(p.nominal_violation),
                 violation(p.violation_rate, p.nominal_violation),
                 format!("{:.3}", p.mean_promised_bps / 1e6),
                 p.predictions.to_string(),
-            ]
+            ];
+            if let Some(a) = adaptive {
+                let r = a.percentile.get(i);
+                row.push(r.map_or("-".into(), |r| {
+                    violation(r.violation_rate, r.nominal_violation)
+                }));
+                row.push(r.map_or("-".into(), |r| format!("{:.3}", r.mean_promised_bps / 1e6)));
+            }
+            row
         })
         .collect();
-    out.push_str(&table(
-        &strings(&[
-            "P",
-            "nominal 1-P",
-            "violation",
-            "mean b [Mbit/s]",
-            "predictions",
-        ]),
-        &rows,
-    ));
+    let mut header = strings(&[
+        "P",
+        "nominal 1-P",
+        "violation",
+        "mean b [Mbit/s]",
+        "predictions",
+    ]);
+    if adaptive.is_some() {
+        header.push("adaptive violation".to_string());
+        header.push("adaptive mean b".to_string());
+    }
+    out.push_str(&table(&header, &rows));
     let _ = writeln!(out, "(* = violation above nominal + {FLAG_MARGIN})");
+    if let Some(a) = adaptive {
+        let _ = writeln!(
+            out,
+            "adaptive = the same promise from an ADWIN window (Bifet & Gavalda 2007; {}..{} bins, delta {}): {} cuts, mean window {:.0} bins, shortest {}",
+            a.config.min_window,
+            a.config.max_window,
+            a.config.delta,
+            a.cuts,
+            a.mean_window,
+            a.min_window_seen
+        );
+    }
 
     let _ = writeln!(
         out,
@@ -175,6 +199,16 @@ pub(super) fn single(eval: &Evaluation, plan: &Plan) -> String {
     );
     out.push_str(&study_tables(&eval.report, &eval.horizon));
     out
+}
+
+/// The adaptive window's result at probability `p`, if evaluated.
+fn adaptive_row(report: &StudyReport, p: f64) -> Option<&PercentileResult> {
+    report
+        .adaptive
+        .as_ref()?
+        .percentile
+        .iter()
+        .find(|r| r.probability == p)
 }
 
 /// The median of the finite values, or NaN.
@@ -269,11 +303,13 @@ pub(super) fn summary(
 
     let mut header = strings(&["trace", "format", "bins"]);
     header.extend(averages.iter().map(|a| format!("MRE {a} (median)")));
-    header.extend(
-        probabilities
-            .iter()
-            .map(|(p, nom)| format!("viol P={p} ({})", pct(*nom))),
-    );
+    let adaptive = evals.iter().any(|e| e.report.adaptive.is_some());
+    for (p, nom) in &probabilities {
+        header.push(format!("viol P={p} ({})", pct(*nom)));
+        if adaptive {
+            header.push("adaptive".to_string());
+        }
+    }
     header.push(format!("seed fail {n_label}"));
     header.push("strict (<= X)".to_string());
 
@@ -303,6 +339,12 @@ pub(super) fn summary(
                 .find(|r| r.probability == p)
                 .map_or("-".to_string(), |r| violation(r.violation_rate, nominal));
             row.push(cell);
+            if adaptive {
+                row.push(
+                    adaptive_row(&e.report, p)
+                        .map_or("-".to_string(), |r| violation(r.violation_rate, nominal)),
+                );
+            }
         }
         row.push(seed_range(&e.report, failure));
         row.push(seed_range(&e.report, strict_failure));
@@ -339,10 +381,44 @@ pub(super) fn summary(
                 .collect(),
         );
         row.push(violation(m, nominal));
+        if adaptive {
+            let m = median(
+                evals
+                    .iter()
+                    .filter_map(|e| adaptive_row(&e.report, p))
+                    .map(|r| r.violation_rate)
+                    .collect(),
+            );
+            row.push(violation(m, nominal));
+        }
     }
     row.push(median_seed_range(evals, failure));
     row.push(median_seed_range(evals, strict_failure));
     rows.push(row);
+    let pass_line = |adaptive: bool| {
+        let mut cells = 0;
+        let mut ok = 0;
+        let mut traces = 0;
+        for e in evals {
+            let results: Vec<&PercentileResult> = if adaptive {
+                e.report
+                    .adaptive
+                    .iter()
+                    .flat_map(|a| &a.percentile)
+                    .collect()
+            } else {
+                e.report.percentile.iter().collect()
+            };
+            let pass = results
+                .iter()
+                .filter(|r| r.violation_rate <= r.nominal_violation + FLAG_MARGIN)
+                .count();
+            cells += results.len();
+            ok += pass;
+            traces += usize::from(!results.is_empty() && pass == results.len());
+        }
+        format!("{ok}/{cells} cells, {traces}/{} traces", evals.len())
+    };
 
     let mut out = String::new();
     let _ = writeln!(
@@ -357,7 +433,19 @@ pub(super) fn summary(
     out.push_str(&table(&header, &rows));
     let _ = writeln!(
         out,
-        "\nMRE  = mean relative error |predicted - actual| / actual of the mean rate over the next {} (seed: about 20%); in brackets the median relative error",
+        "\nwithin nominal + {FLAG_MARGIN}: fixed window {}",
+        pass_line(false)
+    );
+    if adaptive {
+        let _ = writeln!(
+            out,
+            "within nominal + {FLAG_MARGIN}: adaptive window {}",
+            pass_line(true)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "MRE  = mean relative error |predicted - actual| / actual of the mean rate over the next {} (seed: about 20%); in brackets the median relative error",
         plan.horizon
     );
     let _ = writeln!(
@@ -365,6 +453,13 @@ pub(super) fn summary(
         "viol = share of predictions where the mean rate over the next {} fell below b = F^-1(1-P) (nominal 1-P; * = above nominal + {FLAG_MARGIN})",
         plan.horizon
     );
+    if let Some(a) = evals.iter().find_map(|e| e.report.adaptive.as_ref()) {
+        let _ = writeln!(
+            out,
+            "adaptive = viol with b taken from an ADWIN window (Bifet & Gavalda, SDM 2007) of {} to {} bins, delta {}, instead of the fixed {} bins",
+            a.config.min_window, a.config.max_window, a.config.delta, plan.study.window
+        );
+    }
     let _ = writeln!(
         out,
         "seed = the seed's test: X = 10th percentile of the window, failure if one of the next n bins is below X (strict: at or below X, the seed's literal \"larger than X\"); min–max over n (seed: < 4%)"
