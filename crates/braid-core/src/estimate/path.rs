@@ -258,6 +258,48 @@ mod tests {
     }
 
     #[test]
+    fn adaptive_policy_follows_a_drop() {
+        let ms = |v: u64| Instant::ZERO + Duration::from_millis(v);
+        let config = crate::estimate::AdwinConfig {
+            max_window: 500,
+            min_window: 50,
+            delta: 0.002,
+        };
+        let policy = WindowPolicy::Adaptive(config);
+        let mut p = PathEstimate::with_policy(Duration::from_millis(100), policy, ms(0)).unwrap();
+        let mut fixed = PathEstimate::new(Duration::from_millis(100), 500, ms(0)).unwrap();
+        assert_eq!(p.policy(), policy);
+        assert_eq!(fixed.policy(), WindowPolicy::Fixed(500));
+        assert_eq!(fixed.adaptive_stats(), None);
+        // 8 Mbit/s (100 kB per 100 ms) for 50 s, then 2 Mbit/s for 20 s,
+        // with a little variation so the variance is not zero.
+        for k in 1..=700u64 {
+            let bytes = if k <= 500 { 100_000 } else { 25_000 } + (k % 3) * 1_000;
+            p.handle_delivery(ms(k * 100 - 50), bytes, false);
+            fixed.handle_delivery(ms(k * 100 - 50), bytes, false);
+        }
+        p.handle_timeout(ms(70_000));
+        fixed.handle_timeout(ms(70_000));
+        assert!(p.adaptive_stats().is_some_and(|s| s.cuts > 0));
+        assert!(p.window().len() < 500);
+        // The fixed window still promises from the old regime at P = 0.5.
+        let two_and_a_bit = Bandwidth::from_bps(2_200_000);
+        assert!(p.window().rate_at_probability(0.5) < Some(two_and_a_bit));
+        assert!(fixed.window().rate_at_probability(0.5) > Some(two_and_a_bit));
+        assert_eq!(p.stats().samples_used, 700);
+        assert!(PathEstimate::with_policy(
+            Duration::from_millis(100),
+            WindowPolicy::Adaptive(crate::estimate::AdwinConfig {
+                delta: 2.0,
+                ..config
+            }),
+            ms(0)
+        )
+        .is_err());
+        assert_eq!(WindowPolicy::default(), WindowPolicy::Fixed(500));
+    }
+
+    #[test]
     fn bad_config_is_refused() {
         assert!(PathEstimate::new(Duration::ZERO, 10, Instant::ZERO).is_err());
         assert!(PathEstimate::new(Duration::from_millis(1), 0, Instant::ZERO).is_err());
