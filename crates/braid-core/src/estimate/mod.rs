@@ -32,7 +32,7 @@
 //! huge gaps) panics; every queue has a named bound; results depend only on
 //! the inputs (byte-stable across runs).
 
-mod adaptive;
+pub mod adaptive;
 pub mod guarantee;
 mod path;
 mod predictor;
