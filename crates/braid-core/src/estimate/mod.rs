@@ -20,6 +20,9 @@
 //!   [`SlidingWindow::expected_shortfall`].
 //! - [`AdaptiveWindow`] — a window that ADWIN (Bifet and Gavaldà, SDM 2007)
 //!   shrinks when the rate distribution moves, for paths whose rate drifts.
+//! - [`CalibratedLevel`] — the promise's quantile level corrected online
+//!   from kept and broken promises (adaptive conformal inference, Gibbs and
+//!   Candès, NeurIPS 2021).
 //! - [`PathEstimate`] — a sampler feeding a window, for one path: the object
 //!   a scheduler asks; [`WindowPolicy`] picks the fixed or the adaptive
 //!   window.
@@ -32,6 +35,7 @@
 //! huge gaps) panics; every queue has a named bound; results depend only on
 //! the inputs (byte-stable across runs).
 
+pub mod aci;
 pub mod adaptive;
 pub mod guarantee;
 mod path;
@@ -41,6 +45,7 @@ pub mod study;
 mod tree;
 mod window;
 
+pub use aci::{CalibratedLevel, DEFAULT_ACI_GAMMA};
 pub use adaptive::{
     AdaptiveStats, AdaptiveWindow, AdwinConfig, DEFAULT_ADWIN_DELTA, DEFAULT_MAX_WINDOW,
     DEFAULT_MIN_WINDOW, DEFAULT_MIN_WINDOW_DEN, DEFAULT_MIN_WINDOW_NUM, SPLIT_GROWTH_DIV,
@@ -73,4 +78,7 @@ pub enum EstimateError {
     /// An ADWIN confidence δ that is NaN or outside (0, 1).
     #[error("ADWIN confidence {0} is out of range: use a number in (0, 1) such as 0.002")]
     AdwinDelta(f64),
+    /// An ACI step size γ that is NaN or outside (0, 1].
+    #[error("ACI step size {0} is out of range: use a number in (0, 1] such as 0.005")]
+    AciGamma(f64),
 }

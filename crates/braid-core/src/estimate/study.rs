@@ -61,13 +61,24 @@
 //!   the fixed window in [`StudyReport::adaptive`], with the number of cuts
 //!   and the mean window length at the scored positions.
 //!
+//! - **Calibrated level** (when `calibrated` is set): the promise is
+//!   F⁻¹(αₜ) of the adaptive window (of the fixed window when `adaptive`
+//!   is `None`), with αₜ corrected by [`CalibratedLevel`] (adaptive
+//!   conformal inference, Gibbs and Candès 2021) from the outcomes of the
+//!   earlier promises. The promise made at t is judged over [t, t + h), so
+//!   its outcome is fed back at position t + h, never earlier: no position
+//!   uses what happens after it. Reported in [`StudyReport::calibrated`].
+//!
 //! Cost: O(T·(|P| + 1)·log N + T·|n|) time and O(N + Σn) memory, through
 //! [`SlidingWindow`] and a monotone deque per n for the forward minimum.
 
 use std::collections::VecDeque;
 
 use super::predictor::{Ewma, MovingAverage, Predictor, Sma, DEFAULT_MA_LEN};
-use super::{AdaptiveWindow, AdwinConfig, EstimateError, SlidingWindow, MAX_WINDOW};
+use super::{
+    AdaptiveWindow, AdwinConfig, CalibratedLevel, EstimateError, SlidingWindow, DEFAULT_ACI_GAMMA,
+    MAX_WINDOW,
+};
 use crate::Bandwidth;
 
 /// What to evaluate; see the [module docs](self) for the exact semantics.
@@ -88,6 +99,9 @@ pub struct StudyConfig {
     /// fixed window). Default: [`AdwinConfig::default`], whose
     /// `max_window` is the default `window`.
     pub adaptive: Option<AdwinConfig>,
+    /// Step size γ of the calibrated level evaluated beside them (`None`:
+    /// not evaluated). Default: [`DEFAULT_ACI_GAMMA`].
+    pub calibrated: Option<f64>,
 }
 
 impl Default for StudyConfig {
@@ -99,6 +113,7 @@ impl Default for StudyConfig {
             seed_test_percentile: 0.10,
             seed_test_n: (5..=10).collect(),
             adaptive: Some(AdwinConfig::default()),
+            calibrated: Some(DEFAULT_ACI_GAMMA),
         }
     }
 }
@@ -118,6 +133,22 @@ pub struct StudyReport {
     pub seed_test: Vec<SeedTestResult>,
     /// The percentile predictor over the adaptive window, when configured.
     pub adaptive: Option<AdaptiveResult>,
+    /// The percentile predictor with a calibrated level, when configured.
+    pub calibrated: Option<CalibratedResult>,
+}
+
+/// The percentile predictor with its level corrected by [`CalibratedLevel`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CalibratedResult {
+    /// The step size γ.
+    pub gamma: f64,
+    /// The window the quantile is taken from: `"adaptive"` or `"fixed"`.
+    pub window: &'static str,
+    /// One row per probability, in the configured order (same fields and
+    /// test as [`StudyReport::percentile`]).
+    pub percentile: Vec<PercentileResult>,
+    /// The mean level αₜ over the scored positions, per probability.
+    pub mean_level: Vec<f64>,
 }
 
 /// The percentile predictor over an [`AdaptiveWindow`].
@@ -219,8 +250,8 @@ pub enum StudyError {
     /// A seed-test length of 0.
     #[error("seed-test n must be at least 1")]
     SeedTestN,
-    /// Adaptive-window parameters out of range.
-    #[error("adaptive window: {0}")]
+    /// Adaptive-window or calibrated-level parameters out of range.
+    #[error("adaptive estimator: {0}")]
     Adaptive(EstimateError),
 }
 
@@ -251,6 +282,18 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
     };
     let mut ad_pct = vec![PercentileAcc::default(); config.probabilities.len()];
     let (mut ad_len_sum, mut ad_len_min) = (0u128, usize::MAX);
+    let mut cal: Vec<Calibrated> = match config.calibrated {
+        Some(gamma) => config
+            .probabilities
+            .iter()
+            .map(|&p| {
+                CalibratedLevel::new(p, gamma)
+                    .map(Calibrated::new)
+                    .map_err(StudyError::Adaptive)
+            })
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
     let mut predictors: Vec<Box<dyn Predictor>> = vec![
         Box::new(MovingAverage::new(DEFAULT_MA_LEN)),
         Box::new(Ewma::default()),
@@ -283,6 +326,22 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
             }
             for (&prob, acc) in config.probabilities.iter().zip(pct.iter_mut()) {
                 acc.score(window.rate_at_probability(prob), next_sum, h);
+            }
+            let from = adaptive.as_ref().map_or(&window, AdaptiveWindow::window);
+            for c in cal.iter_mut() {
+                // Outcomes known by now: promises whose horizon ended at t.
+                while let Some(&(t0, b)) = c.pending.front().filter(|&&(t0, _)| t0 + h <= t) {
+                    c.pending.pop_front();
+                    let sum = prefix[t0 + h] - prefix[t0]; // t0 + h ≤ t < T
+                    c.level
+                        .handle_outcome(sum < u128::from(b.bps()) * h as u128);
+                }
+                let b = c.level.promise(from);
+                c.level_sum += c.level.level();
+                c.acc.score(b, next_sum, h);
+                if let Some(b) = b {
+                    c.pending.push_back((t, b));
+                }
             }
             if let Some(a) = adaptive.as_ref() {
                 let w = a.window();
@@ -330,6 +389,24 @@ pub fn run_study(series: &[Bandwidth], config: &StudyConfig) -> Result<StudyRepo
             .zip(seed)
             .map(|(&n, (_, a))| a.finish(n))
             .collect(),
+        calibrated: config.calibrated.map(|gamma| CalibratedResult {
+            gamma,
+            window: if config.adaptive.is_some() {
+                "adaptive"
+            } else {
+                "fixed"
+            },
+            mean_level: cal
+                .iter()
+                .map(|c| c.level_sum / positions.max(1) as f64)
+                .collect(),
+            percentile: config
+                .probabilities
+                .iter()
+                .zip(cal)
+                .map(|(&p, c)| c.acc.finish(p))
+                .collect(),
+        }),
         adaptive: adaptive.map(|a| AdaptiveResult {
             config: a.config(),
             percentile: config
@@ -365,6 +442,11 @@ fn validate(len: usize, c: &StudyConfig) -> Result<usize, StudyError> {
     }
     if let Some(a) = &c.adaptive {
         a.validate().map_err(StudyError::Adaptive)?;
+    }
+    if let Some(g) = c.calibrated {
+        if !(g > 0.0 && g <= 1.0) {
+            return Err(StudyError::Adaptive(EstimateError::AciGamma(g)));
+        }
     }
     let ahead = c.seed_test_n.iter().copied().fold(c.horizon, usize::max);
     let needed = c.window.saturating_add(ahead);
@@ -426,6 +508,27 @@ impl AverageAcc {
             predictions: self.predictions,
             skipped_zero_actual: self.zero_actual,
             skipped_no_prediction: self.no_prediction,
+        }
+    }
+}
+
+/// One probability's calibrated level, its promises awaiting an outcome
+/// (at most h: one per position of the horizon) and its scores.
+#[derive(Debug, Clone)]
+struct Calibrated {
+    level: CalibratedLevel,
+    pending: VecDeque<(usize, Bandwidth)>,
+    level_sum: f64,
+    acc: PercentileAcc,
+}
+
+impl Calibrated {
+    fn new(level: CalibratedLevel) -> Self {
+        Calibrated {
+            level,
+            pending: VecDeque::new(),
+            level_sum: 0.0,
+            acc: PercentileAcc::default(),
         }
     }
 }
@@ -567,6 +670,7 @@ mod tests {
             seed_test_percentile: 0.5,
             seed_test_n: vec![1],
             adaptive: None,
+            calibrated: None,
         };
         let r = run_study(&series, &config).unwrap();
         assert_eq!((r.samples, r.positions), (5, 2));

@@ -12,7 +12,7 @@ use super::plan::{Evaluation, Plan};
 use super::render;
 use anyhow::{bail, Context as _};
 use braid_core::estimate::study::{run_study, StudyConfig};
-use braid_core::estimate::{AdwinConfig, DEFAULT_ADWIN_DELTA};
+use braid_core::estimate::{AdwinConfig, DEFAULT_ACI_GAMMA, DEFAULT_ADWIN_DELTA};
 use braid_core::trace::{Trace, TraceFormat};
 use braid_core::Duration;
 use std::path::{Path, PathBuf};
@@ -83,9 +83,20 @@ pub struct PredictorsArgs {
     #[arg(long, default_value_t = DEFAULT_ADWIN_DELTA, value_name = "DELTA")]
     pub delta: f64,
 
-    /// Evaluate only the fixed window (no adaptive columns).
+    /// Evaluate only the fixed window (no adaptive columns; the calibrated
+    /// level, if on, then uses the fixed window).
     #[arg(long)]
     pub no_adaptive: bool,
+
+    /// Calibrated level (adaptive conformal inference, Gibbs and Candès
+    /// 2021): step size γ in (0, 1] of the online correction of the
+    /// promise's quantile level.
+    #[arg(long, default_value_t = DEFAULT_ACI_GAMMA, value_name = "GAMMA")]
+    pub gamma: f64,
+
+    /// Leave out the calibrated-level columns.
+    #[arg(long)]
+    pub no_calibrated: bool,
 
     /// Output: aligned tables or JSON.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
@@ -161,6 +172,12 @@ fn plan_from_args(args: &PredictorsArgs) -> anyhow::Result<Plan> {
             args.delta
         );
     }
+    if !(args.gamma > 0.0 && args.gamma <= 1.0) {
+        bail!(
+            "--gamma {} is out of range: use a number in (0, 1], e.g. 0.005",
+            args.gamma
+        );
+    }
     let defaults = AdwinConfig::for_window(args.window);
     let min_window = args.min_window.unwrap_or(defaults.min_window);
     if min_window == 0 || min_window > args.window {
@@ -177,6 +194,7 @@ fn plan_from_args(args: &PredictorsArgs) -> anyhow::Result<Plan> {
     let study = StudyConfig {
         window: args.window,
         adaptive,
+        calibrated: (!args.no_calibrated).then_some(args.gamma),
         horizon: usize::try_from(horizon_bins).context("--horizon is too long")?,
         probabilities: args.probability.clone(),
         ..StudyConfig::default()

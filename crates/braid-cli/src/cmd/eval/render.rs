@@ -108,6 +108,7 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
         "\nPercentile predictor: promise \"mean rate over the next {horizon} >= b\", b = F^-1(1-P) of the window"
     );
     let adaptive = report.adaptive.as_ref();
+    let calibrated = report.calibrated.as_ref();
     let rows: Vec<Vec<String>> = report
         .percentile
         .iter()
@@ -120,6 +121,13 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
                 format!("{:.3}", p.mean_promised_bps / 1e6),
                 p.predictions.to_string(),
             ];
+            if let Some(c) = calibrated {
+                let r = c.percentile.get(i);
+                row.push(r.map_or("-".into(), |r| {
+                    violation(r.violation_rate, r.nominal_violation)
+                }));
+                row.push(r.map_or("-".into(), |r| format!("{:.3}", r.mean_promised_bps / 1e6)));
+            }
             if let Some(a) = adaptive {
                 let r = a.percentile.get(i);
                 row.push(r.map_or("-".into(), |r| {
@@ -137,12 +145,23 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
         "mean b [Mbit/s]",
         "predictions",
     ]);
+    if calibrated.is_some() {
+        header.push("calibrated violation".to_string());
+        header.push("calibrated mean b".to_string());
+    }
     if adaptive.is_some() {
         header.push("adaptive violation".to_string());
         header.push("adaptive mean b".to_string());
     }
     out.push_str(&table(&header, &rows));
     let _ = writeln!(out, "(* = violation above nominal + {FLAG_MARGIN})");
+    if let Some(c) = calibrated {
+        let _ = writeln!(
+            out,
+            "calibrated = F^-1(a_t) of the {} window, the level a_t corrected from earlier promises' outcomes (adaptive conformal inference, Gibbs & Candes 2021; gamma {})",
+            c.window, c.gamma
+        );
+    }
     if let Some(a) = adaptive {
         let _ = writeln!(
             out,
@@ -199,6 +218,24 @@ pub(super) fn single(eval: &Evaluation, plan: &Plan) -> String {
     );
     out.push_str(&study_tables(&eval.report, &eval.horizon));
     out
+}
+
+/// Which promise a pass count is over.
+#[derive(Debug, Clone, Copy)]
+enum Column {
+    Fixed,
+    Adaptive,
+    Calibrated,
+}
+
+/// The calibrated level's result at probability `p`, if evaluated.
+fn calibrated_row(report: &StudyReport, p: f64) -> Option<&PercentileResult> {
+    report
+        .calibrated
+        .as_ref()?
+        .percentile
+        .iter()
+        .find(|r| r.probability == p)
 }
 
 /// The adaptive window's result at probability `p`, if evaluated.
@@ -304,10 +341,14 @@ pub(super) fn summary(
     let mut header = strings(&["trace", "format", "bins"]);
     header.extend(averages.iter().map(|a| format!("MRE {a} (median)")));
     let adaptive = evals.iter().any(|e| e.report.adaptive.is_some());
+    let calibrated = evals.iter().any(|e| e.report.calibrated.is_some());
     for (p, nom) in &probabilities {
         header.push(format!("viol P={p} ({})", pct(*nom)));
         if adaptive {
             header.push("adaptive".to_string());
+        }
+        if calibrated {
+            header.push("calibrated".to_string());
         }
     }
     header.push(format!("seed fail {n_label}"));
@@ -342,6 +383,12 @@ pub(super) fn summary(
             if adaptive {
                 row.push(
                     adaptive_row(&e.report, p)
+                        .map_or("-".to_string(), |r| violation(r.violation_rate, nominal)),
+                );
+            }
+            if calibrated {
+                row.push(
+                    calibrated_row(&e.report, p)
                         .map_or("-".to_string(), |r| violation(r.violation_rate, nominal)),
                 );
             }
@@ -391,23 +438,39 @@ pub(super) fn summary(
             );
             row.push(violation(m, nominal));
         }
+        if calibrated {
+            let m = median(
+                evals
+                    .iter()
+                    .filter_map(|e| calibrated_row(&e.report, p))
+                    .map(|r| r.violation_rate)
+                    .collect(),
+            );
+            row.push(violation(m, nominal));
+        }
     }
     row.push(median_seed_range(evals, failure));
     row.push(median_seed_range(evals, strict_failure));
     rows.push(row);
-    let pass_line = |adaptive: bool| {
+    let pass_line = |which: Column| {
         let mut cells = 0;
         let mut ok = 0;
         let mut traces = 0;
         for e in evals {
-            let results: Vec<&PercentileResult> = if adaptive {
-                e.report
+            let results: Vec<&PercentileResult> = match which {
+                Column::Fixed => e.report.percentile.iter().collect(),
+                Column::Adaptive => e
+                    .report
                     .adaptive
                     .iter()
                     .flat_map(|a| &a.percentile)
-                    .collect()
-            } else {
-                e.report.percentile.iter().collect()
+                    .collect(),
+                Column::Calibrated => e
+                    .report
+                    .calibrated
+                    .iter()
+                    .flat_map(|c| &c.percentile)
+                    .collect(),
             };
             let pass = results
                 .iter()
@@ -434,13 +497,20 @@ pub(super) fn summary(
     let _ = writeln!(
         out,
         "\nwithin nominal + {FLAG_MARGIN}: fixed window {}",
-        pass_line(false)
+        pass_line(Column::Fixed)
     );
     if adaptive {
         let _ = writeln!(
             out,
             "within nominal + {FLAG_MARGIN}: adaptive window {}",
-            pass_line(true)
+            pass_line(Column::Adaptive)
+        );
+    }
+    if calibrated {
+        let _ = writeln!(
+            out,
+            "within nominal + {FLAG_MARGIN}: calibrated level {}",
+            pass_line(Column::Calibrated)
         );
     }
     let _ = writeln!(
@@ -453,6 +523,13 @@ pub(super) fn summary(
         "viol = share of predictions where the mean rate over the next {} fell below b = F^-1(1-P) (nominal 1-P; * = above nominal + {FLAG_MARGIN})",
         plan.horizon
     );
+    if let Some(c) = evals.iter().find_map(|e| e.report.calibrated.as_ref()) {
+        let _ = writeln!(
+            out,
+            "calibrated = viol with b = F^-1(a_t) of the {} window, the level a_t corrected from the outcomes of earlier promises (adaptive conformal inference, Gibbs & Candes, NeurIPS 2021; gamma {})",
+            c.window, c.gamma
+        );
+    }
     if let Some(a) = evals.iter().find_map(|e| e.report.adaptive.as_ref()) {
         let _ = writeln!(
             out,
