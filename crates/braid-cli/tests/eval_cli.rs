@@ -286,3 +286,81 @@ fn real_traces_of_each_format_run() {
         assert!(doc["report"]["samples"].as_u64().unwrap() > 1000, "{rel}");
     }
 }
+
+#[test]
+fn fixed_adaptive_and_calibrated_side_by_side() {
+    let dir = TempDir::new("side-by-side");
+    dir.write("a/synthetic", &series_text(1500));
+    let all = dir.path().to_str().unwrap();
+    let o = braid(&["eval", "predictors", "--all", all, "--window", "100"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for part in [
+        "viol P=0.8 (20.0%)",
+        "adaptive",
+        "calibrated",
+        "within nominal + 0.02: fixed window",
+        "within nominal + 0.02: adaptive window",
+        "within nominal + 0.02: calibrated level",
+        "ADWIN",
+    ] {
+        assert!(out.contains(part), "{part:?} missing from:\n{out}");
+    }
+    let path = dir.path().join("a/synthetic");
+    let o = braid(&[
+        "eval",
+        "predictors",
+        "--trace",
+        path.to_str().unwrap(),
+        "--window",
+        "100",
+        "--min-window",
+        "30",
+        "--delta",
+        "0.01",
+        "--gamma",
+        "0.02",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    let report = &doc["report"];
+    assert_eq!(report["percentile"].as_array().unwrap().len(), 4);
+    let adaptive = &report["adaptive"];
+    assert_eq!(adaptive["config"]["min_window"], 30);
+    assert_eq!(adaptive["config"]["max_window"], 100);
+    assert_eq!(adaptive["percentile"].as_array().unwrap().len(), 4);
+    assert!(adaptive["cuts"].is_u64() && adaptive["mean_window"].is_f64());
+    let calibrated = &report["calibrated"];
+    assert_eq!(calibrated["gamma"], 0.02);
+    assert_eq!(calibrated["window"], "adaptive");
+    assert_eq!(calibrated["percentile"].as_array().unwrap().len(), 4);
+
+    let p = path.to_str().unwrap();
+    let o = braid(&[
+        "eval",
+        "predictors",
+        "--trace",
+        p,
+        "--window",
+        "100",
+        "--no-adaptive",
+        "--no-calibrated",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    assert!(doc["report"]["adaptive"].is_null() && doc["report"]["calibrated"].is_null());
+    for bad in [
+        &["--min-window", "101"][..],
+        &["--min-window", "0"],
+        &["--delta", "1"],
+        &["--gamma", "0"],
+    ] {
+        let mut argv = vec!["eval", "predictors", "--trace", p, "--window", "100"];
+        argv.extend_from_slice(bad);
+        assert_one_line_error(&braid(&argv), &[bad[0]]);
+    }
+}
