@@ -556,6 +556,16 @@ mod tests {
             adaptive.violation_rate < fixed.violation_rate,
             "fixed {fixed:?}"
         );
+        // The calibrated level over this window (ACI, see `super::aci`) too.
+        let calibrated = &report
+            .calibrated
+            .as_ref()
+            .expect("on by default")
+            .percentile[0];
+        assert!(
+            calibrated.violation_rate <= calibrated.nominal_violation + 0.02,
+            "calibrated {calibrated:?}"
+        );
     }
 
     mod props {
