@@ -6,7 +6,7 @@
 //! run's seed and the link's name (`capacity:<link>`), so a new seed gives a
 //! new synthetic path.
 
-use crate::capacity::Capacity;
+use crate::capacity::{Capacity, CapacityError};
 use crate::link::{default_queue_bytes, LinkConfig};
 use crate::node::LinkId;
 use crate::scenario::{
@@ -16,7 +16,34 @@ use crate::seed::rng_for;
 use crate::sim::{FlowInfo, Simulation};
 use crate::sink::Sink;
 use crate::sources::{GreedyConfig, GreedySource, PacedSource};
-use braid_core::Instant;
+use braid_core::{Duration, Instant};
+
+/// The capacity a spec describes; a synthetic one is drawn from `seed` and
+/// the link's name (`capacity:<name>`), long enough for `duration`.
+pub(crate) fn realise_capacity(
+    spec: &CapacitySpec,
+    seed: u64,
+    name: &str,
+    duration: Duration,
+) -> Result<Capacity, CapacityError> {
+    Ok(match spec {
+        CapacitySpec::Constant(r) => Capacity::Constant(*r),
+        CapacitySpec::Trace { schedule, .. } => Capacity::Schedule(schedule.clone()),
+        CapacitySpec::Synthetic(spec) => {
+            let mut rng = rng_for(seed, &format!("capacity:{name}"));
+            Capacity::Schedule(spec.generate(duration, &mut rng)?)
+        }
+    })
+}
+
+/// A queue spec in bytes for a link of `capacity`.
+pub(crate) fn queue_bytes(queue: QueueSpec, capacity: &Capacity) -> u64 {
+    match queue {
+        QueueSpec::Default => default_queue_bytes(capacity),
+        QueueSpec::Bytes(b) => b,
+        QueueSpec::Time(d) => capacity.mean().bytes_in(d),
+    }
+}
 
 impl Simulation {
     /// Builds the network and traffic of `scenario`, seeded with its seed.
@@ -32,27 +59,14 @@ impl Simulation {
         );
         let mut link_ids: Vec<LinkId> = Vec::with_capacity(scenario.links.len());
         for l in &scenario.links {
-            let capacity = match &l.capacity {
-                CapacitySpec::Constant(r) => Capacity::Constant(*r),
-                CapacitySpec::Trace { schedule, .. } => Capacity::Schedule(schedule.clone()),
-                CapacitySpec::Synthetic(spec) => {
-                    let mut rng = rng_for(scenario.seed, &format!("capacity:{}", l.name));
-                    let schedule =
-                        spec.generate(scenario.duration, &mut rng)
-                            .map_err(|e| ScenarioError {
-                                file: scenario.file.clone(),
-                                line: None,
-                                kind: ScenarioErrorKind::Value,
-                                message: format!("link `{}`: {e}", l.name),
-                            })?;
-                    Capacity::Schedule(schedule)
-                }
-            };
-            let queue_bytes = match l.queue {
-                QueueSpec::Default => default_queue_bytes(&capacity),
-                QueueSpec::Bytes(b) => b,
-                QueueSpec::Time(d) => capacity.mean().bytes_in(d),
-            };
+            let capacity = realise_capacity(&l.capacity, scenario.seed, &l.name, scenario.duration)
+                .map_err(|e| ScenarioError {
+                    file: scenario.file.clone(),
+                    line: None,
+                    kind: ScenarioErrorKind::Value,
+                    message: format!("link `{}`: {e}", l.name),
+                })?;
+            let queue_bytes = queue_bytes(l.queue, &capacity);
             let cfg = LinkConfig {
                 name: l.name.clone(),
                 capacity,

@@ -7,4 +7,5 @@ pub mod recv;
 pub mod send;
 pub mod sim;
 pub mod sim_rudp;
+pub mod sim_session;
 pub mod sim_tables;

@@ -36,6 +36,11 @@ pub enum SimCommand {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Run a session scenario: streams with specs over measured paths
+    /// (relays, cross traffic, cuts) at packet level; per stream target,
+    /// delivered p5/p50/p95, windows meeting the spec; per path promised vs
+    /// delivered.
+    Session(crate::cmd::sim_session::SessionArgs),
     /// Seed Table II: Atom and Bond1 on path A vs path B (real traces).
     Table2(crate::cmd::sim_tables::TableArgs),
     /// Seed Table III: WFQ vs MSFQ vs PGOS vs OptSched (real traces).
@@ -102,6 +107,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<()> {
         SimCommand::Violation(args) => {
             crate::cmd::sim_tables::run(crate::cmd::sim_tables::Table::Violation, args)
         }
+        SimCommand::Session(args) => crate::cmd::sim_session::run(args),
         SimCommand::Rudp(args) => crate::cmd::sim_rudp::run(args),
         SimCommand::RudpReno(args) => crate::cmd::sim_rudp::run_reno(args),
     }

@@ -11,7 +11,7 @@
 
 mod csv;
 mod svg;
-mod table;
+pub(crate) mod table;
 
 pub use svg::{LineChart, Series};
 

@@ -4,7 +4,7 @@ use super::Report;
 use std::fmt::Write;
 
 /// Left-aligned first column, right-aligned rest, two spaces between.
-fn grid(rows: &[Vec<String>]) -> String {
+pub(crate) fn grid(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {

@@ -59,7 +59,7 @@
 
 mod bytes;
 mod error;
-mod raw;
+pub(crate) mod raw;
 mod route;
 
 pub use bytes::parse_bytes;
@@ -71,8 +71,16 @@ use crate::capacity::SyntheticSpec;
 use crate::stats::MAX_BINS;
 use crate::trace_file::{load_schedule, parse_format, TraceFileError};
 use braid_core::{Bandwidth, Duration};
-use error::Locator;
-use raw::{RawFlow, RawLink, RawScenario};
+pub(crate) use error::Locator;
+use raw::{RawFlow, RawLink, RawScenario, RawSynthetic};
+
+/// A trace's keys as written: file, `trace_format`, `trace_bin`, `scale`.
+pub(crate) type TraceKeys<'a> = (
+    &'a Option<Spanned<String>>,
+    &'a Option<Spanned<String>>,
+    &'a Option<Spanned<String>>,
+    &'a Option<Spanned<f64>>,
+);
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use toml::Spanned;
@@ -286,33 +294,48 @@ impl Scenario {
     }
 }
 
-struct Builder<'a> {
-    loc: &'a Locator<'a>,
-    dir: &'a Path,
+/// Checks raw values against their spans; shared with the session scenario
+/// format ([`crate::session::scenario`]).
+pub(crate) struct Builder<'a> {
+    pub(crate) loc: &'a Locator<'a>,
+    pub(crate) dir: &'a Path,
 }
 
-fn sp<T>(s: &Spanned<T>) -> Option<Range<usize>> {
+pub(crate) fn sp<T>(s: &Spanned<T>) -> Option<Range<usize>> {
     Some(s.span())
 }
 
 impl Builder<'_> {
-    fn err(&self, span: Option<Range<usize>>, kind: K, msg: impl Into<String>) -> ScenarioError {
+    pub(crate) fn err(
+        &self,
+        span: Option<Range<usize>>,
+        kind: K,
+        msg: impl Into<String>,
+    ) -> ScenarioError {
         self.loc.err(span, kind, msg)
     }
 
-    fn duration(&self, v: &Spanned<String>, what: &str) -> Result<Duration, ScenarioError> {
+    pub(crate) fn duration(
+        &self,
+        v: &Spanned<String>,
+        what: &str,
+    ) -> Result<Duration, ScenarioError> {
         v.get_ref()
             .parse::<Duration>()
             .map_err(|e| self.err(sp(v), K::Value, format!("{what}: {e}")))
     }
 
-    fn rate(&self, v: &Spanned<String>, what: &str) -> Result<Bandwidth, ScenarioError> {
+    pub(crate) fn rate(&self, v: &Spanned<String>, what: &str) -> Result<Bandwidth, ScenarioError> {
         v.get_ref()
             .parse::<Bandwidth>()
             .map_err(|e| self.err(sp(v), K::Value, format!("{what}: {e}")))
     }
 
-    fn probability(&self, v: &Option<Spanned<f64>>, what: &str) -> Result<f64, ScenarioError> {
+    pub(crate) fn probability(
+        &self,
+        v: &Option<Spanned<f64>>,
+        what: &str,
+    ) -> Result<f64, ScenarioError> {
         match v {
             None => Ok(0.0),
             Some(p) if (0.0..=1.0).contains(p.get_ref()) => Ok(*p.get_ref()),
@@ -327,7 +350,7 @@ impl Builder<'_> {
         }
     }
 
-    fn scale(&self, v: &Option<Spanned<f64>>) -> Result<f64, ScenarioError> {
+    pub(crate) fn scale(&self, v: &Option<Spanned<f64>>) -> Result<f64, ScenarioError> {
         match v {
             None => Ok(1.0),
             Some(s) if s.get_ref().is_finite() && *s.get_ref() >= 0.0 => Ok(*s.get_ref()),
@@ -335,7 +358,7 @@ impl Builder<'_> {
         }
     }
 
-    fn trace(
+    pub(crate) fn trace(
         &self,
         path: &Spanned<String>,
         format: &Option<Spanned<String>>,
@@ -377,7 +400,11 @@ impl Builder<'_> {
         Ok((resolved, schedule))
     }
 
-    fn names(&self, items: &[&Spanned<String>], what: &str) -> Result<Vec<String>, ScenarioError> {
+    pub(crate) fn names(
+        &self,
+        items: &[&Spanned<String>],
+        what: &str,
+    ) -> Result<Vec<String>, ScenarioError> {
         let mut out: Vec<String> = Vec::with_capacity(items.len());
         if items.len() > MAX_ELEMENTS {
             return Err(self.err(None, K::Value, format!("more than {MAX_ELEMENTS} {what}s")));
@@ -496,46 +523,12 @@ impl Builder<'_> {
                 format!("{ctx}: give exactly one of rate, trace or synthetic"),
             ));
         }
-        let capacity = if let Some(r) = &l.rate {
-            CapacitySpec::Constant(self.rate(r, &format!("{ctx} rate"))?)
-        } else if let Some(t) = &l.trace {
-            let (path, schedule) = self.trace(t, &l.trace_format, &l.trace_bin, &l.scale)?;
-            CapacitySpec::Trace { path, schedule }
-        } else if let Some(s) = &l.synthetic {
-            let s = s.get_ref();
-            let mean = self.rate(&s.mean, &format!("{ctx} synthetic mean"))?;
-            let cov = *s.cov.get_ref();
-            if !(0.0..=10.0).contains(&cov) {
-                return Err(self.err(
-                    sp(&s.cov),
-                    K::Value,
-                    format!("{ctx}: cov must be between 0 and 10"),
-                ));
-            }
-            let corr_time = match &s.corr_time {
-                None => DEFAULT_CORR_TIME,
-                Some(c) => self.duration(c, "corr_time")?,
-            };
-            let step = match &s.step {
-                None => DEFAULT_SYNTHETIC_STEP,
-                Some(c) => self.duration(c, "step")?,
-            };
-            if corr_time.is_zero() || step.is_zero() {
-                return Err(self.err(
-                    sp(&l.name),
-                    K::Value,
-                    format!("{ctx}: corr_time and step must be positive"),
-                ));
-            }
-            CapacitySpec::Synthetic(SyntheticSpec {
-                mean,
-                cov,
-                corr_time,
-                step,
-            })
-        } else {
-            unreachable_capacity()
-        };
+        let capacity = self.capacity(
+            &ctx,
+            &l.rate,
+            (&l.trace, &l.trace_format, &l.trace_bin, &l.scale),
+            &l.synthetic,
+        )?;
         let delay = match &l.delay {
             None => Duration::ZERO,
             Some(d) => self.duration(d, &format!("{ctx} delay"))?,
@@ -562,7 +555,59 @@ impl Builder<'_> {
         })
     }
 
-    fn queue(&self, q: &Spanned<String>, ctx: &str) -> Result<QueueSpec, ScenarioError> {
+    /// A capacity from exactly one of `rate`, `trace` (with its format, bin
+    /// and scale) or `synthetic` (the caller checks that one is given).
+    pub(crate) fn capacity(
+        &self,
+        ctx: &str,
+        rate: &Option<Spanned<String>>,
+        trace: TraceKeys<'_>,
+        synthetic: &Option<Spanned<RawSynthetic>>,
+    ) -> Result<CapacitySpec, ScenarioError> {
+        let capacity = if let Some(r) = rate {
+            CapacitySpec::Constant(self.rate(r, &format!("{ctx} rate"))?)
+        } else if let Some(t) = trace.0 {
+            let (path, schedule) = self.trace(t, trace.1, trace.2, trace.3)?;
+            CapacitySpec::Trace { path, schedule }
+        } else if let Some(spanned) = synthetic {
+            let s = spanned.get_ref();
+            let mean = self.rate(&s.mean, &format!("{ctx} synthetic mean"))?;
+            let cov = *s.cov.get_ref();
+            if !(0.0..=10.0).contains(&cov) {
+                return Err(self.err(
+                    sp(&s.cov),
+                    K::Value,
+                    format!("{ctx}: cov must be between 0 and 10"),
+                ));
+            }
+            let corr_time = match &s.corr_time {
+                None => DEFAULT_CORR_TIME,
+                Some(c) => self.duration(c, "corr_time")?,
+            };
+            let step = match &s.step {
+                None => DEFAULT_SYNTHETIC_STEP,
+                Some(c) => self.duration(c, "step")?,
+            };
+            if corr_time.is_zero() || step.is_zero() {
+                return Err(self.err(
+                    sp(spanned),
+                    K::Value,
+                    format!("{ctx}: corr_time and step must be positive"),
+                ));
+            }
+            CapacitySpec::Synthetic(SyntheticSpec {
+                mean,
+                cov,
+                corr_time,
+                step,
+            })
+        } else {
+            unreachable_capacity()
+        };
+        Ok(capacity)
+    }
+
+    pub(crate) fn queue(&self, q: &Spanned<String>, ctx: &str) -> Result<QueueSpec, ScenarioError> {
         let text = q.get_ref().trim();
         if let Ok(d) = text.parse::<Duration>() {
             return Ok(QueueSpec::Time(d));

@@ -7,15 +7,28 @@
 //! | [`node`] | [`SessionNode`], [`RelayNode`], the address/route table [`Peers`] |
 //! | [`apps`] | source workloads (constant rate, greedy, video frames) and the checking sink |
 //! | [`setup`] | building a simulation from paths, hops, relays, streams and cross traffic |
+//! | [`scenario`] | session scenarios in TOML (`braid sim session FILE`) |
+//! | [`frames`] | video frame-size traces (MMGC, ASU) for frame sources |
+//! | [`report`] | running a session and summarising it per stream and per path |
+//! | [`render`] | the summary as a table, CSV and SVG |
 //!
 //! The session learns what each path can carry only by measuring what its
 //! connections deliver: link capacities and cross traffic are never shown
 //! to it.
 
 pub mod apps;
+pub mod frames;
 pub mod node;
+mod raw;
+pub mod render;
+pub mod report;
+pub mod scenario;
 pub mod setup;
 
-pub use apps::{payload, SinkApp, SourceApp, SourceStream, StreamDigest, Workload};
+pub use apps::{
+    payload, payload_matches, SinkApp, SourceApp, SourceStream, StreamDigest, Workload,
+};
 pub use node::{Peer, Peers, RelayNode, SessionApp, SessionNode};
+pub use report::{PathReport, SessionReport, StreamReport};
+pub use scenario::SessionScenario;
 pub use setup::{build, Built, CrossDef, HopDef, PathDef, SessionSim};

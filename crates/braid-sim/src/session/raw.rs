@@ -1,0 +1,119 @@
+//! The session scenario file as written: serde structures with source
+//! spans (the format is documented on [`super::scenario`]).
+//!
+//! Every value checked after parsing is a [`toml::Spanned`] so an error can
+//! name its line; unknown keys are rejected (`deny_unknown_fields`).
+
+use crate::scenario::raw::RawSynthetic;
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The top level of a session scenario.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSession {
+    pub name: Option<String>,
+    pub seed: Option<u64>,
+    pub duration: Spanned<String>,
+    pub warmup: Option<Spanned<String>>,
+    pub scheduler: Option<Spanned<String>>,
+    #[serde(default, rename = "path")]
+    pub paths: Vec<RawPath>,
+    #[serde(default, rename = "stream")]
+    pub streams: Vec<RawStream>,
+}
+
+/// One `[[path]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPath {
+    pub name: Spanned<String>,
+    pub rate: Option<Spanned<String>>,
+    pub trace: Option<Spanned<String>>,
+    pub trace_format: Option<Spanned<String>>,
+    pub trace_bin: Option<Spanned<String>>,
+    pub scale: Option<Spanned<f64>>,
+    pub synthetic: Option<Spanned<RawSynthetic>>,
+    pub delay: Option<Spanned<String>>,
+    pub loss: Option<Spanned<f64>>,
+    pub queue: Option<Spanned<String>>,
+    pub relays: Option<Spanned<u32>>,
+    pub cross: Option<Spanned<RawCross>>,
+    pub cut: Option<Spanned<RawCut>>,
+}
+
+/// `cross = { rate | trace (+ trace_format, trace_bin, scale) | synthetic, packet }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCross {
+    pub rate: Option<Spanned<String>>,
+    pub trace: Option<Spanned<String>>,
+    pub trace_format: Option<Spanned<String>>,
+    pub trace_bin: Option<Spanned<String>>,
+    pub scale: Option<Spanned<f64>>,
+    pub synthetic: Option<Spanned<RawSynthetic>>,
+    pub packet: Option<Spanned<u32>>,
+}
+
+/// `cut = { at = "20s", for = "5s" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawCut {
+    pub at: Spanned<String>,
+    #[serde(rename = "for")]
+    pub length: Spanned<String>,
+}
+
+/// One `[[stream]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStream {
+    pub name: Spanned<String>,
+    pub kind: Spanned<String>,
+    pub rate: Option<Spanned<String>>,
+    pub probability: Option<Spanned<f64>>,
+    pub x: Option<Spanned<u32>>,
+    pub y: Option<Spanned<u32>>,
+    pub window: Option<Spanned<String>>,
+    pub size: Option<Spanned<u32>>,
+    pub max_misses: Option<Spanned<f64>>,
+    pub weight: Option<Spanned<u64>>,
+    pub delivery: Option<Spanned<String>>,
+    pub deadline: Option<Spanned<String>>,
+    pub rtt: Option<Spanned<RawRttBound>>,
+    pub loss: Option<Spanned<RawLossBound>>,
+    pub pin: Option<Spanned<Vec<Spanned<String>>>>,
+    pub copies: Option<Spanned<u8>>,
+    pub inflight: Option<Spanned<u32>>,
+    pub source: Option<Spanned<RawSource>>,
+    pub start: Option<Spanned<String>>,
+    pub stop: Option<Spanned<String>>,
+}
+
+/// `rtt = { max = "60ms", probability = 0.9 }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRttBound {
+    pub max: Spanned<String>,
+    pub probability: Spanned<f64>,
+}
+
+/// `loss = { max = 0.01, probability = 0.9 }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLossBound {
+    pub max: Spanned<f64>,
+    pub probability: Spanned<f64>,
+}
+
+/// `source = { kind = "cbr" | "greedy" | "frames", … }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSource {
+    pub kind: Spanned<String>,
+    pub rate: Option<Spanned<String>>,
+    pub size: Option<Spanned<u32>>,
+    pub trace: Option<Spanned<String>>,
+    pub format: Option<Spanned<String>>,
+    pub fps: Option<Spanned<f64>>,
+}

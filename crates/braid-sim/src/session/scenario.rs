@@ -1,0 +1,826 @@
+//! Session scenarios: paths, relays, cross traffic, cuts and streams with
+//! their specs and sources, described in TOML (issue 10 §2; the streams
+//! and guarantees of seed 000 §III-B and §V-A).
+//!
+//! Main types: [`SessionScenario`] (validated, traces loaded),
+//! [`SessionPathSpec`], [`CrossSpec`]. It becomes a runnable
+//! [`SessionSim`] with [`SessionScenario::sim`]. Errors are the simulator's
+//! [`ScenarioError`]: one line naming the file and, where known, the line.
+//!
+//! Invariants of a [`SessionScenario`]: path and stream names are unique;
+//! every pinned path exists; every stream config passed
+//! [`StreamConfig::validate`]; relative trace paths were resolved against
+//! the scenario file's directory and every trace loaded.
+//!
+//! # Format
+//! ```toml
+//! name = "two paths"          # optional (default: the file name)
+//! seed = 1                    # optional (default 1); --seed / BRAID_SIM_SEED override
+//! duration = "40s"
+//! warmup = "5s"               # optional: 1 s windows before it are left out of the report
+//!                             # (default 5 s, at most a quarter of the run)
+//! scheduler = "pgos"          # optional: pgos | msfq | wfq | rr | minrtt (--scheduler overrides)
+//!
+//! [[path]]
+//! name = "a"
+//! rate = "20mbit"             # exactly one of rate, trace, synthetic (as for [[link]]):
+//! # trace = "../../shared/data/traces/norway_hsdpa/norway_bus_11"
+//! # trace_format = "series"; trace_bin = "100ms"; scale = 4.0
+//! # synthetic = { mean = "20mbit", cov = 0.3, corr_time = "2s", step = "100ms" }
+//! delay = "10ms"              # one way, per hop (default 0)
+//! loss = 0.0                  # random loss on the forward links (default 0)
+//! queue = "100ms"             # per link: bytes or a time at the mean rate (default 100 ms)
+//! relays = 1                  # optional: N + 1 hops of this link with a relay between hops
+//! cross = { trace = "../../shared/data/traces/x", scale = 0.5, trace_bin = "100ms", packet = 1200 }
+//! # cross = { rate = "5mbit" } | { synthetic = { mean = "5mbit", cov = 0.5 } }
+//! #                           # cross traffic on the path's FIRST hop (source side)
+//! cut = { at = "20s", for = "5s" }  # optional: the first hop, both ways, is cut
+//!
+//! [[stream]]
+//! name = "critical"
+//! kind = "rate"               # rate | window | violation | best-effort
+//! rate = "3mbit"              # rate: rate, probability
+//! probability = 0.95
+//! # window:      x = 8, y = 10, window = "100ms", size = 1000, probability = 0.9
+//! # violation:   x = 8, window = "100ms", size = 1000, max_misses = 0.5
+//! # best-effort: weight = 1 (default 1)
+//! delivery = "reliable"       # reliable (default) | unreliable | deadline (+ deadline = "150ms")
+//! rtt = { max = "60ms", probability = 0.9 }     # optional per-path bounds
+//! loss = { max = 0.01, probability = 0.9 }
+//! pin = ["a"]                 # optional: only these paths
+//! copies = 2                  # optional: 1 (default) or 2
+//! inflight = 4096             # optional: messages in flight (StreamConfig::window)
+//! source = { kind = "cbr", rate = "3mbit", size = 1000 }
+//! # source = { kind = "greedy", size = 1200 }
+//! # source = { kind = "frames", trace = "../../shared/data/video/mmgc2019_live_sports/frame_trace_0",
+//! #            size = 1200, fps = 24, format = "mmgc" }   # fps, format: default from the trace
+//! start = "0s"                # default 0
+//! stop = "40s"                # default: the end
+//! ```
+//! A stream with no `source` is fed at the rate its spec asks for
+//! (constant rate, messages of the spec's `size` or 1000 bytes); a
+//! best-effort stream with no source is greedy (1200-byte messages).
+
+use super::apps::{SourceStream, Workload};
+use super::frames::{load_frames, FrameFormat};
+use super::raw::{RawCross, RawPath, RawSession, RawSource, RawStream};
+use super::setup::{CrossDef, HopDef, PathDef, SessionSim};
+use crate::build::{queue_bytes, realise_capacity};
+use crate::capacity::Capacity;
+use crate::link::LinkConfig;
+use crate::scenario::{
+    sp, Builder, CapacitySpec, Locator, QueueSpec, ScenarioError, ScenarioErrorKind as K,
+    DEFAULT_SEED, MAX_DURATION,
+};
+use braid_core::scheduler::StreamSpec;
+use braid_core::session::{Delivery, SchedulerKind, SessionConfig, StreamConfig};
+use braid_core::{Bandwidth, Duration, Instant, PathId};
+use std::path::Path;
+use toml::Spanned;
+
+/// Most paths in a session scenario (the session's own bound).
+pub const MAX_SCENARIO_PATHS: usize = braid_core::session::MAX_PATHS;
+/// Most streams in a session scenario.
+pub const MAX_SCENARIO_STREAMS: usize = 256;
+/// Most relays on one path.
+pub const MAX_RELAYS: u32 = 16;
+/// Default warm-up left out of the report's 1 s windows.
+pub const DEFAULT_WARMUP: Duration = Duration::from_secs(5);
+/// Default message size of a source with none given.
+pub const DEFAULT_MESSAGE: u32 = 1000;
+/// Default message size of a greedy source.
+pub const DEFAULT_GREEDY_MESSAGE: u32 = 1200;
+/// Default packet size of cross traffic.
+pub const DEFAULT_CROSS_PACKET: u32 = 1200;
+
+/// Cross traffic on a path's first hop.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CrossSpec {
+    /// Its rate over time.
+    pub rate: CapacitySpec,
+    /// Packet size on the wire.
+    pub packet: u32,
+}
+
+/// One validated `[[path]]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionPathSpec {
+    /// Name (unique).
+    pub name: String,
+    /// Capacity of every hop, both ways.
+    pub capacity: CapacitySpec,
+    /// One-way delay per hop.
+    pub delay: Duration,
+    /// Random loss on forward links.
+    pub loss: f64,
+    /// Queue bound of every link.
+    pub queue: QueueSpec,
+    /// Relays (the path has `relays + 1` hops).
+    pub relays: u32,
+    /// Cross traffic on the first hop.
+    pub cross: Option<CrossSpec>,
+    /// The first hop is cut (both ways) during `[from, to)`.
+    pub cut: Option<(Duration, Duration)>,
+}
+
+/// A validated session scenario (see the module docs for the format).
+#[derive(Debug, Clone)]
+pub struct SessionScenario {
+    /// Display name.
+    pub name: String,
+    /// The file it came from, as given (or `<inline>`).
+    pub file: String,
+    /// Seed of the run.
+    pub seed: u64,
+    /// Length of the run.
+    pub duration: Duration,
+    /// 1 s windows before this are left out of reports.
+    pub warmup: Duration,
+    /// The scheduler of the source.
+    pub scheduler: SchedulerKind,
+    /// The paths; path `i` is `PathId(i)`.
+    pub paths: Vec<SessionPathSpec>,
+    /// The streams; stream `i` is `StreamId(i + 1)`.
+    pub streams: Vec<SourceStream>,
+}
+
+impl SessionScenario {
+    /// Parses a scenario from text; relative paths resolve against the
+    /// current directory and errors name the file `<inline>`.
+    ///
+    /// # Errors
+    /// See [`SessionScenario::from_toml_str_at`].
+    pub fn from_toml_str(text: &str) -> Result<SessionScenario, ScenarioError> {
+        parse(text, "<inline>".to_string(), Path::new("."), "inline")
+    }
+
+    /// Parses a scenario's text as if it were the file `path`.
+    ///
+    /// # Errors
+    /// [`ScenarioError`] for malformed TOML, unknown or missing keys, a
+    /// value that does not parse or validate (a probability of 1.5), an
+    /// unknown or duplicated path or stream name, or a trace that is
+    /// missing or invalid; it names the file and, where known, the line.
+    pub fn from_toml_str_at(text: &str, path: &Path) -> Result<SessionScenario, ScenarioError> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "session".to_string());
+        parse(text, path.display().to_string(), dir, &stem)
+    }
+
+    /// Reads and parses the scenario file at `path`.
+    ///
+    /// # Errors
+    /// As [`SessionScenario::from_toml_str_at`], plus an unreadable file.
+    pub fn from_path(path: impl AsRef<Path>) -> Result<SessionScenario, ScenarioError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: path.display().to_string(),
+            line: None,
+            kind: K::Io,
+            message: e.to_string(),
+        })?;
+        Self::from_toml_str_at(&text, path)
+    }
+
+    /// The same scenario with another seed.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The same scenario with another scheduler.
+    pub fn with_scheduler(mut self, scheduler: SchedulerKind) -> Self {
+        self.scheduler = scheduler;
+        self
+    }
+
+    /// The runnable description: links per hop (named
+    /// `<path>:hop<k>:fwd|back`), cross traffic (`<path>:cross`) and the
+    /// streams. Synthetic capacities are drawn from the seed and the
+    /// path's name, so every hop of a path has the same capacity series.
+    ///
+    /// # Errors
+    /// A synthetic capacity too long to draw for the run.
+    pub fn sim(&self) -> Result<SessionSim, ScenarioError> {
+        let err = |what: String| ScenarioError {
+            file: self.file.clone(),
+            line: None,
+            kind: K::Value,
+            message: what,
+        };
+        let mut paths = Vec::with_capacity(self.paths.len());
+        let mut cross = Vec::new();
+        for (i, p) in self.paths.iter().enumerate() {
+            let capacity = realise_capacity(&p.capacity, self.seed, &p.name, self.duration)
+                .map_err(|e| err(format!("path `{}`: {e}", p.name)))?;
+            let queue = queue_bytes(p.queue, &capacity);
+            let outages = p
+                .cut
+                .map(|(a, b)| vec![(Instant::ZERO + a, Instant::ZERO + b)])
+                .unwrap_or_default();
+            let hops = (0..=p.relays)
+                .map(|k| {
+                    let link = |dir: &str, loss: f64, cut: bool| LinkConfig {
+                        loss,
+                        queue_bytes: queue,
+                        outages: if cut && k == 0 {
+                            outages.clone()
+                        } else {
+                            Vec::new()
+                        },
+                        ..LinkConfig::new(
+                            format!("{}:hop{k}:{dir}", p.name),
+                            capacity.clone(),
+                            p.delay,
+                        )
+                    };
+                    HopDef {
+                        forward: link("fwd", p.loss, true),
+                        back: link("back", 0.0, true),
+                    }
+                })
+                .collect();
+            paths.push(PathDef {
+                name: p.name.clone(),
+                hops,
+            });
+            if let Some(c) = &p.cross {
+                let label = format!("{}:cross", p.name);
+                let rate: Capacity = realise_capacity(&c.rate, self.seed, &label, self.duration)
+                    .map_err(|e| err(format!("path `{}` cross: {e}", p.name)))?;
+                cross.push(CrossDef {
+                    name: label,
+                    path: i,
+                    hop: 0,
+                    rate,
+                    packet: c.packet,
+                });
+            }
+        }
+        Ok(SessionSim {
+            name: self.name.clone(),
+            seed: self.seed,
+            duration: self.duration,
+            bin: Duration::from_secs(1),
+            paths,
+            streams: self.streams.clone(),
+            cross,
+            config: SessionConfig {
+                scheduler: self.scheduler,
+                ..SessionConfig::default()
+            },
+        })
+    }
+}
+
+fn parse(
+    text: &str,
+    file: String,
+    dir: &Path,
+    stem: &str,
+) -> Result<SessionScenario, ScenarioError> {
+    let loc = Locator { file, text };
+    let raw: RawSession =
+        toml::from_str(text).map_err(|e| loc.err(e.span(), K::Syntax, e.message().to_string()))?;
+    let b = Builder { loc: &loc, dir };
+    Session { b: &b }.build(raw, stem)
+}
+
+struct Session<'a> {
+    b: &'a Builder<'a>,
+}
+
+/// A probability strictly inside (0, 1), as the specs need.
+fn open_probability(b: &Builder<'_>, p: &Spanned<f64>, what: &str) -> Result<f64, ScenarioError> {
+    let v = *p.get_ref();
+    if v > 0.0 && v < 1.0 {
+        Ok(v)
+    } else {
+        Err(b.err(
+            sp(p),
+            K::Value,
+            format!("{what} must be strictly between 0 and 1, got {v}"),
+        ))
+    }
+}
+
+impl Session<'_> {
+    fn build(&self, raw: RawSession, stem: &str) -> Result<SessionScenario, ScenarioError> {
+        let b = self.b;
+        let duration = b.duration(&raw.duration, "duration")?;
+        if duration < Duration::from_secs(1) || duration > MAX_DURATION {
+            return Err(b.err(
+                sp(&raw.duration),
+                K::Value,
+                format!("duration must be between 1s and {MAX_DURATION}"),
+            ));
+        }
+        let warmup = match &raw.warmup {
+            None => DEFAULT_WARMUP.min(Duration::from_nanos(duration.as_nanos() / 4)),
+            Some(w) => {
+                let d = b.duration(w, "warmup")?;
+                if d >= duration {
+                    return Err(b.err(sp(w), K::Value, "warmup must be shorter than the run"));
+                }
+                d
+            }
+        };
+        let scheduler = match &raw.scheduler {
+            None => SchedulerKind::default(),
+            Some(s) => s
+                .get_ref()
+                .parse::<SchedulerKind>()
+                .map_err(|e| b.err(sp(s), K::Value, e.to_string()))?,
+        };
+        if raw.paths.is_empty() {
+            return Err(b.err(None, K::Value, "a session needs at least one [[path]]"));
+        }
+        if raw.paths.len() > MAX_SCENARIO_PATHS {
+            return Err(b.err(
+                None,
+                K::Value,
+                format!("more than {MAX_SCENARIO_PATHS} paths"),
+            ));
+        }
+        if raw.streams.is_empty() {
+            return Err(b.err(None, K::Value, "a session needs at least one [[stream]]"));
+        }
+        if raw.streams.len() > MAX_SCENARIO_STREAMS {
+            return Err(b.err(
+                None,
+                K::Value,
+                format!("more than {MAX_SCENARIO_STREAMS} streams"),
+            ));
+        }
+        let path_names = b.names(
+            &raw.paths.iter().map(|p| &p.name).collect::<Vec<_>>(),
+            "path",
+        )?;
+        b.names(
+            &raw.streams.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            "stream",
+        )?;
+        let mut paths = Vec::with_capacity(raw.paths.len());
+        for p in &raw.paths {
+            paths.push(self.path(p, duration)?);
+        }
+        let mut streams = Vec::with_capacity(raw.streams.len());
+        for s in &raw.streams {
+            streams.push(self.stream(s, &path_names, duration)?);
+        }
+        Ok(SessionScenario {
+            name: raw.name.unwrap_or_else(|| stem.to_string()),
+            file: b.loc.file.clone(),
+            seed: raw.seed.unwrap_or(DEFAULT_SEED),
+            duration,
+            warmup,
+            scheduler,
+            paths,
+            streams,
+        })
+    }
+
+    fn one_capacity(
+        &self,
+        ctx: &str,
+        span: Option<std::ops::Range<usize>>,
+        given: [bool; 3],
+    ) -> Result<(), ScenarioError> {
+        if given.iter().filter(|&&g| g).count() != 1 {
+            return Err(self.b.err(
+                span,
+                K::Value,
+                format!("{ctx}: give exactly one of rate, trace or synthetic"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn path(&self, p: &RawPath, duration: Duration) -> Result<SessionPathSpec, ScenarioError> {
+        let b = self.b;
+        let name = p.name.get_ref().trim().to_string();
+        let ctx = format!("path `{name}`");
+        self.one_capacity(
+            &ctx,
+            sp(&p.name),
+            [p.rate.is_some(), p.trace.is_some(), p.synthetic.is_some()],
+        )?;
+        let capacity = b.capacity(
+            &ctx,
+            &p.rate,
+            (&p.trace, &p.trace_format, &p.trace_bin, &p.scale),
+            &p.synthetic,
+        )?;
+        let delay = match &p.delay {
+            None => Duration::ZERO,
+            Some(d) => b.duration(d, &format!("{ctx} delay"))?,
+        };
+        let queue = match &p.queue {
+            None => QueueSpec::Default,
+            Some(q) => b.queue(q, &ctx)?,
+        };
+        let relays = match &p.relays {
+            None => 0,
+            Some(r) if *r.get_ref() <= MAX_RELAYS => *r.get_ref(),
+            Some(r) => {
+                return Err(b.err(
+                    sp(r),
+                    K::Value,
+                    format!("{ctx}: at most {MAX_RELAYS} relays"),
+                ))
+            }
+        };
+        let cross = match &p.cross {
+            None => None,
+            Some(c) => Some(self.cross(c, &ctx)?),
+        };
+        let cut = match &p.cut {
+            None => None,
+            Some(c) => {
+                let c = c.get_ref();
+                let at = b.duration(&c.at, &format!("{ctx} cut at"))?;
+                let len = b.duration(&c.length, &format!("{ctx} cut for"))?;
+                if len.is_zero() || at >= duration {
+                    return Err(b.err(
+                        sp(&c.at),
+                        K::Value,
+                        format!("{ctx}: a cut must start within the run and last a while"),
+                    ));
+                }
+                Some((at, at + len))
+            }
+        };
+        Ok(SessionPathSpec {
+            name,
+            capacity,
+            delay,
+            loss: b.probability(&p.loss, "loss")?,
+            queue,
+            relays,
+            cross,
+            cut,
+        })
+    }
+
+    fn cross(&self, c: &Spanned<RawCross>, ctx: &str) -> Result<CrossSpec, ScenarioError> {
+        let b = self.b;
+        let ctx = format!("{ctx} cross");
+        let r = c.get_ref();
+        self.one_capacity(
+            &ctx,
+            sp(c),
+            [r.rate.is_some(), r.trace.is_some(), r.synthetic.is_some()],
+        )?;
+        let rate = b.capacity(
+            &ctx,
+            &r.rate,
+            (&r.trace, &r.trace_format, &r.trace_bin, &r.scale),
+            &r.synthetic,
+        )?;
+        let packet = match &r.packet {
+            None => DEFAULT_CROSS_PACKET,
+            Some(p) if (crate::wire::HEADER_LEN as u32..=65_535).contains(p.get_ref()) => {
+                *p.get_ref()
+            }
+            Some(p) => {
+                return Err(b.err(
+                    sp(p),
+                    K::Value,
+                    format!(
+                        "{ctx}: packet must be between {} and 65535 bytes",
+                        crate::wire::HEADER_LEN
+                    ),
+                ))
+            }
+        };
+        Ok(CrossSpec { rate, packet })
+    }
+
+    fn need<'v, T>(
+        &self,
+        v: &'v Option<Spanned<T>>,
+        s: &RawStream,
+        ctx: &str,
+        key: &str,
+    ) -> Result<&'v Spanned<T>, ScenarioError> {
+        v.as_ref().ok_or_else(|| {
+            self.b.err(
+                sp(&s.kind),
+                K::Value,
+                format!("{ctx}: kind {:?} needs `{key}`", s.kind.get_ref()),
+            )
+        })
+    }
+
+    fn spec(&self, s: &RawStream, ctx: &str) -> Result<StreamSpec, ScenarioError> {
+        let b = self.b;
+        let prob = |v: &Option<Spanned<f64>>| -> Result<f64, ScenarioError> {
+            open_probability(
+                b,
+                self.need(v, s, ctx, "probability")?,
+                &format!("{ctx} probability"),
+            )
+        };
+        let window = |v: &Option<Spanned<String>>| -> Result<Duration, ScenarioError> {
+            b.duration(self.need(v, s, ctx, "window")?, &format!("{ctx} window"))
+        };
+        let count = |v: &Option<Spanned<u32>>, key: &str| -> Result<u32, ScenarioError> {
+            Ok(*self.need(v, s, ctx, key)?.get_ref())
+        };
+        let spec =
+            match s.kind.get_ref().as_str() {
+                "rate" => {
+                    let r = self.need(&s.rate, s, ctx, "rate")?;
+                    StreamSpec::min_rate(b.rate(r, &format!("{ctx} rate"))?, prob(&s.probability)?)
+                }
+                "window" => StreamSpec::window(
+                    count(&s.x, "x")?,
+                    count(&s.y, "y")?,
+                    window(&s.window)?,
+                    count(&s.size, "size")?,
+                    prob(&s.probability)?,
+                ),
+                "violation" => {
+                    let m = *self.need(&s.max_misses, s, ctx, "max_misses")?.get_ref();
+                    StreamSpec::violation_bound(
+                        count(&s.x, "x")?,
+                        window(&s.window)?,
+                        count(&s.size, "size")?,
+                        m,
+                    )
+                }
+                "best-effort" | "best_effort" => {
+                    StreamSpec::best_effort(s.weight.as_ref().map_or(1, |w| *w.get_ref()))
+                }
+                other => return Err(b.err(
+                    sp(&s.kind),
+                    K::Value,
+                    format!(
+                        "{ctx}: unknown kind {other:?}: use rate, window, violation or best-effort"
+                    ),
+                )),
+            };
+        spec.map_err(|e| b.err(sp(&s.kind), K::Value, format!("{ctx}: {e}")))
+    }
+
+    fn stream(
+        &self,
+        s: &RawStream,
+        paths: &[String],
+        duration: Duration,
+    ) -> Result<SourceStream, ScenarioError> {
+        let b = self.b;
+        let name = s.name.get_ref().trim().to_string();
+        let ctx = format!("stream `{name}`");
+        let spec = self.spec(s, &ctx)?;
+        let delivery =
+            match s.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
+                None | Some((_, "reliable")) => Delivery::Reliable,
+                Some((_, "unreliable")) => Delivery::Unreliable,
+                Some((d, "deadline")) => {
+                    let Some(t) = &s.deadline else {
+                        return Err(b.err(
+                            sp(d),
+                            K::Value,
+                            format!("{ctx}: delivery = \"deadline\" needs `deadline`"),
+                        ));
+                    };
+                    Delivery::Deadline {
+                        ttl: b.duration(t, &format!("{ctx} deadline"))?,
+                    }
+                }
+                Some((d, other)) => return Err(b.err(
+                    sp(d),
+                    K::Value,
+                    format!(
+                        "{ctx}: unknown delivery {other:?}: use reliable, unreliable or deadline"
+                    ),
+                )),
+            };
+        if let (Some(t), false) = (&s.deadline, matches!(delivery, Delivery::Deadline { .. })) {
+            return Err(b.err(
+                sp(t),
+                K::Value,
+                format!("{ctx}: `deadline` needs delivery = \"deadline\""),
+            ));
+        }
+        let mut config = StreamConfig::new(spec).with_delivery(delivery);
+        if let Some(r) = &s.rtt {
+            let r = r.get_ref();
+            config = config.with_rtt(
+                b.duration(&r.max, &format!("{ctx} rtt max"))?,
+                open_probability(b, &r.probability, &format!("{ctx} rtt probability"))?,
+            );
+        }
+        if let Some(l) = &s.loss {
+            let l = l.get_ref();
+            let max = *l.max.get_ref();
+            if !(0.0..=1.0).contains(&max) {
+                return Err(b.err(
+                    sp(&l.max),
+                    K::Value,
+                    format!("{ctx}: loss max must be between 0 and 1, got {max}"),
+                ));
+            }
+            config = config.with_loss(
+                max,
+                open_probability(b, &l.probability, &format!("{ctx} loss probability"))?,
+            );
+        }
+        if let Some(pin) = &s.pin {
+            let mut ids = Vec::new();
+            for n in pin.get_ref() {
+                let name = n.get_ref().trim();
+                let Some(i) = paths.iter().position(|p| p == name) else {
+                    return Err(b.err(
+                        sp(n),
+                        K::Undefined,
+                        format!(
+                            "{ctx}: pin names undefined path `{name}` (paths: {})",
+                            paths.join(", ")
+                        ),
+                    ));
+                };
+                ids.push(PathId(i as u32));
+            }
+            config = config.pinned_to(ids);
+        }
+        if let Some(c) = &s.copies {
+            config = config.with_copies(*c.get_ref());
+        }
+        if let Some(w) = &s.inflight {
+            config = config.with_window(*w.get_ref());
+        }
+        config.validate().map_err(|e| {
+            let span =
+                s.copies
+                    .as_ref()
+                    .filter(|_| matches!(e, braid_core::session::StreamConfigError::Copies(_)))
+                    .map(|c| c.span())
+                    .or_else(|| {
+                        s.inflight.as_ref().map(|w| w.span()).filter(|_| {
+                            matches!(e, braid_core::session::StreamConfigError::Window(_))
+                        })
+                    })
+                    .or_else(|| {
+                        s.deadline
+                            .as_ref()
+                            .map(|d| d.span())
+                            .filter(|_| matches!(e, braid_core::session::StreamConfigError::Ttl(_)))
+                    })
+                    .unwrap_or_else(|| s.name.span());
+            b.err(Some(span), K::Value, format!("{ctx}: {e}"))
+        })?;
+        let workload = match &s.source {
+            Some(src) => self.source(src, &ctx)?,
+            None => default_workload(&config.spec),
+        };
+        let start = match &s.start {
+            None => Duration::ZERO,
+            Some(t) => b.duration(t, &format!("{ctx} start"))?,
+        };
+        let stop = match &s.stop {
+            None => duration,
+            Some(t) => b.duration(t, &format!("{ctx} stop"))?.min(duration),
+        };
+        if stop <= start {
+            return Err(b.err(
+                sp(&s.name),
+                K::Value,
+                format!("{ctx}: stop must be after start"),
+            ));
+        }
+        Ok(SourceStream {
+            name,
+            config,
+            workload,
+            start: Instant::ZERO + start,
+            stop: Instant::ZERO + stop,
+        })
+    }
+
+    fn source(&self, src: &Spanned<RawSource>, ctx: &str) -> Result<Workload, ScenarioError> {
+        let b = self.b;
+        let r = src.get_ref();
+        let ctx = format!("{ctx} source");
+        let size = |default: u32| -> Result<u32, ScenarioError> {
+            match &r.size {
+                None => Ok(default),
+                Some(s)
+                    if (1..=braid_core::session::SessionConfig::default().max_message as u32)
+                        .contains(s.get_ref()) =>
+                {
+                    Ok(*s.get_ref())
+                }
+                Some(s) => Err(b.err(
+                    sp(s),
+                    K::Value,
+                    format!("{ctx}: size must be between 1 byte and 1 MiB"),
+                )),
+            }
+        };
+        let need = |v: bool, key: &str| -> Result<(), ScenarioError> {
+            if v {
+                Ok(())
+            } else {
+                Err(b.err(
+                    sp(&r.kind),
+                    K::Value,
+                    format!("{ctx}: kind {:?} needs `{key}`", r.kind.get_ref()),
+                ))
+            }
+        };
+        Ok(match r.kind.get_ref().as_str() {
+            "cbr" => {
+                need(r.rate.is_some(), "rate")?;
+                let rate = r.rate.as_ref().map(|v| b.rate(v, &format!("{ctx} rate")));
+                let rate = rate.unwrap_or(Ok(Bandwidth::ZERO))?;
+                if rate == Bandwidth::ZERO {
+                    return Err(b.err(
+                        sp(&r.kind),
+                        K::Value,
+                        format!("{ctx}: rate must be positive"),
+                    ));
+                }
+                Workload::Cbr {
+                    rate,
+                    size: size(DEFAULT_MESSAGE)?,
+                }
+            }
+            "greedy" => Workload::Greedy {
+                size: size(DEFAULT_GREEDY_MESSAGE)?,
+            },
+            "frames" => {
+                need(r.trace.is_some(), "trace")?;
+                let Some(t) = &r.trace else {
+                    return Err(b.err(sp(&r.kind), K::Value, format!("{ctx}: needs `trace`")));
+                };
+                let format = match &r.format {
+                    None => None,
+                    Some(f) => Some(FrameFormat::parse(f.get_ref()).ok_or_else(|| {
+                        b.err(
+                            sp(f),
+                            K::Value,
+                            format!("{ctx}: unknown format {:?}: use mmgc or asu", f.get_ref()),
+                        )
+                    })?),
+                };
+                let file = b.dir.join(t.get_ref());
+                let trace = load_frames(&file, format).map_err(|e| {
+                    let what = match &e {
+                        super::frames::FrameTraceError::Io { .. } => "cannot read frame trace",
+                        _ => "bad frame trace",
+                    };
+                    b.err(sp(t), K::Trace, format!("{what} {e}"))
+                })?;
+                let fps = match &r.fps {
+                    None => trace.fps,
+                    Some(f)
+                        if f.get_ref().is_finite()
+                            && *f.get_ref() > 0.0
+                            && *f.get_ref() <= 1000.0 =>
+                    {
+                        *f.get_ref()
+                    }
+                    Some(f) => {
+                        return Err(b.err(
+                            sp(f),
+                            K::Value,
+                            format!("{ctx}: fps must be in (0, 1000]"),
+                        ))
+                    }
+                };
+                Workload::Frames {
+                    frames: trace.sizes,
+                    period: Duration::from_nanos((1e9 / fps).round() as u64),
+                    size: size(DEFAULT_GREEDY_MESSAGE)?,
+                }
+            }
+            other => {
+                return Err(b.err(
+                    sp(&r.kind),
+                    K::Value,
+                    format!("{ctx}: unknown kind {other:?}: use cbr, greedy or frames"),
+                ))
+            }
+        })
+    }
+}
+
+/// What feeds a stream with no `source`: its spec's rate, or greedy.
+fn default_workload(spec: &StreamSpec) -> Workload {
+    let size = match *spec {
+        StreamSpec::Window { message_size, .. }
+        | StreamSpec::ViolationBound { message_size, .. } => message_size,
+        _ => DEFAULT_MESSAGE,
+    };
+    match spec.required_rate() {
+        Some(rate) => Workload::Cbr { rate, size },
+        None => Workload::Greedy {
+            size: DEFAULT_GREEDY_MESSAGE,
+        },
+    }
+}
