@@ -18,8 +18,9 @@ pub struct Cli {
 /// What braid can do.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the built-in demonstration: a simulated variable-rate path and the
-    /// predictor study on its throughput series (needs no files).
+    /// Run the built-in demonstration (needs no files): three streams with
+    /// guarantees over two simulated paths with cross traffic, PGOS and MSFQ
+    /// side by side.
     Demo(crate::cmd::demo::DemoArgs),
     /// Deterministic network simulation.
     #[command(subcommand)]

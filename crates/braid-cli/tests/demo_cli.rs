@@ -1,5 +1,8 @@
-//! `braid demo`, the README's quick start: it needs no files, its output is
-//! byte-identical for one seed, and a bad flag is one clear line.
+//! `braid demo`, the README's quick start: the session (three streams over
+//! two simulated paths, PGOS and MSFQ side by side) needs no files, its
+//! output is byte-identical for one seed, and a bad flag is one clear line.
+
+mod common;
 
 use std::process::Command;
 
@@ -15,8 +18,68 @@ fn braid(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn demo_runs_without_files_and_is_reproducible() {
-    let a = braid(&["demo", "--duration", "60s"]);
-    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    let a = braid(&["demo", "--duration", "12s"]);
+    common::assert_ok(&a, "demo");
+    let text = String::from_utf8_lossy(&a.stdout);
+    for needle in [
+        "seed 1",
+        "critical",
+        "window",
+        "bulk",
+        "PGOS mean",
+        "MSFQ mean",
+        "held",
+        "short",
+        "long",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    // Every stream row says whether its guarantee held (best effort: "-").
+    for stream in ["critical", "window"] {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(stream))
+            .unwrap_or_else(|| panic!("no {stream} row in:\n{text}"));
+        assert!(row.contains("yes") || row.contains("NO"), "{stream}: {row}");
+    }
+    let b = braid(&["demo", "--duration", "12s"]);
+    assert_eq!(a.stdout, b.stdout, "same seed must give identical output");
+    let c = braid(&["demo", "--duration", "12s", "--seed", "2"]);
+    common::assert_ok(&c, "demo --seed 2");
+    assert_ne!(a.stdout, c.stdout, "another seed draws other cross traffic");
+}
+
+#[test]
+fn demo_writes_a_plot_of_both_schedulers() {
+    let svg = std::env::temp_dir().join(format!("braid-demo-{}.svg", std::process::id()));
+    let out = braid(&["demo", "--duration", "10s", "--svg", svg.to_str().unwrap()]);
+    common::assert_ok(&out, "demo --svg");
+    let text = std::fs::read_to_string(&svg).expect("svg written");
+    let _ = std::fs::remove_file(&svg);
+    assert!(text.starts_with("<svg"), "{}", &text[..text.len().min(80)]);
+    for needle in [
+        "critical (pgos)",
+        "critical (msfq)",
+        "bulk (msfq)",
+        "critical target",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?}");
+    }
+}
+
+#[test]
+fn demo_rejects_a_duration_out_of_range() {
+    let out = braid(&["demo", "--duration", "2s"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+    assert!(err.contains("outside"), "{err}");
+}
+
+#[test]
+fn the_predictor_study_stays_reachable_without_files() {
+    let a = braid(&["eval", "synthetic", "--duration", "60s"]);
+    common::assert_ok(&a, "eval synthetic");
     let text = String::from_utf8_lossy(&a.stdout);
     for needle in [
         "seed 1",
@@ -27,18 +90,11 @@ fn demo_runs_without_files_and_is_reproducible() {
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
     }
-    let b = braid(&["demo", "--duration", "60s"]);
+    let b = braid(&["eval", "synthetic", "--duration", "60s"]);
     assert_eq!(a.stdout, b.stdout, "same seed must give identical output");
-    let c = braid(&["demo", "--duration", "60s", "--seed", "2"]);
-    assert!(c.status.success());
-    assert_ne!(a.stdout, c.stdout, "another seed draws another path");
-}
-
-#[test]
-fn demo_rejects_a_duration_too_short_for_the_study() {
-    let out = braid(&["demo", "--duration", "10s"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let short = braid(&["eval", "synthetic", "--duration", "10s"]);
+    assert!(!short.status.success());
+    let err = String::from_utf8_lossy(&short.stderr);
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
     assert!(err.contains("too short"), "{err}");
 }
@@ -49,6 +105,7 @@ fn a_bad_flag_is_one_line_and_exit_code_2() {
         &["demo", "--duration", "100xs"][..],
         &["demo", "--bogus"][..],
         &["sim", "run"][..],
+        &["sim", "session"][..],
     ] {
         let out = braid(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -530,39 +530,40 @@ impl Session<'_> {
         let count = |v: &Option<Spanned<u32>>, key: &str| -> Result<u32, ScenarioError> {
             Ok(*self.need(v, s, ctx, key)?.get_ref())
         };
-        let spec =
-            match s.kind.get_ref().as_str() {
-                "rate" => {
-                    let r = self.need(&s.rate, s, ctx, "rate")?;
-                    StreamSpec::min_rate(b.rate(r, &format!("{ctx} rate"))?, prob(&s.probability)?)
-                }
-                "window" => StreamSpec::window(
+        let spec = match s.kind.get_ref().as_str() {
+            "rate" => {
+                let r = self.need(&s.rate, s, ctx, "rate")?;
+                StreamSpec::min_rate(b.rate(r, &format!("{ctx} rate"))?, prob(&s.probability)?)
+            }
+            "window" => StreamSpec::window(
+                count(&s.x, "x")?,
+                count(&s.y, "y")?,
+                window(&s.window)?,
+                count(&s.size, "size")?,
+                prob(&s.probability)?,
+            ),
+            "violation" => {
+                let m = *self.need(&s.max_misses, s, ctx, "max_misses")?.get_ref();
+                StreamSpec::violation_bound(
                     count(&s.x, "x")?,
-                    count(&s.y, "y")?,
                     window(&s.window)?,
                     count(&s.size, "size")?,
-                    prob(&s.probability)?,
-                ),
-                "violation" => {
-                    let m = *self.need(&s.max_misses, s, ctx, "max_misses")?.get_ref();
-                    StreamSpec::violation_bound(
-                        count(&s.x, "x")?,
-                        window(&s.window)?,
-                        count(&s.size, "size")?,
-                        m,
-                    )
-                }
-                "best-effort" | "best_effort" => {
-                    StreamSpec::best_effort(s.weight.as_ref().map_or(1, |w| *w.get_ref()))
-                }
-                other => return Err(b.err(
+                    m,
+                )
+            }
+            "best-effort" | "best_effort" => {
+                StreamSpec::best_effort(s.weight.as_ref().map_or(1, |w| *w.get_ref()))
+            }
+            other => {
+                return Err(b.err(
                     sp(&s.kind),
                     K::Value,
                     format!(
                         "{ctx}: unknown kind {other:?}: use rate, window, violation or best-effort"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         spec.map_err(|e| b.err(sp(&s.kind), K::Value, format!("{ctx}: {e}")))
     }
 
@@ -576,30 +577,31 @@ impl Session<'_> {
         let name = s.name.get_ref().trim().to_string();
         let ctx = format!("stream `{name}`");
         let spec = self.spec(s, &ctx)?;
-        let delivery =
-            match s.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
-                None | Some((_, "reliable")) => Delivery::Reliable,
-                Some((_, "unreliable")) => Delivery::Unreliable,
-                Some((d, "deadline")) => {
-                    let Some(t) = &s.deadline else {
-                        return Err(b.err(
-                            sp(d),
-                            K::Value,
-                            format!("{ctx}: delivery = \"deadline\" needs `deadline`"),
-                        ));
-                    };
-                    Delivery::Deadline {
-                        ttl: b.duration(t, &format!("{ctx} deadline"))?,
-                    }
+        let delivery = match s.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
+            None | Some((_, "reliable")) => Delivery::Reliable,
+            Some((_, "unreliable")) => Delivery::Unreliable,
+            Some((d, "deadline")) => {
+                let Some(t) = &s.deadline else {
+                    return Err(b.err(
+                        sp(d),
+                        K::Value,
+                        format!("{ctx}: delivery = \"deadline\" needs `deadline`"),
+                    ));
+                };
+                Delivery::Deadline {
+                    ttl: b.duration(t, &format!("{ctx} deadline"))?,
                 }
-                Some((d, other)) => return Err(b.err(
+            }
+            Some((d, other)) => {
+                return Err(b.err(
                     sp(d),
                     K::Value,
                     format!(
                         "{ctx}: unknown delivery {other:?}: use reliable, unreliable or deadline"
                     ),
-                )),
-            };
+                ))
+            }
+        };
         if let (Some(t), false) = (&s.deadline, matches!(delivery, Delivery::Deadline { .. })) {
             return Err(b.err(
                 sp(t),
