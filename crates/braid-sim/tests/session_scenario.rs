@@ -215,3 +215,38 @@ fn the_example_session_scenarios_load() {
         }
     }
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// A stream probability is taken exactly when it is inside (0, 1);
+        /// otherwise the error names the probability's own line.
+        #[test]
+        fn probabilities_are_checked_on_their_line(p in -2.0f64..3.0) {
+            let text = edited("probability = 0.9", &format!("probability = {p:?}"));
+            match parse(&text) {
+                Ok(s) => prop_assert!(p > 0.0 && p < 1.0, "{p} accepted: {:?}", s.streams[0].config.spec),
+                Err(e) => {
+                    prop_assert!(!(p > 0.0 && p < 1.0), "{p} refused: {e}");
+                    prop_assert_eq!(e.line, Some(line_of(&text, &format!("probability = {p:?}"))));
+                }
+            }
+        }
+
+        /// Whatever follows a valid scenario's keys, loading never panics
+        /// and an error is one line naming the file.
+        #[test]
+        fn arbitrary_values_never_panic(v in "[ -~]{0,24}") {
+            let text = edited(r#"delay = "10ms""#, &format!("delay = {v:?}"));
+            if let Err(e) = parse(&text) {
+                let shown = e.to_string();
+                prop_assert!(shown.starts_with("dir/s.toml"), "{}", shown);
+                prop_assert_eq!(shown.lines().count(), 1);
+            }
+        }
+    }
+}

@@ -206,3 +206,21 @@ mod tests {
         assert!(parse_frames("", Some(FrameFormat::Asu)).is_err());
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any text either reads as frames (at least two, a positive rate)
+        /// or is refused; it never panics.
+        #[test]
+        fn any_text_is_frames_or_an_error(text in "[0-9a-zA-Z .#\t\n-]{0,200}") {
+            if let Ok(t) = parse_frames(&text, None) {
+                prop_assert!(t.sizes.len() >= 2);
+                prop_assert!(t.fps > 0.0 && t.fps.is_finite());
+            }
+        }
+    }
+}

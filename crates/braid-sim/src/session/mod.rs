@@ -23,6 +23,7 @@ mod raw;
 pub mod render;
 pub mod report;
 pub mod scenario;
+mod scenario_streams;
 pub mod setup;
 
 pub use apps::{
