@@ -108,7 +108,7 @@ impl Default for StreamDigest {
 impl StreamDigest {
     /// Folds in one message.
     pub fn update(&mut self, data: &[u8]) {
-        const PRIME: u64 = 0x0100_0000_01b3;
+        const PRIME: u64 = DIGEST_PRIME;
         let mut words = data.chunks_exact(8);
         for w in &mut words {
             let mut b = [0u8; 8];
@@ -120,11 +120,35 @@ impl StreamDigest {
             self.0 ^= u64::from(b);
             self.0 = self.0.wrapping_mul(PRIME);
         }
-        // The length, so messages that split the same bytes differently differ.
-        self.0 ^= data.len() as u64;
-        self.0 = self.0.wrapping_mul(PRIME);
+        self.fold_len(data.len());
+    }
+
+    /// The length, so messages that split the same bytes differently differ.
+    fn fold_len(&mut self, len: usize) {
+        self.0 ^= len as u64;
+        self.0 = self.0.wrapping_mul(DIGEST_PRIME);
+    }
+
+    /// Folds in the message `payload(stream, seq, len)` by its three
+    /// defining numbers (a payload is a function of them, and the sink checks
+    /// the bytes with [`payload_matches`] before folding them this way; a
+    /// message that does not match is folded with [`StreamDigest::update`]
+    /// and so breaks the digest). Three steps instead of one per 8 bytes.
+    pub fn update_payload(&mut self, stream: StreamId, seq: u64, len: usize) {
+        for w in [PAYLOAD_TAG ^ u64::from(stream.0), seq] {
+            self.0 ^= w;
+            self.0 = self.0.wrapping_mul(DIGEST_PRIME);
+        }
+        self.fold_len(len);
     }
 }
+
+/// The digest's multiplier (FNV-1a's 64-bit prime).
+const DIGEST_PRIME: u64 = 0x0100_0000_01b3;
+
+/// Marks a word folded by [`StreamDigest::update_payload`] (bytes folded by
+/// `update` are never tagged).
+const PAYLOAD_TAG: u64 = 0x7061_796c_6f61_6400;
 
 /// One stream of a source model.
 #[derive(Debug, Clone)]
@@ -151,6 +175,8 @@ struct SourceState {
     backlog: std::collections::VecDeque<u32>,
     seq: u64,
     digest: StreamDigest,
+    /// The message the session last refused (the backlog's front, built).
+    refused: Option<Vec<u8>>,
     sent: u64,
     dropped: u64,
     closed: bool,
@@ -178,6 +204,7 @@ impl SourceApp {
                     backlog: Default::default(),
                     seq: 0,
                     digest: StreamDigest::default(),
+                    refused: None,
                     sent: 0,
                     dropped: 0,
                     closed: false,
@@ -273,17 +300,20 @@ impl SessionApp for SourceApp {
             // Hand the backlog over; the real payload is stamped with the
             // sequence the session will give it.
             while let Some(len) = s.backlog.pop_front() {
-                let m = payload(id, s.seq, len as usize);
+                // A refused message comes back next time as it was (same
+                // sequence, same length: the backlog's front).
+                let m = s
+                    .refused
+                    .take()
+                    .unwrap_or_else(|| payload(id, s.seq, len as usize));
                 match session.send(now, id, m) {
                     Ok(()) => {
-                        // Digest what was accepted (a refused message is
-                        // offered again with the same sequence later).
-                        s.digest.update(&payload(id, s.seq, len as usize));
+                        s.digest.update_payload(id, s.seq, len as usize);
                         s.seq += 1;
                         s.sent += 1;
                     }
                     Err(r) => {
-                        let _ = r.into_data();
+                        s.refused = Some(r.into_data());
                         s.backlog.push_front(len);
                         break;
                     }
@@ -410,10 +440,12 @@ impl SessionApp for SinkApp {
             if st.delays_us.len() < MAX_SINK_DELAYS {
                 st.delays_us.push(delay.as_micros());
             }
-            if !payload_matches(m.stream, m.seq, &m.data) {
+            if payload_matches(m.stream, m.seq, &m.data) {
+                st.digest.update_payload(m.stream, m.seq, m.data.len());
+            } else {
                 st.corrupt += 1;
+                st.digest.update(&m.data);
             }
-            st.digest.update(&m.data);
             if self.reliable.contains(&m.stream) {
                 if m.seq != st.next_seq {
                     st.out_of_order += 1;
@@ -466,5 +498,21 @@ mod tests {
         assert_ne!(d(&[a]), d(&[b"0123456789abcdef?"]));
         assert_ne!(d(&[&a[..8], &a[8..]]), d(&[&a[..9], &a[9..]]));
         assert_ne!(d(&[b"ab", b"cd"]), d(&[b"cd", b"ab"]));
+    }
+
+    #[test]
+    fn payload_digest_depends_on_stream_sequence_and_length() {
+        let d = |stream: u32, seq: u64, len: usize| {
+            let mut d = StreamDigest::default();
+            d.update_payload(StreamId(stream), seq, len);
+            d
+        };
+        assert_eq!(d(3, 77, 1200), d(3, 77, 1200));
+        assert_ne!(d(3, 77, 1200), d(3, 78, 1200));
+        assert_ne!(d(3, 77, 1200), d(4, 77, 1200));
+        assert_ne!(d(3, 77, 1200), d(3, 77, 1199));
+        let mut bytes = StreamDigest::default();
+        bytes.update(&payload(StreamId(3), 77, 1200));
+        assert_ne!(bytes, d(3, 77, 1200), "a corrupt message breaks the digest");
     }
 }
