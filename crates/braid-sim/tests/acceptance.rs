@@ -328,7 +328,16 @@ fn example_scenarios_parse() {
     for entry in std::fs::read_dir(&dir).unwrap() {
         let p = entry.unwrap().path();
         if p.extension().is_some_and(|e| e == "toml") {
-            match Scenario::from_path(&p) {
+            // `session_*.toml` are session scenarios (`braid sim session`).
+            let session = p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("session_"));
+            let parsed = if session {
+                braid_sim::session::SessionScenario::from_path(&p).map(|_| ())
+            } else {
+                Scenario::from_path(&p).map(|_| ())
+            };
+            match parsed {
                 Ok(_) => {}
                 Err(e) if !have_data && e.kind == braid_sim::ScenarioErrorKind::Trace => {}
                 Err(e) => panic!("{e}"),
