@@ -36,12 +36,14 @@ warmup = "5s"
 name = "short"
 rate = "20mbit"
 delay = "10ms"
+queue = "75KB"
 cross = { synthetic = { mean = "6mbit", cov = 0.5, corr_time = "2s", step = "100ms" }, packet = 1200 }
 
 [[path]]
 name = "long"
 rate = "10mbit"
 delay = "40ms"
+queue = "75KB"
 cross = { synthetic = { mean = "3mbit", cov = 0.5, corr_time = "2s", step = "100ms" }, packet = 1200 }
 
 [[stream]]
@@ -164,7 +166,8 @@ fn render(scenario: &SessionScenario, reports: &[SessionReport]) -> String {
     );
     let _ = writeln!(
         o,
-        "  paths: short 20 Mbit/s, 10 ms one way; long 10 Mbit/s, 40 ms one way; each shared with"
+        "  paths: short 20 Mbit/s, 10 ms one way; long 10 Mbit/s, 40 ms one way; 50-packet drop-tail\n  \
+         queues (the seed's Emulab default); each shared with"
     );
     let _ = writeln!(
         o,
