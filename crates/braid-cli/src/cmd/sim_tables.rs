@@ -111,9 +111,12 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
             .iter()
             .map(|(alg, stream, s)| {
                 let target = report_target(&report, stream);
+                // Packet tables name rows "pgos/packet", "pgos/fluid".
+                let (scheduler, level) = alg.split_once('/').unwrap_or((alg.as_str(), "fluid"));
                 serde_json::json!({
                     "stream": stream,
-                    "scheduler": alg,
+                    "scheduler": scheduler,
+                    "level": level,
                     "target_mbps": target,
                     "mean_mbps": s.mean,
                     "p95_mbps": s.p95,
