@@ -115,6 +115,9 @@ pub enum SchedulerKind {
     Wfq,
     /// Round-robin over paths.
     RoundRobin,
+    /// GridFTP's layouts: round-robin in runs of `chunk` packets per path
+    /// (44 ≈ 64 KB blocks; a second of data = partitioned).
+    Partitioned(u32),
     /// Always the path with the lowest RTT that can take a packet.
     MinRtt,
 }
@@ -133,6 +136,7 @@ impl SchedulerKind {
             SchedulerKind::Msfq => "msfq",
             SchedulerKind::Wfq => "wfq",
             SchedulerKind::RoundRobin => "rr",
+            SchedulerKind::Partitioned(_) => "partitioned",
             SchedulerKind::MinRtt => "minrtt",
         }
     }
@@ -143,6 +147,9 @@ impl SchedulerKind {
             SchedulerKind::Msfq => Sched::Other(Box::new(Msfq::new())),
             SchedulerKind::Wfq => Sched::Other(Box::new(Wfq::new(None))),
             SchedulerKind::RoundRobin => Sched::Other(Box::new(RoundRobin::blocked())),
+            SchedulerKind::Partitioned(chunk) => {
+                Sched::Other(Box::new(RoundRobin::partitioned(*chunk)))
+            }
             SchedulerKind::MinRtt => Sched::Other(Box::new(MinRtt::new())),
         }
     }

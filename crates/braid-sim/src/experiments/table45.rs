@@ -23,9 +23,7 @@
 //! as in the seed. MSFQ vs PGOS.
 
 use super::harness::{self, Algo, HarnessConfig, PathSpec, StreamDef};
-use super::table3::{
-    config, path_stats, pct, sched, target_mbps, two_paths, CrossTraces, TableReport,
-};
+use super::table3::{config, path_stats, pct, sched, target_mbps, CrossTraces, TableReport};
 use super::{ExperimentError, RunSpan};
 use crate::capacity::Capacity;
 use braid_core::scheduler::{Msfq, Pgos, PgosConfig, RoundRobin, StreamSpec};
@@ -62,12 +60,18 @@ fn record_stream(name: &str, kb: f64, spec: StreamSpec) -> StreamDef {
     }
 }
 
-/// Seed Table IV (see the module docs).
-///
-/// # Errors
-/// Missing or unreadable traces.
-pub fn table4(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
-    let paths = two_paths(data, Bandwidth::from_mbps(30), Bandwidth::from_mbps(35))?;
+/// Table IV's paths (cross traffic 30 and 35 Mbit/s), record streams and settings.
+pub(super) fn table4_inputs(
+    data: &Path,
+    cross: &CrossTraces,
+    span: RunSpan,
+) -> Result<(Vec<PathSpec>, Vec<StreamDef>, HarnessConfig), ExperimentError> {
+    let paths = super::table3::two_paths_with(
+        data,
+        cross,
+        Bandwidth::from_mbps(30),
+        Bandwidth::from_mbps(35),
+    )?;
     let r1 = Bandwidth::from_bps(172_800 * 8 * 25);
     let r2 = Bandwidth::from_bps(128_000 * 8 * 25);
     let streams = vec![
@@ -79,7 +83,16 @@ pub fn table4(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError
             StreamSpec::best_effort(76_800_000).map_err(sched)?,
         ),
     ];
-    let cfg = config(span);
+    Ok((paths, streams, config(span)))
+}
+
+/// Seed Table IV (see the module docs).
+///
+/// # Errors
+/// Missing or unreadable traces.
+pub fn table4(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentError> {
+    let (paths, streams, cfg) = table4_inputs(data, &CrossTraces::default(), span)?;
+    let r1 = streams[0].target;
     // 64 KB blocks ≈ 44 packets of 1500 bytes; partitioned: 1 s of data
     // (≈ 11 400 packets) per run.
     let algos: Vec<(&str, Algo)> = vec![
