@@ -20,6 +20,7 @@ fn rate(id: u32, mbps: f64, p: f64) -> MapRequest {
         id: StreamId(id),
         spec: StreamSpec::min_rate(mb(mbps), p).unwrap(),
         sticky: None,
+        paths: None,
     }
 }
 
@@ -72,12 +73,14 @@ fn strictest_stream_first_then_tighter_deadline() {
         id: StreamId(1),
         spec: StreamSpec::window(10, 10, Duration::from_millis(100), 10_000, 0.95).unwrap(),
         sticky: None,
+        paths: None,
     };
     // 8 Mbit/s too, but one message every 5 ms instead of every 10 ms.
     let tight = MapRequest {
         id: StreamId(2),
         spec: StreamSpec::window(80, 80, Duration::from_millis(400), 5_000, 0.95).unwrap(),
         sticky: None,
+        paths: None,
     };
     let m = map_streams(&[loose, tight], &paths, &MapperConfig::default());
     assert!(m.parts(StreamId(2)).is_some(), "{m:?}");
@@ -190,6 +193,7 @@ fn violation_bound_uses_lemma_2() {
         id: StreamId(1),
         spec: StreamSpec::violation_bound(500, Duration::from_secs(1), 1500, bound).unwrap(),
         sticky: None,
+        paths: None,
     };
     let m = map_streams(&[req(100.0)], &paths, &MapperConfig::default());
     assert!(m.parts(StreamId(1)).is_some());
@@ -289,6 +293,7 @@ proptest! {
                         spec: StreamSpec::violation_bound(x, Duration::from_millis(100), 1250, bound)
                             .unwrap(),
                         sticky: None,
+                        paths: None,
                     }
                 } else {
                     rate(i as u32, r, p)
@@ -334,13 +339,15 @@ fn extreme_inputs_do_not_panic() {
         id: StreamId(1),
         spec: StreamSpec::min_rate(Bandwidth::MAX, 0.999_999).unwrap(),
         sticky: Some(PathId(9)),
+        paths: None,
     };
     let vb = MapRequest {
         id: StreamId(2),
         spec: StreamSpec::violation_bound(u32::MAX, Duration::from_nanos(1), 1, 0.0).unwrap(),
         sticky: None,
+        paths: None,
     };
-    let m = map_streams(&[huge, vb], &paths, &MapperConfig::default());
+    let m = map_streams(&[huge.clone(), vb], &paths, &MapperConfig::default());
     assert_eq!(m.infeasible.len(), 2);
     let m = map_streams(&[huge], &[], &MapperConfig::default());
     assert_eq!(m.infeasible.len(), 1);

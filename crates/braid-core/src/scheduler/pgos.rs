@@ -25,6 +25,15 @@
 //!    fair-queueing finish tag with their weights; (c) so that no path
 //!    idles, mapped streams' backlog on other paths, earliest deadline first.
 //!
+//! A stream restricted to some paths ([`Scheduler::handle_stream_paths`]) is
+//! mapped over those paths only, and classes 2 and 3 skip it on any other
+//! path: class 2 and 3c look only at the heads of the other paths' VS, so a
+//! head the path may not take is passed over, not searched behind; class 3b
+//! sets aside the SCFQ entries the path may not take and puts them back.
+//! Class 1 and 3a serve parts mapped on the path, which the mapping placed
+//! there only if the stream may use it. A stream with an empty set is not
+//! put into any heap.
+//!
 //! A part's tag never lags `now` by more than one window, so a starved part
 //! catches up by at most one window's worth. A transmit handed back through
 //! `handle_blocked` rolls back the clocks it advanced. Blocked paths are
@@ -202,6 +211,9 @@ pub struct Pgos {
     /// Scratch for `poll_dispatch`'s path order, kept so a decision does not
     /// allocate.
     vp_order: Vec<(u64, usize)>,
+    /// Scratch for class 3b: entries set aside because the path may not
+    /// take their stream, put back after the decision.
+    be_skipped: Vec<BeEntry>,
 }
 
 /// State to roll back when the last transmit comes back through
@@ -243,6 +255,7 @@ impl Pgos {
             undo_part: None,
             undo: None,
             vp_order: Vec::new(),
+            be_skipped: Vec::new(),
         }
     }
 
@@ -277,14 +290,16 @@ impl Pgos {
             }
             UpcallAnswer::Lower(spec) => {
                 spec.validate()?;
-                let bytes: Vec<u32> = self
+                let (bytes, paths): (Vec<u32>, _) = self
                     .queues
                     .get(slot)
-                    .map(|s| s.queue.iter().copied().collect())
+                    .map(|s| (s.queue.iter().copied().collect(), s.paths.clone()))
                     .unwrap_or_default();
                 self.queues.close(stream)?;
                 self.streams[slot] = None;
                 let new = self.queues.open(stream, spec)?;
+                // The restriction outlives the spec change.
+                self.queues.set_paths(stream, paths)?;
                 self.streams.resize(self.queues.capacity(), None);
                 self.streams[new] = Some(Self::fresh_state(&spec));
                 for b in bytes {
@@ -330,6 +345,7 @@ impl Pgos {
                     id: s.id,
                     spec: s.spec,
                     sticky,
+                    paths: s.paths.clone(),
                 }
             })
             .collect()
@@ -445,6 +461,9 @@ impl Pgos {
         let Some(head) = self.queues.head(slot) else {
             return;
         };
+        if self.queues.get(slot).is_some_and(|s| s.unmappable()) {
+            return;
+        }
         let Some(st) = self.streams.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
@@ -549,7 +568,10 @@ impl Pgos {
                 continue;
             }
             if let Some((key, slot, part)) = self.clean_vs(k) {
-                if key <= now.as_nanos() && best.is_none_or(|b| key < b.0) {
+                if key <= now.as_nanos()
+                    && best.is_none_or(|b| key < b.0)
+                    && self.queues.allows(slot, path)
+                {
                     best = Some((key, k, slot, part));
                 }
             }
@@ -580,6 +602,47 @@ impl Pgos {
             }
         }
         // 3b. Unscheduled: best-effort and unmapped streams by SCFQ tag.
+        if let Some(t) = self.decide_best_effort(path, now) {
+            return Some(t);
+        }
+        // 3c. Mapped streams' backlog on other paths, earliest deadline
+        // first, so that no path idles.
+        let mut best: Option<(u64, usize)> = None;
+        for k in 0..self.paths.len() {
+            if let Some((key, slot, _)) = self.clean_vs(k) {
+                if best.is_none_or(|b| key < b.0) && self.queues.allows(slot, path) {
+                    best = Some((key, slot));
+                }
+            }
+        }
+        let (_, slot) = best?;
+        let (stream, bytes) = self.queues.pop(slot)?;
+        self.stats.decisions[2] += 1;
+        Some(Dispatch {
+            path,
+            stream,
+            bytes,
+            class: Class::Unscheduled,
+        })
+    }
+
+    /// Class 3b for `path`: the best-effort (or unmapped) stream with the
+    /// smallest SCFQ finish tag that may use `path`. Entries of streams the
+    /// path may not take are set aside and put back.
+    fn decide_best_effort(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {
+        let mut skipped = std::mem::take(&mut self.be_skipped);
+        let t = self.pop_best_effort(path, now, &mut skipped);
+        self.be.extend(skipped.drain(..));
+        self.be_skipped = skipped;
+        t
+    }
+
+    fn pop_best_effort(
+        &mut self,
+        path: PathId,
+        now: Instant,
+        skipped: &mut Vec<BeEntry>,
+    ) -> Option<Dispatch> {
         while let Some(Reverse((key, slot, gen))) = self.be.pop() {
             let slot = slot as usize;
             let live = self
@@ -589,6 +652,17 @@ impl Pgos {
                 .is_some_and(|s| s.heap3_gen == gen && s.status != Status::Mapped);
             if !live {
                 self.stats.stale += 1;
+                continue;
+            }
+            if let Some(s) = self.queues.get(slot).filter(|s| !s.allows(path)) {
+                if s.unmappable() {
+                    // Leaves the heap; `handle_stream_paths` puts it back.
+                    if let Some(Some(st)) = self.streams.get_mut(slot) {
+                        st.heap3_gen = 0;
+                    }
+                } else {
+                    skipped.push(Reverse((key, slot as u32, gen)));
+                }
                 continue;
             }
             let Some((stream, bytes)) = self.queues.pop(slot) else {
@@ -611,25 +685,7 @@ impl Pgos {
                 class: Class::Unscheduled,
             });
         }
-        // 3c. Mapped streams' backlog on other paths, earliest deadline
-        // first, so that no path idles.
-        let mut best: Option<(u64, usize)> = None;
-        for k in 0..self.paths.len() {
-            if let Some((key, slot, _)) = self.clean_vs(k) {
-                if best.is_none_or(|b| key < b.0) {
-                    best = Some((key, slot));
-                }
-            }
-        }
-        let (_, slot) = best?;
-        let (stream, bytes) = self.queues.pop(slot)?;
-        self.stats.decisions[2] += 1;
-        Some(Dispatch {
-            path,
-            stream,
-            bytes,
-            class: Class::Unscheduled,
-        })
+        None
     }
 
     fn record_undo(&mut self, t: Dispatch, j: usize) {
@@ -727,6 +783,30 @@ impl Scheduler for Pgos {
         self.streams[slot] = Some(Self::fresh_state(&spec));
         if spec.is_guaranteed() {
             self.remap(now, RemapReason::StreamsChanged);
+        }
+        Ok(())
+    }
+
+    fn handle_stream_paths(
+        &mut self,
+        stream: StreamId,
+        paths: Option<Vec<PathId>>,
+        now: Instant,
+    ) -> Result<(), SchedError> {
+        let (slot, changed) = self.queues.set_paths(stream, paths)?;
+        if !changed {
+            return Ok(());
+        }
+        let guaranteed = self
+            .queues
+            .get(slot)
+            .is_some_and(|s| s.spec.is_guaranteed());
+        if guaranteed {
+            self.remap(now, RemapReason::StreamsChanged);
+        } else {
+            // A best-effort stream is in no mapping; it may have left the
+            // heap with an empty set.
+            self.activate(slot, now);
         }
         Ok(())
     }
