@@ -249,3 +249,6 @@ pub trait Scheduler: fmt::Debug {
 #[cfg(test)]
 #[path = "path_remove_tests.rs"]
 mod path_remove_tests;
+#[cfg(test)]
+#[path = "path_restrict_tests.rs"]
+mod path_restrict_tests;
