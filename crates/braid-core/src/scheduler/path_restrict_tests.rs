@@ -138,7 +138,11 @@ fn pgos_best_achievable_is_over_the_allowed_paths() {
     s.handle_stream_paths(StreamId(1), Some(vec![PathId(1), PathId(7)]), t)
         .unwrap();
     let best = events(&mut s).into_iter().find_map(|e| match e {
-        SchedulerEvent::Upcall { stream, best, .. } if stream == StreamId(1) => Some(best),
+        SchedulerEvent::Upcall {
+            stream: StreamId(1),
+            best,
+            ..
+        } => Some(best),
         _ => None,
     });
     let best = best.expect("an upcall");
