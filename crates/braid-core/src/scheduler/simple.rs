@@ -172,25 +172,30 @@ impl FairQueue {
 
     /// The next message `path` may take, by finish tag.
     pub(super) fn next(&mut self, path: PathId) -> Option<Dispatch> {
-        let mut skipped = std::mem::take(&mut self.skipped);
-        let t = self.pop_for(path, &mut skipped);
-        self.heap.extend(skipped.drain(..));
-        self.skipped = skipped;
+        let t = self.pop_for(path);
+        if !self.skipped.is_empty() {
+            self.heap.extend(self.skipped.drain(..));
+        }
         t
     }
 
-    fn pop_for(&mut self, path: PathId, skipped: &mut Vec<FqEntry>) -> Option<Dispatch> {
+    /// Pop entries until one `path` may take; entries of streams that may
+    /// not use it go to `skipped` (dropped for an empty set).
+    fn pop_for(&mut self, path: PathId) -> Option<Dispatch> {
         while let Some(Reverse((key, slot, gen))) = self.heap.pop() {
             let slot = slot as usize;
-            if !self.queues.is_live(slot, gen) {
+            let Some(s) = self.queues.get(slot) else {
+                continue;
+            };
+            if self.queues.gen(slot) != gen {
                 continue;
             }
-            if let Some(s) = self.queues.get(slot).filter(|s| !s.allows(path)) {
+            if !s.allows(path) {
                 if s.unmappable() {
                     // Leaves the heap until its set changes.
                     self.tags[slot].in_heap = false;
                 } else {
-                    skipped.push(Reverse((key, slot as u32, gen)));
+                    self.skipped.push(Reverse((key, slot as u32, gen)));
                 }
                 continue;
             }
