@@ -20,7 +20,9 @@
 //!   simulation-only [`OptSched`].
 //!
 //! Invariants: the mapping never promises a path more than its guarantee at
-//! the strictest probability of the streams on it; every queue is bounded
+//! the strictest probability of the streams on it; no decision puts a
+//! stream's message on a path outside the set given by
+//! [`Scheduler::handle_stream_paths`]; every queue is bounded
 //! ([`MAX_STREAMS`], shared with the wire, and a per-stream backlog bound); no clock reads —
 //! every call takes `now`.
 //!
