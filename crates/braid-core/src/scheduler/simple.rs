@@ -311,13 +311,13 @@ macro_rules! fair_scheduler {
                 self.fq.next($path)
             }
             fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch> {
-                let ready: Vec<PathId> = self
-                    .fq
-                    .paths
-                    .ready(now)
-                    .map(|j| self.fq.paths.list[j].id)
-                    .collect();
-                for $path in ready {
+                // By index, so that a decision does not allocate.
+                for j in 0..self.fq.paths.list.len() {
+                    let p = &self.fq.paths.list[j];
+                    if p.blocked_until > now {
+                        continue;
+                    }
+                    let $path = p.id;
                     let $s = &*self;
                     if $allowed {
                         // Another path may take what this one may not.
