@@ -121,6 +121,7 @@ fn bench(c: &mut Criterion) {
             spec: StreamSpec::min_rate(Bandwidth::from_mbps(r), 0.9 + 0.01 * i as f64)
                 .expect("valid bench spec"),
             sticky: None,
+            paths: None,
         })
         .collect();
     c.bench_function("map_streams_8x4", |b| {

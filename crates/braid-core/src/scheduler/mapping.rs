@@ -39,9 +39,13 @@
 //!   (S_j(C_j) − S_j(C_j − r_kj)) with S_j(c) = E\[(c − B_j)⁺\]. This is
 //!   linearity of expectation, valid across paths whatever the dependence
 //!   (the seed's weighted sum is replaced by it).
+//! * **Path restrictions** ([`MapRequest::paths`]): a stream restricted to
+//!   some paths (pinned, or only the paths whose measured RTT and loss meet
+//!   its spec) is placed, split and scored over those paths only; the
+//!   others count as paths with no room for it.
 //! * **Infeasible**: the stream is listed in [`Mapping::infeasible`] with the
-//!   best achievable figures (rate at its P, P at its rate, or E\[Z\]), for
-//!   the upcall.
+//!   best achievable figures (rate at its P, P at its rate, or E\[Z\]) over
+//!   the paths it may use, for the upcall.
 //!
 //! [`MappingHealth`] and [`check_health`] implement the re-map trigger with
 //! hysteresis (a tolerance band and a minimum dwell time; see [`MapperConfig`]).
@@ -93,7 +97,7 @@ impl Default for MapperConfig {
 }
 
 /// One stream to map.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MapRequest {
     /// The stream.
     pub id: StreamId,
@@ -101,6 +105,20 @@ pub struct MapRequest {
     pub spec: StreamSpec,
     /// The single path it is on now, kept if it still fits.
     pub sticky: Option<PathId>,
+    /// The paths it may use (`None`: any; empty: none).
+    pub paths: Option<Vec<PathId>>,
+}
+
+impl MapRequest {
+    /// A request for `spec` on any path, with no current path.
+    pub fn new(id: StreamId, spec: StreamSpec) -> Self {
+        MapRequest {
+            id,
+            spec,
+            sticky: None,
+            paths: None,
+        }
+    }
 }
 
 /// One part of a mapped stream.
@@ -205,6 +223,21 @@ impl<'a> State<'a> {
             max_prob: vec![0.0; paths.len()],
             vbs: Vec::new(),
         }
+    }
+
+    /// Which of the mapper's paths `req` may use, by path index.
+    fn allowed(&self, req: &MapRequest) -> Vec<bool> {
+        self.ids
+            .iter()
+            .map(|id| req.paths.as_ref().is_none_or(|v| v.contains(id)))
+            .collect()
+    }
+
+    /// [`State::max_add`] for every path, zero where the stream may not go.
+    fn max_adds(&self, allowed: &[bool]) -> Vec<u64> {
+        (0..self.ids.len())
+            .map(|j| if allowed[j] { self.max_add(j) } else { 0 })
+            .collect()
     }
 
     fn p_at_least(&self, j: usize, c: u64) -> f64 {
@@ -411,19 +444,21 @@ fn spread(need: u64, subset: &[usize], caps: &[u64]) -> Vec<(usize, u64)> {
     parts
 }
 
-/// Probabilistic placement of `need` at probability `p`: parts, or None.
+/// Probabilistic placement of `need` at probability `p` on the `allowed`
+/// paths: parts, or None.
 fn place_probabilistic(
     st: &State<'_>,
     need: u64,
     p: f64,
     sticky: Option<usize>,
+    allowed: &[bool],
     rest: &[&MapRequest],
     cfg: &MapperConfig,
 ) -> Option<Vec<(usize, u64)>> {
     let n = st.ids.len();
-    let max_adds: Vec<u64> = (0..n).map(|j| st.max_add(j)).collect();
+    let max_adds = st.max_adds(allowed);
     // Single path.
-    let fits = |j: usize| st.cap_at(j, p, max_adds[j]) >= need;
+    let fits = |j: usize| allowed[j] && st.cap_at(j, p, max_adds[j]) >= need;
     if let Some(j) = sticky.filter(|&j| fits(j)) {
         return Some(vec![(j, need)]);
     }
@@ -465,9 +500,11 @@ fn place_probabilistic(
     let tables: Vec<Vec<u64>> = (0..n)
         .map(|j| cap_table(st, j, p, cfg, max_adds[j]))
         .collect();
-    for size in 2..=n {
+    let usable: Vec<usize> = (0..n).filter(|&j| allowed[j]).collect();
+    for size in 2..=usable.len() {
         let mut best: Option<(u64, Vec<usize>, Vec<u64>)> = None;
-        for subset in subsets(n, size) {
+        for picks in subsets(usable.len(), size) {
+            let subset: Vec<usize> = picks.iter().map(|&i| usable[i]).collect();
             let (total, caps) = best_split(&tables, &subset, k);
             if total >= need && best.as_ref().is_none_or(|b| total > b.0) {
                 best = Some((total, subset, caps));
@@ -509,9 +546,10 @@ fn single_path_misses(mut sim: State<'_>, rest: &[&MapRequest]) -> usize {
             continue;
         };
         let need = rate.bps();
-        let max_adds: Vec<u64> = (0..n).map(|j| sim.max_add(j)).collect();
+        let allowed = sim.allowed(req);
+        let max_adds = sim.max_adds(&allowed);
         let candidates: Vec<usize> = (0..n)
-            .filter(|&j| sim.cap_at(j, p, max_adds[j]) >= need)
+            .filter(|&j| allowed[j] && sim.cap_at(j, p, max_adds[j]) >= need)
             .collect();
         match by_margin(&sim, &candidates, need, p, &max_adds) {
             Some(j) => sim.commit(&[(j, need)], &[Some(p)], &req.spec),
@@ -521,34 +559,41 @@ fn single_path_misses(mut sim: State<'_>, rest: &[&MapRequest]) -> usize {
     misses
 }
 
-/// Largest rate placeable at probability `p` (single path or split).
-fn achievable_rate(st: &State<'_>, p: f64, cfg: &MapperConfig) -> u64 {
+/// Largest rate placeable at probability `p` on the `allowed` paths
+/// (single path or split).
+fn achievable_rate(st: &State<'_>, p: f64, allowed: &[bool], cfg: &MapperConfig) -> u64 {
     let n = st.ids.len();
-    let max_adds: Vec<u64> = (0..n).map(|j| st.max_add(j)).collect();
-    let single = (0..n)
-        .map(|j| st.cap_at(j, p, max_adds[j]))
+    let max_adds = st.max_adds(allowed);
+    let all: Vec<usize> = (0..n).filter(|&j| allowed[j]).collect();
+    let single = all
+        .iter()
+        .map(|&j| st.cap_at(j, p, max_adds[j]))
         .max()
         .unwrap_or(0);
     let tables: Vec<Vec<u64>> = (0..n)
         .map(|j| cap_table(st, j, p, cfg, max_adds[j]))
         .collect();
-    let all: Vec<usize> = (0..n).collect();
     let (split, _) = best_split(&tables, &all, cfg.quanta.max(1) as usize);
     single.max(split)
 }
 
-/// Violation-bound placement by greedy water-filling on the (convex) loss.
-/// Returns parts and the resulting E[Z].
-fn place_violation(st: &State<'_>, need: u64, vb: &Vb) -> (Vec<(usize, u64)>, f64) {
+/// Violation-bound placement on the `allowed` paths by greedy water-filling
+/// on the (convex) loss. Returns parts and the resulting E[Z].
+fn place_violation(
+    st: &State<'_>,
+    need: u64,
+    vb: &Vb,
+    allowed: &[bool],
+) -> (Vec<(usize, u64)>, f64) {
     let n = st.ids.len();
-    let max_adds: Vec<u64> = (0..n).map(|j| st.max_add(j)).collect();
+    let max_adds = st.max_adds(allowed);
     let loss = |j: usize, r: u64| {
         let c = st.committed[j];
         st.shortfall(j, c.saturating_add(r)) - st.shortfall(j, c)
     };
     // One path first: fewest misses among paths that can take it all.
     let single = (0..n)
-        .filter(|&j| max_adds[j] >= need)
+        .filter(|&j| allowed[j] && max_adds[j] >= need)
         .map(|j| (j, loss(j, need)))
         .min_by(|a, b| a.1.total_cmp(&b.1));
     if let Some((j, l)) = single {
@@ -563,7 +608,7 @@ fn place_violation(st: &State<'_>, need: u64, vb: &Vb) -> (Vec<(usize, u64)>, f6
     while left > 0 {
         let s = step.min(left);
         let pick = (0..n)
-            .filter(|&j| parts[j].saturating_add(s) <= max_adds[j])
+            .filter(|&j| allowed[j] && parts[j].saturating_add(s) <= max_adds[j])
             .min_by(|&a, &b| {
                 let da = loss(a, parts[a].saturating_add(s)) - loss(a, parts[a]);
                 let db = loss(b, parts[b].saturating_add(s)) - loss(b, parts[b]);
@@ -601,17 +646,18 @@ fn best_achievable(
     st: &State<'_>,
     spec: &StreamSpec,
     need: u64,
+    allowed: &[bool],
     cfg: &MapperConfig,
 ) -> BestAchievable {
     if let Some(p) = spec.probability() {
-        let rate = achievable_rate(st, p, cfg);
+        let rate = achievable_rate(st, p, allowed, cfg);
         // Largest probability at which `need` fits: bisection. A placement
         // exists iff the best total over all paths (the split programme,
         // which includes every subset and the single paths) reaches `need`.
         let (mut lo, mut hi) = (0.0f64, p);
         for _ in 0..24 {
             let mid = 0.5 * (lo + hi);
-            if achievable_rate(st, mid, cfg) >= need {
+            if achievable_rate(st, mid, allowed, cfg) >= need {
                 lo = mid;
             } else {
                 hi = mid;
@@ -626,12 +672,12 @@ fn best_achievable(
     let Some(vb) = vb_of(spec) else {
         return BestAchievable::default();
     };
-    let (_, z_at_need) = place_violation(st, need, &vb);
+    let (_, z_at_need) = place_violation(st, need, &vb, allowed);
     // Largest rate within the bound: bisection on the rate.
     let (mut lo, mut hi) = (0u64, need);
     while hi - lo > need / 1000 + 1 {
         let mid = lo + (hi - lo) / 2;
-        let (ps, z) = place_violation(st, mid, &vb);
+        let (ps, z) = place_violation(st, mid, &vb, allowed);
         if !ps.is_empty() && z <= vb.bound + EPS && st.jointly_ok(&ps) {
             lo = mid;
         } else {
@@ -668,10 +714,11 @@ pub fn map_streams(
             .sticky
             .and_then(|s| st.ids.iter().position(|&id| id == s));
         let rest = &order[i + 1..];
+        let allowed = st.allowed(req);
         let placed = if let Some(p) = req.spec.probability() {
-            place_probabilistic(&st, need, p, sticky, rest, cfg)
+            place_probabilistic(&st, need, p, sticky, &allowed, rest, cfg)
         } else if let Some(vb) = vb_of(&req.spec) {
-            let (parts, z) = place_violation(&st, need, &vb);
+            let (parts, z) = place_violation(&st, need, &vb, &allowed);
             (z <= vb.bound + EPS && !parts.is_empty()).then_some(parts)
         } else {
             continue;
@@ -680,7 +727,7 @@ pub fn map_streams(
         // refused (conservative).
         let placed = placed
             .filter(|parts| st.jointly_ok(parts))
-            .ok_or_else(|| best_achievable(&st, &req.spec, need, cfg));
+            .ok_or_else(|| best_achievable(&st, &req.spec, need, &allowed, cfg));
         match placed {
             Ok(parts) => {
                 let probs = match req.spec.probability() {
@@ -705,63 +752,9 @@ pub fn map_streams(
     out
 }
 
-/// Whether a mapping still holds on the current path views.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum MappingHealth {
-    /// Every path carries its load within the tolerance band.
-    Holds,
-    /// A path no longer carries its load, even with the tolerance.
-    Degraded {
-        /// The first degraded path.
-        path: PathId,
-    },
-}
-
-/// Check `mapping` against the current `paths`: a path is degraded when its
-/// load exceeds the guarantee at the strictest probability on it by more than
-/// `cfg.remap_tolerance`, or a violation-bound stream's E\[Z\] exceeds its
-/// bound by more than that fraction. Inside the band the mapping is kept, so
-/// sampling noise in a stationary path does not flap it.
-pub fn check_health(
-    mapping: &Mapping,
-    requests: &[MapRequest],
-    paths: &[(PathId, &PathView)],
-    cfg: &MapperConfig,
-) -> MappingHealth {
-    let mut st = State::new(paths);
-    for (id, parts) in &mapping.assigned {
-        let Some(req) = requests.iter().find(|r| r.id == *id) else {
-            continue;
-        };
-        let mut idx = Vec::with_capacity(parts.len());
-        let mut probs = Vec::with_capacity(parts.len());
-        for p in parts {
-            if let Some(j) = st.ids.iter().position(|&q| q == p.path) {
-                idx.push((j, p.rate.bps()));
-                probs.push(p.probability);
-            }
-        }
-        st.commit(&idx, &probs, &req.spec);
-    }
-    let tol = 1.0 + cfg.remap_tolerance.max(0.0);
-    for j in 0..st.ids.len() {
-        if st.max_prob[j] > 0.0 {
-            let g = st.guarantee(j, st.max_prob[j]) as f64;
-            if st.committed[j] as f64 > g * tol {
-                return MappingHealth::Degraded { path: st.ids[j] };
-            }
-        }
-    }
-    for (vb, parts) in &st.vbs {
-        let z = st.vb_misses(vb, parts, usize::MAX, 0);
-        if z > vb.bound * tol + 1e-9 {
-            let path = parts.first().map_or(PathId(0), |p| st.ids[p.0]);
-            return MappingHealth::Degraded { path };
-        }
-    }
-    MappingHealth::Holds
-}
+#[path = "mapping_health.rs"]
+mod health;
+pub use health::{check_health, MappingHealth};
 
 #[cfg(test)]
 #[path = "mapping_tests.rs"]

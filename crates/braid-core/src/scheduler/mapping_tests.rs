@@ -20,6 +20,7 @@ fn rate(id: u32, mbps: f64, p: f64) -> MapRequest {
         id: StreamId(id),
         spec: StreamSpec::min_rate(mb(mbps), p).unwrap(),
         sticky: None,
+        paths: None,
     }
 }
 
@@ -72,12 +73,14 @@ fn strictest_stream_first_then_tighter_deadline() {
         id: StreamId(1),
         spec: StreamSpec::window(10, 10, Duration::from_millis(100), 10_000, 0.95).unwrap(),
         sticky: None,
+        paths: None,
     };
     // 8 Mbit/s too, but one message every 5 ms instead of every 10 ms.
     let tight = MapRequest {
         id: StreamId(2),
         spec: StreamSpec::window(80, 80, Duration::from_millis(400), 5_000, 0.95).unwrap(),
         sticky: None,
+        paths: None,
     };
     let m = map_streams(&[loose, tight], &paths, &MapperConfig::default());
     assert!(m.parts(StreamId(2)).is_some(), "{m:?}");
@@ -190,6 +193,7 @@ fn violation_bound_uses_lemma_2() {
         id: StreamId(1),
         spec: StreamSpec::violation_bound(500, Duration::from_secs(1), 1500, bound).unwrap(),
         sticky: None,
+        paths: None,
     };
     let m = map_streams(&[req(100.0)], &paths, &MapperConfig::default());
     assert!(m.parts(StreamId(1)).is_some());
@@ -289,6 +293,7 @@ proptest! {
                         spec: StreamSpec::violation_bound(x, Duration::from_millis(100), 1250, bound)
                             .unwrap(),
                         sticky: None,
+                        paths: None,
                     }
                 } else {
                     rate(i as u32, r, p)
@@ -334,13 +339,15 @@ fn extreme_inputs_do_not_panic() {
         id: StreamId(1),
         spec: StreamSpec::min_rate(Bandwidth::MAX, 0.999_999).unwrap(),
         sticky: Some(PathId(9)),
+        paths: None,
     };
     let vb = MapRequest {
         id: StreamId(2),
         spec: StreamSpec::violation_bound(u32::MAX, Duration::from_nanos(1), 1, 0.0).unwrap(),
         sticky: None,
+        paths: None,
     };
-    let m = map_streams(&[huge, vb], &paths, &MapperConfig::default());
+    let m = map_streams(&[huge.clone(), vb], &paths, &MapperConfig::default());
     assert_eq!(m.infeasible.len(), 2);
     let m = map_streams(&[huge], &[], &MapperConfig::default());
     assert_eq!(m.infeasible.len(), 1);
@@ -360,4 +367,107 @@ fn lookahead_avoids_a_split_that_margin_alone_would_force() {
     assert_eq!(m.parts(StreamId(1)).unwrap()[0].path, PathId(2));
     assert_eq!(m.parts(StreamId(2)).unwrap().len(), 1);
     assert_eq!(m.parts(StreamId(2)).unwrap()[0].path, PathId(1));
+}
+
+#[test]
+fn restricted_requests_use_only_their_paths() {
+    let a = view(&[10.0; 20]);
+    let b = view(&[10.0; 20]);
+    let c = view(&[40.0; 20]);
+    let paths = [(PathId(1), &a), (PathId(2), &b), (PathId(3), &c)];
+    let cfg = MapperConfig::default();
+    // Unrestricted, 15 Mbit/s fits on path 3 alone.
+    let free = rate(1, 15.0, 0.9);
+    assert_eq!(
+        map_streams(std::slice::from_ref(&free), &paths, &cfg)
+            .parts(StreamId(1))
+            .unwrap()[0]
+            .path,
+        PathId(3)
+    );
+    // Kept off path 3, it is split over 1 and 2.
+    let off3 = MapRequest {
+        paths: Some(vec![PathId(1), PathId(2)]),
+        ..free.clone()
+    };
+    let m = map_streams(&[off3], &paths, &cfg);
+    let used: Vec<PathId> = m
+        .parts(StreamId(1))
+        .unwrap()
+        .iter()
+        .map(|p| p.path)
+        .collect();
+    assert_eq!(used, vec![PathId(1), PathId(2)]);
+    // Pinned to one 10 Mbit/s path (and sticky elsewhere): infeasible, and
+    // the upcall's figure is that path's, not the best path's.
+    let pinned = MapRequest {
+        paths: Some(vec![PathId(2)]),
+        sticky: Some(PathId(3)),
+        ..free.clone()
+    };
+    let m = map_streams(&[pinned], &paths, &cfg);
+    assert!(m.assigned.is_empty());
+    assert_eq!(m.infeasible[0].1.rate, mb(10.0));
+    // No path at all.
+    let none = MapRequest {
+        paths: Some(Vec::new()),
+        ..free
+    };
+    let m = map_streams(&[none], &paths, &cfg);
+    assert_eq!(m.infeasible[0].1.rate, Bandwidth::ZERO);
+    // A violation-bound stream is placed on its set only.
+    let vb = MapRequest {
+        id: StreamId(2),
+        spec: StreamSpec::violation_bound(100, Duration::from_millis(100), 1250, 0.5).unwrap(),
+        sticky: None,
+        paths: Some(vec![PathId(1)]),
+    };
+    let m = map_streams(&[vb], &paths, &cfg);
+    assert!(m
+        .parts(StreamId(2))
+        .unwrap()
+        .iter()
+        .all(|p| p.path == PathId(1)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// Every guaranteed stream is mapped or listed infeasible, and every
+    /// part of a mapped stream lies in its set.
+    #[test]
+    fn parts_stay_in_their_sets(
+        paths in prop::collection::vec(prop::collection::vec(0.0f64..50.0, 20..60), 1..4),
+        streams in prop::collection::vec((0.5f64..30.0, 0.5f64..0.99, any::<bool>(), proptest::option::of(0u8..16)), 1..6),
+    ) {
+        let views: Vec<PathView> = paths.iter().map(|s| view(s)).collect();
+        let pv: Vec<(PathId, &PathView)> =
+            views.iter().enumerate().map(|(j, v)| (PathId(j as u32), v)).collect();
+        let reqs: Vec<MapRequest> = streams
+            .iter()
+            .enumerate()
+            .map(|(i, &(r, p, vb, mask))| {
+                let spec = if vb {
+                    let x = ((r * 10.0) as u32).max(1);
+                    StreamSpec::violation_bound(x, Duration::from_millis(100), 1250, 1.0).unwrap()
+                } else {
+                    StreamSpec::min_rate(mb(r), p).unwrap()
+                };
+                MapRequest {
+                    id: StreamId(i as u32),
+                    spec,
+                    sticky: None,
+                    paths: mask.map(|m| (0..4).filter(|j| m & (1 << j) != 0).map(PathId).collect()),
+                }
+            })
+            .collect();
+        let m = map_streams(&reqs, &pv, &MapperConfig::default());
+        prop_assert_eq!(m.assigned.len() + m.infeasible.len(), reqs.len());
+        for (id, parts) in &m.assigned {
+            let req = reqs.iter().find(|r| r.id == *id).unwrap();
+            for part in parts {
+                let ok = req.paths.as_ref().is_none_or(|v| v.contains(&part.path));
+                prop_assert!(ok, "{} on {} outside {:?}", id, part.path, req.paths);
+            }
+        }
+    }
 }

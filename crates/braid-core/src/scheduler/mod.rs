@@ -20,7 +20,9 @@
 //!   simulation-only [`OptSched`].
 //!
 //! Invariants: the mapping never promises a path more than its guarantee at
-//! the strictest probability of the streams on it; every queue is bounded
+//! the strictest probability of the streams on it; no decision puts a
+//! stream's message on a path outside the set given by
+//! [`Scheduler::handle_stream_paths`]; every queue is bounded
 //! ([`MAX_STREAMS`], shared with the wire, and a per-stream backlog bound); no clock reads —
 //! every call takes `now`.
 //!
@@ -28,6 +30,9 @@
 //! * `handle_path_update` whenever a path's estimate changes, and
 //!   `handle_path_remove` when a path is gone;
 //! * `handle_stream_open` / `handle_stream_close`, `handle_enqueue` per message;
+//! * `handle_stream_paths` to restrict a stream to some paths (pinning, or
+//!   the paths whose measured RTT and loss meet its spec — seed 000 §V's
+//!   other guarantees, decided by the session);
 //! * `poll_dispatch_on(path, now)` when `path` can take one packet (pull), or
 //!   `poll_dispatch(now)` to let the scheduler pick the path (push); if the
 //!   driver then cannot send, it hands the packet back with `handle_blocked`;
@@ -47,7 +52,7 @@ pub use mapping::{BestAchievable, Combine, MapperConfig, Mapping, Part};
 pub use optsched::{OptSched, OptSchedConfig};
 pub use path::{EmpiricalDistribution, PathDistribution, PathView};
 pub use pgos::{Pgos, PgosConfig, PgosStats, UpcallAnswer};
-pub use queues::DEFAULT_MAX_BACKLOG;
+pub use queues::{DEFAULT_MAX_BACKLOG, MAX_STREAM_PATHS};
 pub use simple::{MinRtt, Msfq, RoundRobin, Wfq};
 pub use spec::{SpecError, StreamSpec};
 
@@ -153,6 +158,10 @@ pub enum SchedError {
     /// No such path.
     #[error("{0} is not known")]
     UnknownPath(PathId),
+    /// A stream's path restriction names more paths than the bound
+    /// ([`MAX_STREAM_PATHS`]).
+    #[error("a stream may be restricted to at most {0} paths")]
+    TooManyPaths(usize),
 }
 
 /// A multipath packet scheduler (see the module docs for the driving contract).
@@ -180,6 +189,27 @@ pub trait Scheduler: fmt::Debug {
         &mut self,
         stream: StreamId,
         spec: StreamSpec,
+        now: Instant,
+    ) -> Result<(), SchedError>;
+    /// Restrict the paths `stream` may use: `None` is any path (the state at
+    /// open), `Some(v)` only the paths in `v` (an empty `v`: none, so the
+    /// stream is unmappable and its messages stay queued). Paths not yet
+    /// known are allowed in `v`; they count once they join.
+    ///
+    /// No later decision puts a message of `stream` on a path outside its
+    /// set, whatever the precedence class. A scheduler that maps streams
+    /// onto paths maps the stream over its set only, and re-maps
+    /// ([`RemapReason::StreamsChanged`]) when the set changes, or raises an
+    /// upcall with the best achievable over the set. Setting the same set
+    /// again changes nothing.
+    ///
+    /// # Errors
+    /// [`SchedError::UnknownStream`] if the stream is not open;
+    /// [`SchedError::TooManyPaths`] above [`MAX_STREAM_PATHS`] distinct paths.
+    fn handle_stream_paths(
+        &mut self,
+        stream: StreamId,
+        paths: Option<Vec<PathId>>,
         now: Instant,
     ) -> Result<(), SchedError>;
     /// Close a stream; its queued messages are dropped.
@@ -221,3 +251,6 @@ pub trait Scheduler: fmt::Debug {
 #[cfg(test)]
 #[path = "path_remove_tests.rs"]
 mod path_remove_tests;
+#[cfg(test)]
+#[path = "path_restrict_tests.rs"]
+mod path_restrict_tests;

@@ -12,6 +12,10 @@
 //! split across paths by spare capacity. Best-effort streams share what is
 //! left by weighted fair queueing; guaranteed streams' excess comes last.
 //!
+//! A stream restricted to some paths ([`Scheduler::handle_stream_paths`])
+//! gets its window's budget on those paths only, and neither its budget nor
+//! its excess nor its best-effort share goes out on any other.
+//!
 //! Drive it like any [`Scheduler`], plus [`OptSched::handle_window`] at the
 //! start of every window.
 
@@ -121,22 +125,30 @@ impl OptSched {
             pb.total_cmp(&pa).then(a.cmp(&b))
         });
         for i in order {
+            let usable: Vec<bool> = (0..n_paths)
+                .map(|j| self.fq.queues.allows(i, self.fq.paths.list[j].id))
+                .collect();
             let Some(g) = self.streams[i].as_mut() else {
                 continue;
             };
             g.budget = vec![0; n_paths];
             let want = ((g.target_bps + g.delta_bps).max(0.0) * tw / 8.0).ceil();
-            let best = (0..n_paths).max_by(|&a, &b| spare[a].total_cmp(&spare[b]).then(b.cmp(&a)));
+            let best = (0..n_paths)
+                .filter(|&j| usable[j])
+                .max_by(|&a, &b| spare[a].total_cmp(&spare[b]).then(b.cmp(&a)));
             if let Some(j) = best.filter(|&j| spare[j] >= want) {
                 g.budget[j] = want as u64;
                 spare[j] -= want;
                 continue;
             }
-            let total: f64 = spare.iter().sum();
+            let total: f64 = (0..n_paths).filter(|&j| usable[j]).map(|j| spare[j]).sum();
             if total <= 0.0 || want <= 0.0 {
                 continue;
             }
-            for (budget, room) in g.budget.iter_mut().zip(spare.iter_mut()) {
+            for (j, (budget, room)) in g.budget.iter_mut().zip(spare.iter_mut()).enumerate() {
+                if !usable[j] {
+                    continue;
+                }
                 let take = (want * *room / total).min(*room).floor();
                 *budget = take as u64;
                 *room -= take;
@@ -151,7 +163,10 @@ impl OptSched {
         let mut pick: Option<(f64, usize)> = None;
         for (slot, g) in self.streams.iter().enumerate() {
             let Some(g) = g else { continue };
-            if g.budget.get(j).copied().unwrap_or(0) == 0 || self.fq.queues.head(slot).is_none() {
+            if g.budget.get(j).copied().unwrap_or(0) == 0
+                || self.fq.queues.head(slot).is_none()
+                || !self.fq.queues.allows(slot, path)
+            {
                 continue;
             }
             if pick.is_none_or(|p| g.probability > p.0) {
@@ -174,8 +189,11 @@ impl OptSched {
             return Some(t);
         }
         // Guaranteed excess, so no path idles.
-        let slot = (0..self.streams.len())
-            .find(|&s| self.streams[s].is_some() && self.fq.queues.head(s).is_some())?;
+        let slot = (0..self.streams.len()).find(|&s| {
+            self.streams[s].is_some()
+                && self.fq.queues.head(s).is_some()
+                && self.fq.queues.allows(s, path)
+        })?;
         let (stream, bytes) = self.fq.queues.pop(slot)?;
         Some(Dispatch {
             path,
@@ -220,6 +238,26 @@ impl Scheduler for OptSched {
             delta_bps: 0.0,
             budget: vec![0; self.fq.paths.list.len()],
         });
+        Ok(())
+    }
+    fn handle_stream_paths(
+        &mut self,
+        stream: StreamId,
+        paths: Option<Vec<PathId>>,
+        _now: Instant,
+    ) -> Result<(), SchedError> {
+        self.fq.set_paths(stream, paths)?;
+        // Budget on a path the stream may no longer use is lost; the next
+        // window allocates over its set.
+        let slot = self.fq.queues.slot_of(stream)?;
+        let ids: Vec<PathId> = self.fq.paths.list.iter().map(|p| p.id).collect();
+        if let Some(Some(g)) = self.streams.get_mut(slot) {
+            for (b, &id) in g.budget.iter_mut().zip(&ids) {
+                if !self.fq.queues.allows(slot, id) {
+                    *b = 0;
+                }
+            }
+        }
         Ok(())
     }
     fn handle_stream_close(&mut self, stream: StreamId, _now: Instant) -> Result<(), SchedError> {

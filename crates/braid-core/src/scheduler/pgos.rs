@@ -25,6 +25,15 @@
 //!    fair-queueing finish tag with their weights; (c) so that no path
 //!    idles, mapped streams' backlog on other paths, earliest deadline first.
 //!
+//! A stream restricted to some paths ([`Scheduler::handle_stream_paths`]) is
+//! mapped over those paths only, and classes 2 and 3 skip it on any other
+//! path: class 2 and 3c look only at the heads of the other paths' VS, so a
+//! head the path may not take is passed over, not searched behind; class 3b
+//! sets aside the SCFQ entries the path may not take and puts them back.
+//! Class 1 and 3a serve parts mapped on the path, which the mapping placed
+//! there only if the stream may use it. A stream with an empty set is not
+//! put into any heap.
+//!
 //! A part's tag never lags `now` by more than one window, so a starved part
 //! catches up by at most one window's worth. A transmit handed back through
 //! `handle_blocked` rolls back the clocks it advanced. Blocked paths are
@@ -39,9 +48,7 @@ use super::mapping::{self, MapRequest, MapperConfig, Mapping, MappingHealth};
 use super::path::PathView;
 use super::queues::{StreamQueues, DEFAULT_MAX_BACKLOG};
 use super::spec::StreamSpec;
-use super::{
-    Class, Dispatch, PathId, RemapReason, SchedError, Scheduler, SchedulerEvent, StreamId,
-};
+use super::{Dispatch, PathId, RemapReason, SchedError, Scheduler, SchedulerEvent, StreamId};
 use crate::time::{Duration, Instant};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -202,6 +209,9 @@ pub struct Pgos {
     /// Scratch for `poll_dispatch`'s path order, kept so a decision does not
     /// allocate.
     vp_order: Vec<(u64, usize)>,
+    /// Scratch for class 3b: entries set aside because the path may not
+    /// take their stream, put back after the decision.
+    be_skipped: Vec<BeEntry>,
 }
 
 /// State to roll back when the last transmit comes back through
@@ -243,6 +253,7 @@ impl Pgos {
             undo_part: None,
             undo: None,
             vp_order: Vec::new(),
+            be_skipped: Vec::new(),
         }
     }
 
@@ -277,14 +288,16 @@ impl Pgos {
             }
             UpcallAnswer::Lower(spec) => {
                 spec.validate()?;
-                let bytes: Vec<u32> = self
+                let (bytes, paths): (Vec<u32>, _) = self
                     .queues
                     .get(slot)
-                    .map(|s| s.queue.iter().copied().collect())
+                    .map(|s| (s.queue.iter().copied().collect(), s.paths.clone()))
                     .unwrap_or_default();
                 self.queues.close(stream)?;
                 self.streams[slot] = None;
                 let new = self.queues.open(stream, spec)?;
+                // The restriction outlives the spec change.
+                self.queues.set_paths(stream, paths)?;
                 self.streams.resize(self.queues.capacity(), None);
                 self.streams[new] = Some(Self::fresh_state(&spec));
                 for b in bytes {
@@ -330,6 +343,7 @@ impl Pgos {
                     id: s.id,
                     spec: s.spec,
                     sticky,
+                    paths: s.paths.clone(),
                 }
             })
             .collect()
@@ -440,198 +454,6 @@ impl Pgos {
         }
     }
 
-    /// Put a backlogged stream's parts (or its best-effort entry) into the heaps.
-    fn activate(&mut self, slot: usize, now: Instant) {
-        let Some(head) = self.queues.head(slot) else {
-            return;
-        };
-        let Some(st) = self.streams.get_mut(slot).and_then(Option::as_mut) else {
-            return;
-        };
-        let floor = now.as_nanos().saturating_sub(self.cfg.window.as_nanos());
-        if st.status == Status::Mapped {
-            for (k, part) in st.parts.iter_mut().enumerate() {
-                if part.heap_gen != 0 {
-                    continue;
-                }
-                part.tag = part.tag.max(floor);
-                let gen = self.next_gen;
-                self.next_gen += 1;
-                part.heap_gen = gen;
-                let key = part.tag.saturating_add(ns_for(head, part.rate_bps));
-                self.paths[part.path].vs.push(Reverse((
-                    key,
-                    u32::MAX - st.wc,
-                    slot as u32,
-                    k as u32,
-                    gen,
-                )));
-            }
-        } else if st.heap3_gen == 0 {
-            let gen = self.next_gen;
-            self.next_gen += 1;
-            st.heap3_gen = gen;
-            let start = st.tag3.max(self.vtime);
-            let key = start + u128::from(head) * SCFQ_SCALE / u128::from(st.weight);
-            self.be.push(Reverse((key, slot as u32, gen)));
-        }
-    }
-
-    /// Drop stale entries at the top of path `j`'s VS; return the live head.
-    fn clean_vs(&mut self, j: usize) -> Option<(u64, usize, usize)> {
-        while let Some(&Reverse((key, _, slot, part, gen))) = self.paths[j].vs.peek() {
-            let (slot, part) = (slot as usize, part as usize);
-            let live = self
-                .streams
-                .get(slot)
-                .and_then(Option::as_ref)
-                .and_then(|s| s.parts.get(part))
-                .is_some_and(|p| p.heap_gen == gen);
-            if live && self.queues.head(slot).is_some() {
-                return Some((key, slot, part));
-            }
-            self.paths[j].vs.pop();
-            self.stats.stale += 1;
-            if live {
-                // Live entry but the queue drained: the part leaves the heap.
-                if let Some(Some(s)) = self.streams.get_mut(slot) {
-                    s.parts[part].heap_gen = 0;
-                }
-            }
-        }
-        None
-    }
-
-    /// Serve the head of (slot, part) as a scheduled packet; re-insert the part.
-    fn serve_part(
-        &mut self,
-        j_from: usize,
-        slot: usize,
-        part: usize,
-        now: Instant,
-    ) -> (StreamId, u32) {
-        self.paths[j_from].vs.pop();
-        // `clean_vs` returned this (slot, part) as live, so both exist.
-        let (id, bytes) = self.queues.pop(slot).unwrap_or((StreamId(0), 0));
-        let floor = now.as_nanos().saturating_sub(self.cfg.window.as_nanos());
-        if let Some(Some(st)) = self.streams.get_mut(slot) {
-            let p = &mut st.parts[part];
-            self.undo_part = Some((slot, part, p.tag));
-            p.tag = p.tag.max(floor).saturating_add(ns_for(bytes, p.rate_bps));
-            p.heap_gen = 0;
-        }
-        self.activate(slot, now);
-        (id, bytes)
-    }
-
-    /// The decision for path `j` (Table I).
-    fn decide(&mut self, j: usize, now: Instant) -> Option<Dispatch> {
-        self.undo_part = None;
-        let horizon = now.as_nanos().saturating_add(self.cfg.window.as_nanos());
-        let path = self.paths[j].id;
-        // 1. Scheduled on this path.
-        if let Some((key, slot, part)) = self.clean_vs(j) {
-            if key <= horizon {
-                let (stream, bytes) = self.serve_part(j, slot, part, now);
-                self.stats.decisions[0] += 1;
-                return Some(Dispatch {
-                    path,
-                    stream,
-                    bytes,
-                    class: Class::Scheduled,
-                });
-            }
-        }
-        // 2. Scheduled on another path, already late there.
-        let mut best: Option<(u64, usize, usize, usize)> = None;
-        for k in 0..self.paths.len() {
-            if k == j {
-                continue;
-            }
-            if let Some((key, slot, part)) = self.clean_vs(k) {
-                if key <= now.as_nanos() && best.is_none_or(|b| key < b.0) {
-                    best = Some((key, k, slot, part));
-                }
-            }
-        }
-        if let Some((_, k, slot, part)) = best {
-            let (stream, bytes) = self.serve_part(k, slot, part, now);
-            self.stats.decisions[1] += 1;
-            return Some(Dispatch {
-                path,
-                stream,
-                bytes,
-                class: Class::OtherPath,
-            });
-        }
-        // 3a. Unscheduled, beyond its mapped rate: a stream mapped on this
-        // path that has run a window ahead (Table I 3.2: guaranteed streams
-        // have the higher window constraint). Its tag is not advanced, so
-        // its guaranteed share is not borrowed from.
-        if let Some((_, slot, _)) = self.clean_vs(j) {
-            if let Some((stream, bytes)) = self.queues.pop(slot) {
-                self.stats.decisions[2] += 1;
-                return Some(Dispatch {
-                    path,
-                    stream,
-                    bytes,
-                    class: Class::Unscheduled,
-                });
-            }
-        }
-        // 3b. Unscheduled: best-effort and unmapped streams by SCFQ tag.
-        while let Some(Reverse((key, slot, gen))) = self.be.pop() {
-            let slot = slot as usize;
-            let live = self
-                .streams
-                .get(slot)
-                .and_then(Option::as_ref)
-                .is_some_and(|s| s.heap3_gen == gen && s.status != Status::Mapped);
-            if !live {
-                self.stats.stale += 1;
-                continue;
-            }
-            let Some((stream, bytes)) = self.queues.pop(slot) else {
-                if let Some(Some(s)) = self.streams.get_mut(slot) {
-                    s.heap3_gen = 0;
-                }
-                continue;
-            };
-            self.vtime = self.vtime.max(key);
-            if let Some(Some(s)) = self.streams.get_mut(slot) {
-                s.tag3 = key;
-                s.heap3_gen = 0;
-            }
-            self.activate(slot, now);
-            self.stats.decisions[2] += 1;
-            return Some(Dispatch {
-                path,
-                stream,
-                bytes,
-                class: Class::Unscheduled,
-            });
-        }
-        // 3c. Mapped streams' backlog on other paths, earliest deadline
-        // first, so that no path idles.
-        let mut best: Option<(u64, usize)> = None;
-        for k in 0..self.paths.len() {
-            if let Some((key, slot, _)) = self.clean_vs(k) {
-                if best.is_none_or(|b| key < b.0) {
-                    best = Some((key, slot));
-                }
-            }
-        }
-        let (_, slot) = best?;
-        let (stream, bytes) = self.queues.pop(slot)?;
-        self.stats.decisions[2] += 1;
-        Some(Dispatch {
-            path,
-            stream,
-            bytes,
-            class: Class::Unscheduled,
-        })
-    }
-
     fn record_undo(&mut self, t: Dispatch, j: usize) {
         self.undo = Some(Undo {
             stream: t.stream,
@@ -727,6 +549,30 @@ impl Scheduler for Pgos {
         self.streams[slot] = Some(Self::fresh_state(&spec));
         if spec.is_guaranteed() {
             self.remap(now, RemapReason::StreamsChanged);
+        }
+        Ok(())
+    }
+
+    fn handle_stream_paths(
+        &mut self,
+        stream: StreamId,
+        paths: Option<Vec<PathId>>,
+        now: Instant,
+    ) -> Result<(), SchedError> {
+        let (slot, changed) = self.queues.set_paths(stream, paths)?;
+        if !changed {
+            return Ok(());
+        }
+        let guaranteed = self
+            .queues
+            .get(slot)
+            .is_some_and(|s| s.spec.is_guaranteed());
+        if guaranteed {
+            self.remap(now, RemapReason::StreamsChanged);
+        } else {
+            // A best-effort stream is in no mapping; it may have left the
+            // heap with an empty set.
+            self.activate(slot, now);
         }
         Ok(())
     }
@@ -838,6 +684,9 @@ impl Scheduler for Pgos {
         self.queues.backlog(stream)
     }
 }
+
+#[path = "pgos_dispatch.rs"]
+mod dispatch;
 
 #[cfg(test)]
 #[path = "pgos_tests.rs"]

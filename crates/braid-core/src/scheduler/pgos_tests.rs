@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::scheduler::path::EmpiricalDistribution;
+use crate::scheduler::Class;
 use crate::units::Bandwidth;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

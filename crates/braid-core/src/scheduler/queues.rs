@@ -1,13 +1,20 @@
 //! Per-stream message queues shared by every scheduler: bounded FIFOs of
 //! message sizes, addressed by a dense slot index with a generation so that
-//! heap entries that outlive a closed stream are recognised as stale.
+//! heap entries that outlive a closed stream are recognised as stale; and
+//! each stream's path restriction ([`Scheduler::handle_stream_paths`]).
+//!
+//! [`Scheduler::handle_stream_paths`]: super::Scheduler::handle_stream_paths
 
 use super::spec::StreamSpec;
-use super::{SchedError, StreamId, MAX_STREAMS};
+use super::{PathId, SchedError, StreamId, MAX_STREAMS};
 use std::collections::{BTreeMap, VecDeque};
 
 /// Default bound on queued messages per stream.
 pub const DEFAULT_MAX_BACKLOG: usize = 1 << 16;
+
+/// Most paths one stream's restriction may name
+/// ([`Scheduler::handle_stream_paths`](super::Scheduler::handle_stream_paths)).
+pub const MAX_STREAM_PATHS: usize = 256;
 
 /// One open stream.
 #[derive(Debug, Clone)]
@@ -17,6 +24,26 @@ pub(crate) struct Slot {
     /// Sizes of queued messages, head first.
     pub queue: VecDeque<u32>,
     pub queued_bytes: u64,
+    /// The paths the stream may use, sorted and without duplicates; `None`
+    /// is any path, an empty list none.
+    pub paths: Option<Vec<PathId>>,
+}
+
+impl Slot {
+    /// Whether the stream may go on `path`.
+    #[inline]
+    pub fn allows(&self, path: PathId) -> bool {
+        match &self.paths {
+            None => true,
+            Some(v) => v.binary_search(&path).is_ok(),
+        }
+    }
+
+    /// Whether the stream may go on no path at all (an empty restriction).
+    #[inline]
+    pub fn unmappable(&self) -> bool {
+        self.paths.as_ref().is_some_and(Vec::is_empty)
+    }
 }
 
 /// Open streams and their queues.
@@ -53,6 +80,7 @@ impl StreamQueues {
             spec,
             queue: VecDeque::new(),
             queued_bytes: 0,
+            paths: None,
         };
         let idx = if let Some(free) = self.slots.iter().position(Option::is_none) {
             self.gens[free] = self.gens[free].wrapping_add(1);
@@ -78,6 +106,39 @@ impl StreamQueues {
             .ok_or(SchedError::UnknownStream(id))?;
         self.slots[idx] = None;
         Ok(idx)
+    }
+
+    /// Restrict stream `id` to `paths` (`None`: any path). Returns its slot
+    /// and whether the restriction changed.
+    pub fn set_paths(
+        &mut self,
+        id: StreamId,
+        paths: Option<Vec<PathId>>,
+    ) -> Result<(usize, bool), SchedError> {
+        let idx = self.slot_of(id)?;
+        let paths = match paths {
+            Some(mut v) => {
+                v.sort_unstable();
+                v.dedup();
+                if v.len() > MAX_STREAM_PATHS {
+                    return Err(SchedError::TooManyPaths(MAX_STREAM_PATHS));
+                }
+                Some(v)
+            }
+            None => None,
+        };
+        let slot = self.slots[idx]
+            .as_mut()
+            .ok_or(SchedError::UnknownStream(id))?;
+        let changed = slot.paths != paths;
+        slot.paths = paths;
+        Ok((idx, changed))
+    }
+
+    /// Whether the stream in slot `idx` may go on `path` (false if closed).
+    #[inline]
+    pub fn allows(&self, idx: usize, path: PathId) -> bool {
+        self.get(idx).is_some_and(|s| s.allows(path))
     }
 
     pub fn slot_of(&self, id: StreamId) -> Result<usize, SchedError> {

@@ -12,7 +12,16 @@
 //! * [`MinRtt`] — MPTCP's default: one FIFO across streams; in push mode the
 //!   lowest-RTT unblocked path sends next.
 //!
-//! Invariants: queues bounded as in every scheduler; no clock reads.
+//! Path restrictions ([`Scheduler::handle_stream_paths`]): a fair queue
+//! sets aside the heap entries a path may not take and puts them back; the
+//! round-robin layouts deal a message only to a path its stream may use
+//! (the next one in turn), re-deal what a new restriction rules out, and
+//! hold what has no usable path until one joins or the set changes; min-RTT
+//! sends the first queued message the path may take, and in push mode the
+//! head message on the lowest-RTT path its stream may use.
+//!
+//! Invariants: queues bounded as in every scheduler; no decision names a
+//! path outside its stream's set; no clock reads.
 
 use super::path::PathView;
 use super::queues::{StreamQueues, DEFAULT_MAX_BACKLOG};
@@ -111,12 +120,18 @@ pub(super) struct FairTag {
     in_heap: bool,
 }
 
+/// A fair-queue heap entry: (finish tag, slot, generation).
+type FqEntry = Reverse<(u128, u32, u32)>;
+
 /// Self-clocked fair queueing core shared by [`Wfq`] and [`Msfq`].
 #[derive(Debug, Clone)]
 pub(super) struct FairQueue {
     pub(super) queues: StreamQueues,
     pub(super) paths: Paths,
-    heap: BinaryHeap<Reverse<(u128, u32, u32)>>,
+    heap: BinaryHeap<FqEntry>,
+    /// Scratch: entries set aside because the path may not take their
+    /// stream, put back after each decision.
+    skipped: Vec<FqEntry>,
     /// Per slot: its finish tag and whether it is in the heap.
     tags: Vec<FairTag>,
     vtime: u128,
@@ -130,6 +145,7 @@ impl FairQueue {
             queues: StreamQueues::new(DEFAULT_MAX_BACKLOG),
             paths: Paths::default(),
             heap: BinaryHeap::new(),
+            skipped: Vec::new(),
             tags: Vec::new(),
             vtime: 0,
             best_effort_only: false,
@@ -140,7 +156,7 @@ impl FairQueue {
         let (Some(head), Some(s)) = (self.queues.head(slot), self.queues.get(slot)) else {
             return;
         };
-        if self.best_effort_only && s.spec.is_guaranteed() {
+        if (self.best_effort_only && s.spec.is_guaranteed()) || s.unmappable() {
             return;
         }
         let w = u128::from(s.spec.fair_weight().max(1));
@@ -154,10 +170,33 @@ impl FairQueue {
             .push(Reverse((key, slot as u32, self.queues.gen(slot))));
     }
 
+    /// The next message `path` may take, by finish tag.
     pub(super) fn next(&mut self, path: PathId) -> Option<Dispatch> {
+        let t = self.pop_for(path);
+        if !self.skipped.is_empty() {
+            self.heap.extend(self.skipped.drain(..));
+        }
+        t
+    }
+
+    /// Pop entries until one `path` may take; entries of streams that may
+    /// not use it go to `skipped` (dropped for an empty set).
+    fn pop_for(&mut self, path: PathId) -> Option<Dispatch> {
         while let Some(Reverse((key, slot, gen))) = self.heap.pop() {
             let slot = slot as usize;
-            if !self.queues.is_live(slot, gen) {
+            let Some(s) = self.queues.get(slot) else {
+                continue;
+            };
+            if self.queues.gen(slot) != gen {
+                continue;
+            }
+            if !s.allows(path) {
+                if s.unmappable() {
+                    // Leaves the heap until its set changes.
+                    self.tags[slot].in_heap = false;
+                } else {
+                    self.skipped.push(Reverse((key, slot as u32, gen)));
+                }
                 continue;
             }
             self.tags[slot].in_heap = false;
@@ -184,6 +223,20 @@ impl FairQueue {
             finish: self.vtime,
             in_heap: false,
         };
+        Ok(())
+    }
+
+    /// Restrict `stream` to `paths` (see [`Scheduler::handle_stream_paths`]).
+    pub(super) fn set_paths(
+        &mut self,
+        stream: StreamId,
+        paths: Option<Vec<PathId>>,
+    ) -> Result<(), SchedError> {
+        let (slot, changed) = self.queues.set_paths(stream, paths)?;
+        if changed {
+            // It may have left the heap with an empty set.
+            self.activate(slot);
+        }
         Ok(())
     }
 
@@ -226,6 +279,14 @@ macro_rules! fair_scheduler {
             ) -> Result<(), SchedError> {
                 self.fq.open(stream, spec)
             }
+            fn handle_stream_paths(
+                &mut self,
+                stream: StreamId,
+                paths: Option<Vec<PathId>>,
+                _now: Instant,
+            ) -> Result<(), SchedError> {
+                self.fq.set_paths(stream, paths)
+            }
             fn handle_stream_close(
                 &mut self,
                 stream: StreamId,
@@ -250,16 +311,19 @@ macro_rules! fair_scheduler {
                 self.fq.next($path)
             }
             fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch> {
-                let ready: Vec<PathId> = self
-                    .fq
-                    .paths
-                    .ready(now)
-                    .map(|j| self.fq.paths.list[j].id)
-                    .collect();
-                for $path in ready {
+                // By index, so that a decision does not allocate.
+                for j in 0..self.fq.paths.list.len() {
+                    let p = &self.fq.paths.list[j];
+                    if p.blocked_until > now {
+                        continue;
+                    }
+                    let $path = p.id;
                     let $s = &*self;
                     if $allowed {
-                        return self.fq.next($path);
+                        // Another path may take what this one may not.
+                        if let Some(t) = self.fq.next($path) {
+                            return Some(t);
+                        }
                     }
                 }
                 None
@@ -345,16 +409,25 @@ fn requeue(queues: &mut StreamQueues, fifo: &mut VecDeque<Entry>, slot: usize, b
     fifo.push_front((slot as u32, queues.gen(slot)));
 }
 
-/// Send the first live message of `fifo` on `path`.
-fn pop_live(
+/// Send on `path` the first live message of `fifo` whose stream may use
+/// it (`pick` chooses the path per stream slot; `None`: not this one).
+/// Entries passed over keep their places.
+fn pop_first(
     queues: &mut StreamQueues,
     fifo: &mut VecDeque<Entry>,
-    path: PathId,
+    mut pick: impl FnMut(&StreamQueues, usize) -> Option<PathId>,
 ) -> Option<Dispatch> {
-    while let Some((slot, gen)) = fifo.pop_front() {
+    let mut i = 0;
+    while let Some(&(slot, gen)) = fifo.get(i) {
         if !queues.is_live(slot as usize, gen) {
+            fifo.remove(i);
             continue;
         }
+        let Some(path) = pick(queues, slot as usize) else {
+            i += 1;
+            continue;
+        };
+        fifo.remove(i);
         if let Some((stream, bytes)) = queues.pop(slot as usize) {
             return Some(Dispatch {
                 path,
@@ -398,20 +471,59 @@ impl RoundRobin {
         }
     }
 
+    /// Deal `entry` to the path whose turn it is, or the next one in turn
+    /// its stream may use; hold it back if there is none.
     fn deal(&mut self, entry: Entry) {
-        let n = self.paths.list.len() as u64;
-        if n == 0 {
+        let n = self.paths.list.len();
+        let turn = (self.dealt / self.chunk) % (n.max(1) as u64);
+        let slot = entry.0 as usize;
+        let usable = (0..n)
+            .map(|k| (turn as usize + k) % n)
+            .find(|&j| self.queues.allows(slot, self.paths.list[j].id));
+        let Some(j) = usable else {
             self.undealt.push_back(entry);
             return;
-        }
-        let j = ((self.dealt / self.chunk) % n) as usize;
+        };
         self.dealt += 1;
         self.fifo[j].push_back(entry);
     }
 
+    /// Deal again everything held back (a path joined, a set changed).
+    fn deal_undealt(&mut self) {
+        let pending: Vec<_> = self.undealt.drain(..).collect();
+        for e in pending {
+            self.deal(e);
+        }
+    }
+
     fn take(&mut self, j: usize) -> Option<Dispatch> {
         let path = self.paths.list[j].id;
-        pop_live(&mut self.queues, &mut self.fifo[j], path)
+        // A message dealt here before its stream's set changed (or handed
+        // back after) is dealt again, not sent.
+        let mut redeal = Vec::new();
+        let mut sent = None;
+        while let Some((slot, gen)) = self.fifo[j].pop_front() {
+            if !self.queues.is_live(slot as usize, gen) {
+                continue;
+            }
+            if !self.queues.allows(slot as usize, path) {
+                redeal.push((slot, gen));
+                continue;
+            }
+            if let Some((stream, bytes)) = self.queues.pop(slot as usize) {
+                sent = Some(Dispatch {
+                    path,
+                    stream,
+                    bytes,
+                    class: Class::Unscheduled,
+                });
+                break;
+            }
+        }
+        for e in redeal {
+            self.deal(e);
+        }
+        sent
     }
 }
 
@@ -426,10 +538,7 @@ impl Scheduler for RoundRobin {
     fn handle_path_update(&mut self, path: PathId, view: PathView, _now: Instant) {
         if self.paths.update(path, view) {
             self.fifo.push(VecDeque::new());
-            let pending: Vec<_> = self.undealt.drain(..).collect();
-            for e in pending {
-                self.deal(e);
-            }
+            self.deal_undealt();
         }
     }
     fn handle_path_remove(&mut self, path: PathId, _now: Instant) -> Result<(), SchedError> {
@@ -448,6 +557,38 @@ impl Scheduler for RoundRobin {
         _now: Instant,
     ) -> Result<(), SchedError> {
         self.queues.open(stream, spec).map(|_| ())
+    }
+    fn handle_stream_paths(
+        &mut self,
+        stream: StreamId,
+        paths: Option<Vec<PathId>>,
+        _now: Instant,
+    ) -> Result<(), SchedError> {
+        let (slot, changed) = self.queues.set_paths(stream, paths)?;
+        if !changed {
+            return Ok(());
+        }
+        // Take back what was dealt to paths the stream may no longer use,
+        // in arrival order per path, and deal it again with what was held.
+        let mut redeal = Vec::new();
+        for j in 0..self.fifo.len() {
+            let path = self.paths.list[j].id;
+            if self.queues.allows(slot, path) {
+                continue;
+            }
+            self.fifo[j].retain(|&e| {
+                let ours = e.0 as usize == slot;
+                if ours {
+                    redeal.push(e);
+                }
+                !ours
+            });
+        }
+        self.deal_undealt();
+        for e in redeal {
+            self.deal(e);
+        }
+        Ok(())
     }
     fn handle_stream_close(&mut self, stream: StreamId, _now: Instant) -> Result<(), SchedError> {
         self.queues.close(stream).map(|_| ())
@@ -533,6 +674,14 @@ impl Scheduler for MinRtt {
     ) -> Result<(), SchedError> {
         self.queues.open(stream, spec).map(|_| ())
     }
+    fn handle_stream_paths(
+        &mut self,
+        stream: StreamId,
+        paths: Option<Vec<PathId>>,
+        _now: Instant,
+    ) -> Result<(), SchedError> {
+        self.queues.set_paths(stream, paths).map(|_| ())
+    }
     fn handle_stream_close(&mut self, stream: StreamId, _now: Instant) -> Result<(), SchedError> {
         self.queues.close(stream).map(|_| ())
     }
@@ -548,15 +697,22 @@ impl Scheduler for MinRtt {
     }
     fn poll_dispatch_on(&mut self, path: PathId, _now: Instant) -> Option<Dispatch> {
         self.paths.unblock(path)?;
-        pop_live(&mut self.queues, &mut self.fifo, path)
+        pop_first(&mut self.queues, &mut self.fifo, |q, slot| {
+            q.allows(slot, path).then_some(path)
+        })
     }
     fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch> {
-        let best = self
-            .paths
-            .ready(now)
-            .min_by_key(|&j| (self.paths.list[j].view.rtt, j))?;
-        let path = self.paths.list[best].id;
-        pop_live(&mut self.queues, &mut self.fifo, path)
+        self.paths.ready(now).next()?;
+        let paths = &self.paths;
+        // The head message goes on the lowest-RTT ready path its stream
+        // may use; a message with none waits in place.
+        pop_first(&mut self.queues, &mut self.fifo, |q, slot| {
+            let best = paths
+                .ready(now)
+                .filter(|&j| q.allows(slot, paths.list[j].id))
+                .min_by_key(|&j| (paths.list[j].view.rtt, j))?;
+            Some(paths.list[best].id)
+        })
     }
     fn handle_blocked(&mut self, t: Dispatch, now: Instant) {
         if let Ok(slot) = self.queues.slot_of(t.stream) {

@@ -58,7 +58,7 @@ pub use congestion::CongestionController;
 pub use connection::{CloseReason, Connection, Event, Side, RATE_SAMPLE_QUEUE};
 pub use endpoint::{Batch, ConnectError, ConnectionHandle, Endpoint, EndpointStats};
 pub use recv::ReceivedMessage;
-pub use send::{SendError, SendOptions};
+pub use send::{SendError, SendOptions, SendRefused};
 pub use stats::{ClassCounters, Stats};
 pub use thresholds::{Condition, ThresholdEvent, ThresholdId};
 

@@ -184,22 +184,28 @@ impl Recovery {
         self.sent.len() >= MAX_SENT_PACKETS
     }
 
-    /// When an ACK last newly acknowledged a packet.
+    /// True if any ack-eliciting packet is unacknowledged.
+    pub fn has_eliciting_in_flight(&self) -> bool {
+        self.eliciting > 0
+    }
+
+    /// When an ACK last newly acknowledged a packet (`None` before the
+    /// first; an ACK of nothing new does not count).
     pub fn last_ack_at(&self) -> Option<Instant> {
         self.last_ack_at
     }
 
-    /// Send time of the oldest ack-eliciting packet still unacknowledged.
+    /// Send time of the oldest ack-eliciting packet still unacknowledged;
+    /// `None` when none is in flight. Packets are sent in number order, so this is
+    /// the first ack-eliciting packet of `sent` (usually its first entry).
     pub fn oldest_unacked_sent_at(&self) -> Option<Instant> {
+        if self.eliciting == 0 {
+            return None;
+        }
         self.sent
             .values()
             .find(|p| p.ack_eliciting)
             .map(|p| p.time_sent)
-    }
-
-    /// True if any ack-eliciting packet is unacknowledged.
-    pub fn has_eliciting_in_flight(&self) -> bool {
-        self.eliciting > 0
     }
 
     /// Takes the next packet number for a packet that needs no
@@ -417,6 +423,33 @@ mod tests {
 
     fn ms(v: u64) -> Instant {
         Instant::from_nanos(v * 1_000_000)
+    }
+
+    #[test]
+    fn last_ack_and_oldest_in_flight() {
+        let mut r = Recovery::new(Duration::from_millis(100), Duration::ZERO);
+        assert_eq!((r.last_ack_at(), r.oldest_unacked_sent_at()), (None, None));
+        // A packet that elicits no ACK is not what the oldest in flight means.
+        let mut quiet = pkt(ms(1));
+        quiet.ack_eliciting = false;
+        r.on_sent(0, quiet);
+        assert_eq!(r.oldest_unacked_sent_at(), None);
+        r.on_sent(1, pkt(ms(2)));
+        r.on_sent(2, pkt(ms(3)));
+        assert_eq!(r.oldest_unacked_sent_at(), Some(ms(2)));
+        r.on_ack(ms(20), &ack(&[(1, 1)])).unwrap();
+        assert_eq!(r.last_ack_at(), Some(ms(20)));
+        assert_eq!(r.oldest_unacked_sent_at(), Some(ms(3)));
+        // An ACK of nothing new does not move `last_ack_at`.
+        r.on_ack(ms(25), &ack(&[(1, 1)])).unwrap();
+        assert_eq!(r.last_ack_at(), Some(ms(20)));
+        r.on_ack(ms(30), &ack(&[(2, 2)])).unwrap();
+        assert_eq!(r.last_ack_at(), Some(ms(30)));
+        assert_eq!(r.oldest_unacked_sent_at(), None);
+        // Declared lost counts as no longer in flight.
+        r.on_sent(3, pkt(ms(40)));
+        r.drain();
+        assert_eq!(r.oldest_unacked_sent_at(), None);
     }
 
     #[test]

@@ -185,6 +185,44 @@ pub enum SendError {
     NotOpen,
 }
 
+/// A message the transport refused, handed back with the reason.
+///
+/// [`Connection::send`](super::Connection::send) and [`SendStreams::push`]
+/// return it so that a caller can keep the message (retry it later, queue it
+/// elsewhere, send it on another path) instead of losing it: `data` is the
+/// message exactly as it was given.
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{error}")]
+pub struct SendRefused {
+    /// Why the message was refused.
+    pub error: SendError,
+    /// The message, byte-identical to what was passed in.
+    pub data: Vec<u8>,
+}
+
+impl SendRefused {
+    /// The refused message.
+    pub fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+}
+
+/// Shows the message's length, not its bytes (it can be megabytes).
+impl core::fmt::Debug for SendRefused {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SendRefused")
+            .field("error", &self.error)
+            .field("data_len", &self.data.len())
+            .finish()
+    }
+}
+
+impl From<SendRefused> for SendError {
+    fn from(r: SendRefused) -> Self {
+        r.error
+    }
+}
+
 /// All send streams of a connection.
 #[derive(Debug)]
 pub struct SendStreams {
@@ -249,21 +287,28 @@ impl SendStreams {
     ///
     /// # Errors
     /// [`SendError::Blocked`] when the queue is full,
-    /// [`SendError::InvalidTtl`] for a TTL over an hour. Size and stream
-    /// checks are the caller's.
+    /// [`SendError::InvalidTtl`] for a TTL over an hour, each with the
+    /// message handed back in a [`SendRefused`]. Size and stream checks are
+    /// the caller's.
     pub fn push(
         &mut self,
         now: Instant,
         stream: StreamId,
         data: Vec<u8>,
         opts: SendOptions,
-    ) -> Result<u64, SendError> {
+    ) -> Result<u64, SendRefused> {
         let len = data.len() as u64;
         if self.queued_bytes + len > self.max_queued_bytes && self.queued_bytes > 0 {
-            return Err(SendError::Blocked);
+            return Err(SendRefused {
+                error: SendError::Blocked,
+                data,
+            });
         }
         if opts.ttl.is_some_and(|t| t.as_micros() > MAX_TTL_US) {
-            return Err(SendError::InvalidTtl);
+            return Err(SendRefused {
+                error: SendError::InvalidTtl,
+                data,
+            });
         }
         let s = self.streams.entry(stream).or_default();
         let number = s.next_number;
@@ -858,7 +903,10 @@ mod tests {
                 vec![0; 800],
                 SendOptions::RELIABLE
             ),
-            Err(SendError::Blocked)
+            Err(SendRefused {
+                error: SendError::Blocked,
+                data: vec![0; 800]
+            })
         );
     }
 

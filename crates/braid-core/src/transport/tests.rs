@@ -255,7 +255,10 @@ fn reliable_transfer(seed: u64, total: usize, configure: impl FnOnce(&mut Net)) 
                 let chunk = data[base + sent[st]..base + sent[st] + len].to_vec();
                 match conn.send(n.now, StreamId(st as u32), chunk, SendOptions::RELIABLE) {
                     Ok(_) => sent[st] += len,
-                    Err(SendError::Blocked) => break,
+                    Err(SendRefused {
+                        error: SendError::Blocked,
+                        ..
+                    }) => break,
                     Err(e) => panic!("{e}"),
                 }
             }
@@ -933,7 +936,8 @@ fn finish_delivers_everything_then_closes_both_sides() {
     }
     conn.finish(now);
     assert_eq!(
-        conn.send(now, StreamId(0), vec![0], SendOptions::RELIABLE),
+        conn.send(now, StreamId(0), vec![0], SendOptions::RELIABLE)
+            .map_err(|r| r.error),
         Err(SendError::NotOpen)
     );
     let mut got = 0;
@@ -1032,7 +1036,8 @@ fn oversized_messages_are_refused_with_the_limit() {
             StreamId(0),
             vec![0; max as usize + 1],
             SendOptions::RELIABLE
-        ),
+        )
+        .map_err(|r| r.error),
         Err(SendError::MessageTooLarge { size: max + 1, max })
     );
     assert!(conn
@@ -1044,7 +1049,8 @@ fn oversized_messages_are_refused_with_the_limit() {
         )
         .is_ok());
     assert_eq!(
-        conn.send(now, StreamId(5000), vec![0], SendOptions::RELIABLE),
+        conn.send(now, StreamId(5000), vec![0], SendOptions::RELIABLE)
+            .map_err(|r| r.error),
         Err(SendError::InvalidStream)
     );
 }
@@ -1124,4 +1130,139 @@ fn connections_keep_their_four_tuple() {
     server.handle_datagram(now, FourTuple::new(s_addr, c_addr), &buf[..t.size]);
     let after = server.connection(sh).unwrap().stats();
     assert_eq!(after.packets_received, before.packets_received + 1);
+}
+
+/// A message of `len` bytes that differ from one another (and from any
+/// zero-filled buffer), so a mix-up shows.
+fn patterned(len: usize, salt: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(salt))
+        .collect()
+}
+
+#[test]
+fn a_refused_message_comes_back_byte_identical() {
+    let config = Config {
+        send_queue_bytes: 10_000,
+        ..Config::default()
+    };
+    let max = config.max_message_size as usize;
+    let mut net = Net::new(37, config);
+    let (c, _) = net.connect();
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    conn.send(now, StreamId(0), patterned(8_000, 1), SendOptions::RELIABLE)
+        .unwrap();
+    // Queue full.
+    let m = patterned(4_000, 2);
+    let r = conn
+        .send(now, StreamId(0), m.clone(), SendOptions::RELIABLE)
+        .unwrap_err();
+    assert_eq!(r.error, SendError::Blocked);
+    assert_eq!(r.to_string(), SendError::Blocked.to_string());
+    assert_eq!(r.into_data(), m);
+    // Too large.
+    let m = patterned(max + 1, 3);
+    let r = conn
+        .send(now, StreamId(1), m.clone(), SendOptions::RELIABLE)
+        .unwrap_err();
+    assert_eq!(
+        r.error,
+        SendError::MessageTooLarge {
+            size: max as u64 + 1,
+            max: max as u64
+        }
+    );
+    assert!(
+        format!("{r:?}").contains("data_len"),
+        "Debug shows the length"
+    );
+    assert_eq!(r.data, m);
+    // Bad stream, bad TTL, closing: each hands the message back too.
+    let m = patterned(100, 4);
+    let r = conn
+        .send(now, StreamId(5000), m.clone(), SendOptions::RELIABLE)
+        .unwrap_err();
+    assert_eq!((r.error, r.data), (SendError::InvalidStream, m.clone()));
+    let hour_and_more = SendOptions {
+        reliability: Reliability::Unreliable,
+        ttl: Some(Duration::from_secs(3601)),
+    };
+    let r = conn
+        .send(now, StreamId(0), m.clone(), hour_and_more)
+        .unwrap_err();
+    assert_eq!((r.error, r.data), (SendError::InvalidTtl, m.clone()));
+    conn.finish(now);
+    let r = conn
+        .send(now, StreamId(0), m.clone(), SendOptions::RELIABLE)
+        .unwrap_err();
+    assert_eq!((r.error, r.into_data()), (SendError::NotOpen, m));
+}
+
+#[test]
+fn ack_times_and_transit_bound_follow_the_path() {
+    let config = Config::default();
+    let mut net = Net::new(38, config.clone());
+    let before = net.client.connect(net.now, addr(SERVER)).unwrap();
+    let fresh = net.client.connection(before).unwrap();
+    assert_eq!(fresh.transit_bound(), config.initial_rtt, "no sample yet");
+    assert_eq!(fresh.last_ack_at(), None);
+    let mut net = Net::new(38, config.clone());
+    let (c, _) = net.connect();
+    // Let everything in flight be acknowledged (keep-alive is 10 s away).
+    let idle = net.run(Duration::from_secs(2), |n| {
+        n.client
+            .connection(c)
+            .unwrap()
+            .oldest_unacked_sent_at()
+            .is_none()
+    });
+    assert!(idle, "the handshake's packets are acknowledged");
+    // Two packets sent 5 ms apart: the oldest is the first until acked.
+    let t1 = net.now;
+    net.client
+        .connection_mut(c)
+        .unwrap()
+        .send(t1, StreamId(0), vec![1; 100], SendOptions::RELIABLE)
+        .unwrap();
+    net.flush();
+    assert_eq!(
+        net.client.connection(c).unwrap().oldest_unacked_sent_at(),
+        Some(t1)
+    );
+    net.now += Duration::from_millis(5);
+    let t2 = net.now;
+    net.client
+        .connection_mut(c)
+        .unwrap()
+        .send(t2, StreamId(0), vec![2; 100], SendOptions::RELIABLE)
+        .unwrap();
+    net.flush();
+    assert_eq!(
+        net.client.connection(c).unwrap().oldest_unacked_sent_at(),
+        Some(t1)
+    );
+    let mut acked_at = None;
+    let done = net.run(Duration::from_secs(2), |n| {
+        let conn = n.client.connection(c).unwrap();
+        if conn.oldest_unacked_sent_at().is_none() {
+            acked_at = Some(n.now);
+            return true;
+        }
+        false
+    });
+    assert!(done, "both packets are acknowledged");
+    let conn = net.client.connection(c).unwrap();
+    let last = conn.last_ack_at().unwrap();
+    assert_eq!(Some(last), acked_at, "the ACK that emptied the flight");
+    assert!(
+        last >= t2 + Duration::from_millis(20),
+        "a round trip after t2"
+    );
+    // 10 ms each way: one RTT bounds the transit, and the initial 100 ms is gone.
+    let transit = conn.transit_bound();
+    assert!(
+        transit >= Duration::from_millis(20) && transit < config.initial_rtt,
+        "{transit:?}"
+    );
 }

@@ -70,6 +70,7 @@ pub fn violation(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentEr
                 spec: StreamSpec::violation_bound(x, tw, MSG, bound)
                     .map_err(super::table3::sched)?,
                 sticky: None,
+                paths: None,
             })
         };
         // Ask the mapper for the smallest E[Z] it can reach at this rate.

@@ -32,7 +32,8 @@ use super::{EndpointConfig, RudpError, MAX_ROUNDS, RECV_BATCH, SEND_BATCH, SPIN_
 use crate::clock;
 use braid_core::transport::{
     CloseReason, Connection as CoreConnection, ConnectionHandle, Endpoint as CoreEndpoint,
-    ErrorCode, Event, FourTuple, ReceivedMessage, SendOptions, StreamId, Transmit,
+    ErrorCode, Event, FourTuple, ReceivedMessage, SendError, SendOptions, SendRefused, StreamId,
+    Transmit,
 };
 use braid_core::Instant;
 use std::collections::HashMap;
@@ -469,7 +470,6 @@ impl Driver {
         let now = clock::now();
         let mut progress = false;
         let mut gone = Vec::new();
-        let max_queue = self.config.transport.send_queue_bytes;
         for (&h, st) in self.conns.iter_mut() {
             let Some(c) = self.core.connection_mut(h) else {
                 gone.push(h);
@@ -477,7 +477,7 @@ impl Driver {
             };
             progress |= deliver_events(st, c, &mut self.io);
             progress |= deliver_messages(st, c, now);
-            progress |= take_sends(st, c, cx, now, max_queue, &mut self.io);
+            progress |= take_sends(st, c, cx, now, &mut self.io);
             if c.is_closed() && st.stalled_rx.is_none() {
                 gone.push(h);
             }
@@ -614,20 +614,27 @@ fn take_sends(
     c: &mut CoreConnection,
     cx: &mut Context<'_>,
     now: Instant,
-    max_queue: u64,
     io: &mut IoStats,
 ) -> bool {
     let mut progress = false;
     loop {
         if let Some((stream, data, opts)) = st.stalled_tx.take() {
-            if !core_has_room(c.queued_bytes(), data.len(), max_queue) {
-                st.stalled_tx = Some((stream, data, opts));
-                break;
-            }
-            progress = true;
-            if let Err(e) = c.send(now, stream, data, opts) {
-                io.sends_refused += 1;
-                tracing::debug!(error = %e, "message refused by the transport");
+            match c.send(now, stream, data, opts) {
+                Ok(_) => progress = true,
+                // The queue is full: the core hands the message back; it
+                // waits here until `poll_transmit` drains the queue.
+                Err(SendRefused {
+                    error: SendError::Blocked,
+                    data,
+                }) => {
+                    st.stalled_tx = Some((stream, data, opts));
+                    break;
+                }
+                Err(e) => {
+                    progress = true;
+                    io.sends_refused += 1;
+                    tracing::debug!(error = %e, "message refused by the transport");
+                }
             }
         }
         if !st.data_open || c.is_closed() {
@@ -660,22 +667,16 @@ fn take_sends(
     progress
 }
 
-/// Whether the core's send queue takes a message of `len` bytes now. The
-/// core's `send` consumes the message even when it refuses it with
-/// `SendError::Blocked`, so the driver asks first, with the core's rule
-/// (`queued + len > max` refused unless the queue is empty); the test below
-/// checks that the two agree.
-fn core_has_room(queued: u64, len: usize, max: u64) -> bool {
-    queued == 0 || queued + len as u64 <= max
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use braid_core::transport::{Config, SendError};
+    use braid_core::transport::Config;
 
+    /// `take_sends` keeps a message the core refuses as `Blocked` and
+    /// retries it later: the core must hand it back intact, and refuse it
+    /// only when the queue is full (`queued + len > max`, never when empty).
     #[test]
-    fn room_check_agrees_with_the_core() {
+    fn a_blocked_message_comes_back_intact() {
         let config = Config {
             send_queue_bytes: 10_000,
             ..Config::default()
@@ -685,15 +686,25 @@ mod tests {
         let now = Instant::ZERO;
         let h = ep.connect(now, "127.0.0.1:9".parse().unwrap()).unwrap();
         let c = ep.connection_mut(h).unwrap();
-        for len in [6_000usize, 3_000, 2_000, 1_000, 0, 20_000] {
-            let room = core_has_room(c.queued_bytes(), len, max);
-            let r = c.send(now, StreamId(0), vec![0; len], SendOptions::RELIABLE);
-            assert_eq!(room, !matches!(r, Err(SendError::Blocked)), "len {len}");
+        for (k, len) in [6_000usize, 3_000, 2_000, 1_000, 0, 20_000]
+            .into_iter()
+            .enumerate()
+        {
+            let queued = c.queued_bytes();
+            let room = queued == 0 || queued + len as u64 <= max;
+            let m = vec![k as u8; len];
+            match c.send(now, StreamId(0), m.clone(), SendOptions::RELIABLE) {
+                Ok(_) => assert!(room, "len {len}"),
+                Err(r) => {
+                    assert!(!room, "len {len}");
+                    assert_eq!(r.error, SendError::Blocked);
+                    assert_eq!(r.into_data(), m, "handed back intact");
+                }
+            }
         }
         // A message larger than the whole queue still goes into an empty one.
         let h = ep.connect(now, "127.0.0.1:9".parse().unwrap()).unwrap();
         let c = ep.connection_mut(h).unwrap();
-        assert!(core_has_room(0, 20_000, max));
         assert!(c
             .send(now, StreamId(0), vec![0; 20_000], SendOptions::RELIABLE)
             .is_ok());

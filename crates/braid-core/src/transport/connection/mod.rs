@@ -19,7 +19,7 @@ use super::coordination::{CoordContext, Coordinator, Readjust};
 use super::pacing::Pacer;
 use super::recovery::Recovery;
 use super::recv::{ReceivedMessage, RecvStreams};
-use super::send::{SendError, SendOptions, SendStreams};
+use super::send::{SendError, SendOptions, SendRefused, SendStreams};
 use super::stats::Stats;
 use super::thresholds::{Condition, ThresholdError, ThresholdEvent, ThresholdId, Thresholds};
 use super::{Config, CongestionController, CongestionKind, FourTuple};
@@ -363,21 +363,30 @@ impl Connection {
         s
     }
 
-    /// When an acknowledgement last newly acknowledged a packet of this
-    /// connection (`None` before the first).
+    /// The congestion window in bytes.
+    pub fn window(&self) -> u64 {
+        self.cc.window()
+    }
+
+    /// When an ACK last newly acknowledged something (`None` before the
+    /// first). A path-failure detector compares it with
+    /// [`Connection::oldest_unacked_sent_at`].
     pub fn last_ack_at(&self) -> Option<Instant> {
         self.recovery.last_ack_at()
     }
 
-    /// Send time of the oldest ack-eliciting packet not yet acknowledged
-    /// (`None` when nothing is in flight).
+    /// When the oldest ack-eliciting packet still in flight was sent;
+    /// `None` when nothing ack-eliciting is in flight.
     pub fn oldest_unacked_sent_at(&self) -> Option<Instant> {
         self.recovery.oldest_unacked_sent_at()
     }
 
-    /// The congestion window in bytes.
-    pub fn window(&self) -> u64 {
-        self.cc.window()
+    /// The conservative one-way transit the send side holds deadlines
+    /// against (a message's TTL is its deadline minus now minus this):
+    /// [`RttEstimator::transit_bound`](super::rtt::RttEstimator::transit_bound),
+    /// the initial RTT before the first sample.
+    pub fn transit_bound(&self) -> Duration {
+        self.recovery.rtt().transit_bound()
     }
 
     /// Bytes queued for sending or awaiting acknowledgement (bounded by
@@ -391,8 +400,10 @@ impl Connection {
     /// Queues a message on `stream`; returns its number in the stream.
     ///
     /// # Errors
-    /// [`SendError::MessageTooLarge`] above the negotiated maximum,
-    /// [`SendError::Blocked`] when the send queue is full,
+    /// A refused message comes back, byte-identical, in a [`SendRefused`]
+    /// whose `error` says why: [`SendError::MessageTooLarge`] above the
+    /// negotiated maximum, [`SendError::Blocked`] when the send queue is
+    /// full (retry after `poll_transmit` drains it),
     /// [`SendError::InvalidStream`], [`SendError::InvalidTtl`],
     /// [`SendError::NotOpen`] once closing.
     pub fn send(
@@ -401,23 +412,24 @@ impl Connection {
         stream: StreamId,
         data: Vec<u8>,
         opts: SendOptions,
-    ) -> Result<u64, SendError> {
+    ) -> Result<u64, SendRefused> {
+        let refuse = |error, data| Err(SendRefused { error, data });
         if !matches!(
             self.state,
             State::Initial | State::HandshakeSent | State::Established
         ) || self.finish_requested
         {
-            return Err(SendError::NotOpen);
+            return refuse(SendError::NotOpen, data);
         }
         if stream.0 >= MAX_STREAMS {
-            return Err(SendError::InvalidStream);
+            return refuse(SendError::InvalidStream, data);
         }
         let max = self
             .peer
             .map_or(self.config.max_message_size, |p| p.max_message_size);
         let size = data.len() as u64;
         if size > max {
-            return Err(SendError::MessageTooLarge { size, max });
+            return refuse(SendError::MessageTooLarge { size, max }, data);
         }
         let n = self.send.push(now, stream, data, opts)?;
         self.last_message_size = size;
