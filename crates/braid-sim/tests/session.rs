@@ -313,3 +313,101 @@ mod properties {
         }
     }
 }
+
+/// The paths the latest `StreamMapped` event of `stream` promises.
+fn mapped_paths(sim: &Simulation, stream: StreamId) -> Vec<PathId> {
+    source(sim)
+        .app()
+        .events()
+        .iter()
+        .rev()
+        .find_map(|(_, e)| match e {
+            Event::StreamMapped { stream: s, paths } if *s == stream => {
+                Some(paths.iter().map(|p| p.path).collect())
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// A 4 Mbit/s critical stream that opens at 12 s, once bulk traffic has
+/// filled both paths' estimate windows (10 s) past their start-up: where
+/// does PGOS map it?
+fn steer_case(config: StreamConfig, near_mbps: u64, other: PathDef) -> Vec<PathId> {
+    let mut critical = stream("critical", config, cbr(4), 20);
+    critical.start = Instant::ZERO + Duration::from_secs(12);
+    let def = base(
+        vec![path("near", near_mbps, 10), other],
+        vec![
+            stream(
+                "bulk",
+                StreamConfig::new(StreamSpec::best_effort(1).unwrap()),
+                Workload::Greedy { size: 1200 },
+                20,
+            ),
+            critical,
+        ],
+        21,
+    );
+    let sim = run(&def);
+    if std::env::var("DBG").is_ok() {
+        for (t, e) in source(&sim).app().events() {
+            if !matches!(e, Event::Stats { .. }) {
+                eprintln!("src {t:?} {e:?}");
+            }
+        }
+        eprintln!("sent {:?}", source(&sim).app().sent());
+        eprintln!("paths {:?}", source(&sim).session().paths());
+    }
+    assert_reliable_intact(&sim);
+    mapped_paths(&sim, StreamId(2))
+}
+
+#[test]
+fn an_rtt_bound_steers_a_stream_off_a_path_that_violates_it() {
+    // The far path is bigger (PGOS prefers it by its distribution) but its
+    // RTT is 120 ms before any queueing; the near one's is 20 ms plus the
+    // queue its own bulk traffic builds (50–90 ms measured).
+    let far = || path("far", 40, 60);
+    let free = steer_case(StreamConfig::new(rate(4, 0.9)), 10, far());
+    assert!(free.contains(&PathId(1)), "without a bound: {free:?}");
+    let bound = steer_case(
+        StreamConfig::new(rate(4, 0.9)).with_rtt(Duration::from_millis(130), 0.9),
+        10,
+        far(),
+    );
+    assert_eq!(bound, vec![PathId(0)], "RTT ≤ 130 ms at 0.9 keeps it near");
+}
+
+#[test]
+fn a_loss_bound_steers_a_stream_off_a_lossy_path() {
+    // 8 Mbit/s does not fit the 5 Mbit/s clean path: without a bound it
+    // goes on the lossy one (0.5 % random loss); with "loss ≤ 0.3 % at 0.9"
+    // it may not, so it is never mapped there (the upcall says so).
+    let lossy = || {
+        let mut p = path("lossy", 40, 10);
+        p.hops[0].forward.loss = 0.005;
+        p
+    };
+    let free = steer_case(StreamConfig::new(rate(8, 0.9)), 5, lossy());
+    assert!(free.contains(&PathId(1)), "without a bound: {free:?}");
+    let bound = steer_case(
+        StreamConfig::new(rate(8, 0.9)).with_loss(0.003, 0.9),
+        5,
+        lossy(),
+    );
+    assert!(
+        !bound.contains(&PathId(1)),
+        "loss ≤ 0.3 % at 0.9: {bound:?}"
+    );
+}
+
+#[test]
+fn a_pinned_stream_stays_on_its_path() {
+    let got = steer_case(
+        StreamConfig::new(rate(4, 0.9)).pinned_to(vec![PathId(0)]),
+        10,
+        path("big", 40, 10),
+    );
+    assert_eq!(got, vec![PathId(0)]);
+}

@@ -843,8 +843,29 @@ impl Session {
     }
 
     fn drain_scheduler_events(&mut self, now: Instant) {
+        let mut batch = Vec::new();
         while let Some(e) = self.sched.get().poll_event() {
-            match e {
+            batch.push(e);
+        }
+        // Within one batch only a stream's last mapping or upcall is its
+        // state (opening a stream and then narrowing its paths maps twice).
+        let last_of = |i: usize, s: StreamId, batch: &[SchedulerEvent]| {
+            !batch[i + 1..].iter().any(|e| {
+                matches!(e, SchedulerEvent::Mapped { stream, .. }
+                    | SchedulerEvent::Upcall { stream, .. } if *stream == s)
+            })
+        };
+        for i in 0..batch.len() {
+            let keep = match &batch[i] {
+                SchedulerEvent::Mapped { stream, .. } | SchedulerEvent::Upcall { stream, .. } => {
+                    last_of(i, *stream, &batch)
+                }
+                SchedulerEvent::Remapped { .. } => true,
+            };
+            if !keep {
+                continue;
+            }
+            match batch[i].clone() {
                 SchedulerEvent::Mapped { stream, parts } => {
                     self.held_upcalls.retain(|&s| s != stream);
                     self.push_event(Event::StreamMapped {

@@ -396,7 +396,10 @@ impl Session {
                 .collect::<Vec<PathId>>()
         });
         if allowed != s.allowed {
-            let _ = restrict_paths(self.sched.get(), stream, allowed.clone(), now);
+            let _ = self
+                .sched
+                .get()
+                .handle_stream_paths(stream, allowed.clone(), now);
             if let Some(s) = self.out.get_mut(&stream) {
                 s.allowed = allowed;
             }
@@ -628,15 +631,4 @@ impl From<SchedError> for SendRefusal {
     fn from(e: SchedError) -> Self {
         SendRefusal::Session(SessionError::Scheduler(e))
     }
-}
-
-/// Narrows `stream` to `allowed` paths in the scheduler.
-fn restrict_paths(
-    _sched: &mut dyn crate::scheduler::Scheduler,
-    _stream: StreamId,
-    _allowed: Option<Vec<PathId>>,
-    _now: Instant,
-) -> Result<(), SchedError> {
-    // TODO(merge): Scheduler::handle_stream_paths (branch `sched`).
-    Ok(())
 }

@@ -285,8 +285,17 @@ impl SessionApp for SourceApp {
             }
         }
         let mut wake: Option<Instant> = None;
+        // Streams open at their start, in list order (so stream i is
+        // always `StreamId(i + 1)`): one waits for those before it.
+        let mut earlier_unopened = false;
         for s in &mut self.streams {
             if s.id.is_none() && !s.closed {
+                if earlier_unopened || now < s.def.start {
+                    earlier_unopened = true;
+                    let t = s.def.start.max(now);
+                    wake = Some(wake.map_or(t, |w| w.min(t)));
+                    continue;
+                }
                 match session.open_stream(now, s.def.config.clone()) {
                     Ok(id) => s.id = Some(id),
                     Err(_) => {
