@@ -44,7 +44,13 @@ fn a_missing_cross_trace_is_one_line_naming_it() {
 #[test]
 fn packet_mode_on_a_table_without_one_says_so() {
     let Some(d) = data() else { return };
-    let out = braid(&["sim", "table2", "--packet", "--data", d.to_str().unwrap()]);
+    let out = braid(&[
+        "sim",
+        "violation",
+        "--packet",
+        "--data",
+        d.to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--packet"), "{err}");

@@ -4,8 +4,8 @@
 
 use anyhow::Context;
 use braid_sim::experiments::{
-    table2, table3, table3_packet, table4, table4_packet, table5, table5_packet, violation,
-    CrossTraces, PacketOptions, RunSpan, TableReport,
+    table2, table2_packet, table3, table3_packet, table4, table4_packet, table5, table5_packet,
+    violation, CrossTraces, PacketOptions, RunSpan, TableReport,
 };
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -88,17 +88,15 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
         ..PacketOptions::default()
     };
     let report: TableReport = match (table, args.packet) {
+        (Table::Two, true) => table2_packet(&args.data, span, &opts),
         (Table::Three, true) => table3_packet(&args.data, span, &opts),
         (Table::Four, true) => table4_packet(&args.data, span, &opts),
         (Table::Five, true) => table5_packet(&args.data, span, &opts),
         (_, true) => anyhow::bail!(
-            "--packet is implemented for table3, table4 and table5 so far (not yet for this table)"
+            "--packet is implemented for table2 to table5 so far (not yet for the violation run)"
         ),
-        (_, false)
-            if cross != CrossTraces::default()
-                && !matches!(table, Table::Three | Table::Four | Table::Five) =>
-        {
-            anyhow::bail!("--cross-a/--cross-b apply to table3, table4 and table5")
+        (_, false) if cross != CrossTraces::default() && !!matches!(table, Table::Violation) => {
+            anyhow::bail!("--cross-a/--cross-b apply to table2 to table5")
         }
         (Table::Two, false) => table2(&args.data, span),
         (Table::Three, false) => table3(&args.data, span),

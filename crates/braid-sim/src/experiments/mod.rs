@@ -33,7 +33,9 @@ pub mod table3;
 pub mod table45;
 pub mod violation;
 
-pub use packet_tables::{table3_packet, table4_packet, table5_packet, PacketOptions};
+pub use packet_tables::{
+    table2_packet, table3_packet, table4_packet, table5_packet, PacketOptions,
+};
 pub use table3::{table2, table3, CrossTraces, TableReport};
 pub use table45::{table4, table5};
 pub use violation::violation;

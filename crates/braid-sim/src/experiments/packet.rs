@@ -31,7 +31,7 @@ use crate::session::{
     Workload,
 };
 use braid_core::session::{Event, SchedulerKind, SessionConfig, StreamConfig};
-use braid_core::{Bandwidth, Duration, Instant, StreamId};
+use braid_core::{Bandwidth, Duration, Instant, PathId, StreamId};
 
 /// Message size the frames are cut into.
 pub const MESSAGE: u32 = 1200;
@@ -70,6 +70,22 @@ pub fn run(
     scheduler: SchedulerKind,
     cfg: &HarnessConfig,
 ) -> Result<Vec<StreamResult>, ExperimentError> {
+    run_pinned(paths, link, streams, scheduler, cfg, None)
+}
+
+/// [`run`] with every stream pinned to path `pin` (an index into `paths`)
+/// when it is set: the session still opens every path and measures it.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_pinned(
+    paths: &[PathSpec],
+    link: Bandwidth,
+    streams: &[StreamDef],
+    scheduler: SchedulerKind,
+    cfg: &HarnessConfig,
+    pin: Option<usize>,
+) -> Result<Vec<StreamResult>, ExperimentError> {
     let mut pdefs = Vec::new();
     let mut cross = Vec::new();
     for (i, p) in paths.iter().enumerate() {
@@ -101,7 +117,12 @@ pub fn run(
             let window = ((backlog / per_msg as f64).ceil() as u32).clamp(64, 65_536);
             SourceStream {
                 name: s.name.clone(),
-                config: StreamConfig::new(s.spec).with_window(window),
+                config: match pin {
+                    Some(j) => StreamConfig::new(s.spec)
+                        .with_window(window)
+                        .pinned_to(vec![PathId(j as u32)]),
+                    None => StreamConfig::new(s.spec).with_window(window),
+                },
                 workload: Workload::Frames {
                     frames: s.frames.clone(),
                     period: s.period,
