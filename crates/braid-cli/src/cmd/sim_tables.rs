@@ -95,7 +95,7 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
         (_, true) => anyhow::bail!(
             "--packet is implemented for table2 to table5 so far (not yet for the violation run)"
         ),
-        (_, false) if cross != CrossTraces::default() && !!matches!(table, Table::Violation) => {
+        (_, false) if cross != CrossTraces::default() && matches!(table, Table::Violation) => {
             anyhow::bail!("--cross-a/--cross-b apply to table2 to table5")
         }
         (Table::Two, false) => table2(&args.data, span),
