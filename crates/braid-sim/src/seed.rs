@@ -58,6 +58,15 @@ fn splitmix64(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A 32-byte endpoint secret drawn from the run's seed (one named stream
+/// per `label`, so every endpoint of a run has its own).
+pub fn secret(seed: u64, label: &str) -> [u8; 32] {
+    use rand::RngCore;
+    let mut s = [0u8; 32];
+    rng_for(seed, label).fill_bytes(&mut s);
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

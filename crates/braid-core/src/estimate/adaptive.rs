@@ -63,7 +63,6 @@
 use std::collections::VecDeque;
 
 use super::{EstimateError, SlidingWindow, MAX_WINDOW};
-use crate::scheduler::PathDistribution;
 use crate::Bandwidth;
 
 /// Default confidence δ of the change test: 10⁻⁵. Smaller than the 0.002
@@ -166,7 +165,9 @@ pub struct AdaptiveStats {
 ///
 /// Read it through [`window`](Self::window) — the samples of the current
 /// regime as a [`SlidingWindow`], with its quantiles and the guarantee
-/// methods of [`super::guarantee`] — or as a [`PathDistribution`].
+/// methods of [`super::guarantee`] — or as a
+/// [`PathDistribution`](crate::scheduler::PathDistribution) (implemented in
+/// `scheduler::path`, so this module does not import the scheduler).
 ///
 /// # Example
 /// ```
@@ -345,31 +346,10 @@ impl AdaptiveWindow {
 
 /// The adaptive window read through the scheduler's conventions: exactly
 /// those of its current [`SlidingWindow`].
-impl PathDistribution for AdaptiveWindow {
-    fn rate_at_probability(&self, p: f64) -> Option<Bandwidth> {
-        self.window.rate_at_probability(p)
-    }
-
-    fn probability_at_least(&self, rate: Bandwidth) -> f64 {
-        self.window.probability_at_least(rate)
-    }
-
-    fn expected_shortfall_bps(&self, rate: Bandwidth) -> f64 {
-        PathDistribution::expected_shortfall_bps(&self.window, rate)
-    }
-
-    fn mean(&self) -> Option<Bandwidth> {
-        PathDistribution::mean(&self.window)
-    }
-
-    fn samples(&self) -> usize {
-        self.window.len()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scheduler::PathDistribution;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 

@@ -161,6 +161,28 @@ impl PathDistribution for crate::estimate::SlidingWindow {
     }
 }
 
+impl PathDistribution for crate::estimate::AdaptiveWindow {
+    fn rate_at_probability(&self, p: f64) -> Option<Bandwidth> {
+        PathDistribution::rate_at_probability(self.window(), p)
+    }
+
+    fn probability_at_least(&self, rate: Bandwidth) -> f64 {
+        PathDistribution::probability_at_least(self.window(), rate)
+    }
+
+    fn expected_shortfall_bps(&self, rate: Bandwidth) -> f64 {
+        PathDistribution::expected_shortfall_bps(self.window(), rate)
+    }
+
+    fn mean(&self) -> Option<Bandwidth> {
+        PathDistribution::mean(self.window())
+    }
+
+    fn samples(&self) -> usize {
+        self.window().len()
+    }
+}
+
 /// One path as the scheduler sees it: a distribution and an RTT.
 #[derive(Debug, Clone)]
 pub struct PathView {

@@ -329,6 +329,9 @@ pub struct Session {
     next_stats: Instant,
     next_ack: Option<Instant>,
     stats: SessionStats,
+    /// Reused buffers for the per-datagram walks over paths and connections.
+    scratch_paths: Vec<PathId>,
+    scratch_conns: Vec<ConnectionHandle>,
 }
 
 impl Session {
@@ -388,6 +391,8 @@ impl Session {
             next_stats: now + config.stats_interval,
             next_ack: None,
             stats: SessionStats::default(),
+            scratch_paths: Vec::new(),
+            scratch_conns: Vec::new(),
             config,
         })
     }
@@ -662,13 +667,16 @@ impl Session {
 
     /// Drains every connection: events, messages, rate samples.
     fn drain_connections(&mut self, now: Instant) {
-        let handles: Vec<ConnectionHandle> = self
-            .conns
-            .keys()
-            .copied()
-            .chain(self.pending.iter().copied())
-            .collect();
-        for h in handles {
+        // A reused buffer: this runs for every datagram.
+        let mut handles = std::mem::take(&mut self.scratch_conns);
+        handles.clear();
+        handles.extend(
+            self.conns
+                .keys()
+                .copied()
+                .chain(self.pending.iter().copied()),
+        );
+        for &h in &handles {
             while let Some(m) = self.endpoint.connection_mut(h).and_then(|c| c.recv(now)) {
                 if let Err(e) = self.handle_message(now, h, m.data) {
                     self.close_with(now, e);
@@ -704,6 +712,7 @@ impl Session {
                 self.endpoint.remove(h);
             }
         }
+        self.scratch_conns = handles;
     }
 
     /// One message from connection `h`.
@@ -759,8 +768,10 @@ impl Session {
     /// Path liveness: silent paths go down, answering ones come back, closed
     /// ones reconnect.
     fn check_paths(&mut self, now: Instant) {
-        let ids: Vec<PathId> = self.paths.keys().copied().collect();
-        for id in ids {
+        let mut ids = std::mem::take(&mut self.scratch_paths);
+        ids.clear();
+        ids.extend(self.paths.keys().copied());
+        for &id in &ids {
             let Some(p) = self.paths.get(&id) else {
                 continue;
             };
@@ -779,6 +790,7 @@ impl Session {
                 self.path_up(now, id);
             }
         }
+        self.scratch_paths = ids;
         if self.role == Role::Source {
             self.refresh_scheduler_paths(now);
         }

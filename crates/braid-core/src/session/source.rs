@@ -465,15 +465,18 @@ impl Session {
         if self.closed.is_some() {
             return;
         }
-        let ids: Vec<PathId> = self
-            .paths
-            .values()
-            .filter(|p| p.is_up() && p.in_scheduler)
-            .map(|p| p.id)
-            .collect();
-        for path in ids {
+        let mut ids = std::mem::take(&mut self.scratch_paths);
+        ids.clear();
+        ids.extend(
+            self.paths
+                .values()
+                .filter(|p| p.is_up() && p.in_scheduler)
+                .map(|p| p.id),
+        );
+        for &path in &ids {
             self.fill_path(now, path);
         }
+        self.scratch_paths = ids;
     }
 
     fn fill_path(&mut self, now: Instant, path: PathId) {

@@ -27,11 +27,9 @@ pub use node::{App, RudpNode};
 
 use crate::link::LinkConfig;
 use crate::node::{LinkId, NodeId, RouteId};
-use crate::seed::rng_for;
 use crate::sim::{FlowInfo, Simulation};
 use braid_core::transport::{Config, ConfigError};
 use braid_core::Instant;
-use rand::RngCore;
 use std::net::SocketAddr;
 
 /// A sender and a receiver joined by two routes in a simulation.
@@ -47,12 +45,7 @@ pub struct Pair {
     pub back: RouteId,
 }
 
-/// A 32-byte endpoint secret drawn from the run's seed.
-pub fn secret(seed: u64, label: &str) -> [u8; 32] {
-    let mut s = [0u8; 32];
-    rng_for(seed, label).fill_bytes(&mut s);
-    s
-}
+pub use crate::seed::secret;
 
 /// Adds a client node running `send` and a server node running `recv`,
 /// joined by routes over `forward` and `back` (link ids already in `sim`),

@@ -15,7 +15,7 @@ use super::node::{Peer, Peers, RelayNode, SessionNode};
 use crate::capacity::Capacity;
 use crate::link::LinkConfig;
 use crate::node::{NodeId, RouteId};
-use crate::rudp::secret;
+use crate::seed::secret;
 use crate::sim::{FlowInfo, Simulation};
 use crate::sink::Sink;
 use crate::sources::PacedSource;
