@@ -16,12 +16,13 @@
 //! reassembly → application. Measurements flow back: each connection's
 //! delivered bytes per interval feed that path's estimator
 //! ([`crate::estimate::PathEstimate`], app-limited intervals kept out), and
-//! the estimates feed the [`Scheduler`] (PGOS by default, every baseline
+//! the estimates feed the [`Scheduler`](crate::scheduler::Scheduler) (PGOS by default, every baseline
 //! selectable with [`SchedulerKind`]), whose mapping changes and upcalls
 //! reach the application as [`Event`]s.
 //!
 //! | file | concern |
 //! | --- | --- |
+//! | `config` | [`SessionConfig`], [`SchedulerKind`] |
 //! | [`stream`] | [`StreamConfig`]: spec, delivery, RTT / loss bounds, pinning, copies, window |
 //! | [`frame`] | the session frames inside connection messages (docs/PROTOCOL.md) |
 //! | `path` | one path: its connection, estimator, RTT and loss history, liveness |
@@ -60,6 +61,7 @@
 //! scheduler; the services of seed 001 will plug in there. It passes every
 //! message through today.
 
+mod config;
 pub mod error;
 pub mod event;
 pub mod frame;
@@ -72,6 +74,8 @@ mod sink;
 mod source;
 pub mod stream;
 
+use config::Sched;
+pub use config::{SchedulerKind, SessionConfig, UnknownScheduler};
 pub use error::{CloseCode, CloseReason, SendRefusal, SendRefused, SessionError};
 pub use event::{Event, PathPromise, StreamStats, MAX_SESSION_EVENTS};
 pub use frame::{Frame, FrameError, SessionId, SESSION_VERSION};
@@ -82,148 +86,21 @@ pub use stream::{Delivery, PathBound, StreamConfig, StreamConfigError};
 
 use crate::estimate::PathEstimate;
 use crate::id::{PathId, StreamId};
-use crate::scheduler::{
-    MinRtt, Msfq, Pgos, PgosConfig, RoundRobin, Scheduler, SchedulerEvent, UpcallAnswer, Wfq,
-};
-use crate::time::{Duration, Instant};
+use crate::scheduler::{SchedulerEvent, UpcallAnswer};
+use crate::time::Instant;
 use crate::transport::{
-    Config as TransportConfig, ConfigError, Connection, ConnectionHandle, Endpoint, FourTuple,
-    SendOptions, Transmit,
+    ConfigError, Connection, ConnectionHandle, Endpoint, FourTuple, SendOptions, Transmit,
 };
 use path::PathState;
 use sink::InStream;
 use source::OutStream;
 use std::collections::{BTreeMap, VecDeque};
-use std::fmt;
-use std::str::FromStr;
 
 /// The transport stream that carries session control frames; stream `s`
 /// of the session travels on transport stream `s` (so ids start at 1).
 pub const CONTROL_STREAM: StreamId = StreamId(0);
 /// Most paths in one session.
 pub const MAX_PATHS: usize = 64;
-
-/// Which scheduler a source runs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-#[non_exhaustive]
-pub enum SchedulerKind {
-    /// PGOS (seed 000 §V), the default.
-    Pgos(PgosConfig),
-    /// Multi-server fair queueing over all paths.
-    Msfq,
-    /// Weighted fair queueing over all paths.
-    Wfq,
-    /// Round-robin over paths.
-    RoundRobin,
-    /// GridFTP's layouts: round-robin in runs of `chunk` packets per path
-    /// (44 ≈ 64 KB blocks; a second of data = partitioned).
-    Partitioned(u32),
-    /// Always the path with the lowest RTT that can take a packet.
-    MinRtt,
-}
-
-impl Default for SchedulerKind {
-    fn default() -> Self {
-        SchedulerKind::Pgos(PgosConfig::default())
-    }
-}
-
-impl SchedulerKind {
-    /// The short name (`pgos`, `msfq`, `wfq`, `rr`, `minrtt`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            SchedulerKind::Pgos(_) => "pgos",
-            SchedulerKind::Msfq => "msfq",
-            SchedulerKind::Wfq => "wfq",
-            SchedulerKind::RoundRobin => "rr",
-            SchedulerKind::Partitioned(_) => "partitioned",
-            SchedulerKind::MinRtt => "minrtt",
-        }
-    }
-
-    fn build(&self) -> Sched {
-        match self {
-            SchedulerKind::Pgos(c) => Sched::Pgos(Box::new(Pgos::new(*c))),
-            SchedulerKind::Msfq => Sched::Other(Box::new(Msfq::new())),
-            SchedulerKind::Wfq => Sched::Other(Box::new(Wfq::new(None))),
-            SchedulerKind::RoundRobin => Sched::Other(Box::new(RoundRobin::blocked())),
-            SchedulerKind::Partitioned(chunk) => {
-                Sched::Other(Box::new(RoundRobin::partitioned(*chunk)))
-            }
-            SchedulerKind::MinRtt => Sched::Other(Box::new(MinRtt::new())),
-        }
-    }
-}
-
-impl fmt::Display for SchedulerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A scheduler name that is not one of `pgos|msfq|wfq|rr|minrtt`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown scheduler {0:?} (expected pgos, msfq, wfq, rr or minrtt)")]
-pub struct UnknownScheduler(pub String);
-
-impl FromStr for SchedulerKind {
-    type Err = UnknownScheduler;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "pgos" => SchedulerKind::default(),
-            "msfq" => SchedulerKind::Msfq,
-            "wfq" => SchedulerKind::Wfq,
-            "rr" | "round-robin" => SchedulerKind::RoundRobin,
-            "minrtt" | "min-rtt" => SchedulerKind::MinRtt,
-            other => return Err(UnknownScheduler(other.to_string())),
-        })
-    }
-}
-
-/// Session settings. The defaults suit paths of 1–1000 Mbit/s and 1–500 ms.
-#[derive(Debug, Clone)]
-pub struct SessionConfig {
-    /// Settings of every path's connection (its `stats_interval` is the
-    /// estimator's sample interval).
-    pub transport: TransportConfig,
-    /// Samples in each path's estimate window (and RTT / loss histories).
-    pub estimate_window: usize,
-    /// Samples a path needs before upcalls are believed: until every path
-    /// has them, an infeasible stream runs best effort quietly and is
-    /// re-mapped when they are in.
-    pub min_samples: usize,
-    /// The scheduler.
-    pub scheduler: SchedulerKind,
-    /// Lower bound of the silence that takes a path down (with 3 × SRTT).
-    pub down_min: Duration,
-    /// Wait before a closed path connection is re-opened.
-    pub reconnect_after: Duration,
-    /// Most bytes of messages a source holds (queued or unacknowledged).
-    pub max_bytes: u64,
-    /// Largest message.
-    pub max_message: usize,
-    /// Interval of [`Event::Stats`].
-    pub stats_interval: Duration,
-    /// Interval of the sink's acknowledgements.
-    pub ack_interval: Duration,
-}
-
-impl Default for SessionConfig {
-    fn default() -> Self {
-        SessionConfig {
-            transport: TransportConfig::default(),
-            estimate_window: 100,
-            min_samples: 10,
-            scheduler: SchedulerKind::default(),
-            down_min: Duration::from_millis(200),
-            reconnect_after: Duration::from_secs(1),
-            max_bytes: 64 << 20,
-            max_message: 1 << 20,
-            stats_interval: Duration::from_secs(1),
-            ack_interval: Duration::from_millis(5),
-        }
-    }
-}
 
 /// Which end a session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,27 +151,6 @@ impl SourceStage {
     /// Runs the stage on one message of `stream`.
     pub fn process(&mut self, _stream: StreamId, data: Vec<u8>) -> Vec<u8> {
         data
-    }
-}
-
-#[derive(Debug)]
-enum Sched {
-    Pgos(Box<Pgos>),
-    Other(Box<dyn Scheduler>),
-}
-
-impl Sched {
-    fn get(&mut self) -> &mut dyn Scheduler {
-        match self {
-            Sched::Pgos(p) => p.as_mut(),
-            Sched::Other(s) => s.as_mut(),
-        }
-    }
-    fn get_ref(&self) -> &dyn Scheduler {
-        match self {
-            Sched::Pgos(p) => p.as_ref(),
-            Sched::Other(s) => s.as_ref(),
-        }
     }
 }
 

@@ -1,0 +1,152 @@
+//! Session settings and the choice of scheduler.
+//!
+//! Main types: [`SessionConfig`], [`SchedulerKind`].
+
+use crate::scheduler::{MinRtt, Msfq, Pgos, PgosConfig, RoundRobin, Scheduler, Wfq};
+use crate::time::Duration;
+use crate::transport::Config as TransportConfig;
+use std::fmt;
+use std::str::FromStr;
+
+/// Which scheduler a source runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum SchedulerKind {
+    /// PGOS (seed 000 §V), the default.
+    Pgos(PgosConfig),
+    /// Multi-server fair queueing over all paths.
+    Msfq,
+    /// Weighted fair queueing over all paths.
+    Wfq,
+    /// Round-robin over paths.
+    RoundRobin,
+    /// GridFTP's layouts: round-robin in runs of `chunk` packets per path
+    /// (44 ≈ 64 KB blocks; a second of data = partitioned).
+    Partitioned(u32),
+    /// Always the path with the lowest RTT that can take a packet.
+    MinRtt,
+}
+
+impl Default for SchedulerKind {
+    fn default() -> Self {
+        SchedulerKind::Pgos(PgosConfig::default())
+    }
+}
+
+impl SchedulerKind {
+    /// The short name (`pgos`, `msfq`, `wfq`, `rr`, `minrtt`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            SchedulerKind::Pgos(_) => "pgos",
+            SchedulerKind::Msfq => "msfq",
+            SchedulerKind::Wfq => "wfq",
+            SchedulerKind::RoundRobin => "rr",
+            SchedulerKind::Partitioned(_) => "partitioned",
+            SchedulerKind::MinRtt => "minrtt",
+        }
+    }
+
+    pub(super) fn build(&self) -> Sched {
+        match self {
+            SchedulerKind::Pgos(c) => Sched::Pgos(Box::new(Pgos::new(*c))),
+            SchedulerKind::Msfq => Sched::Other(Box::new(Msfq::new())),
+            SchedulerKind::Wfq => Sched::Other(Box::new(Wfq::new(None))),
+            SchedulerKind::RoundRobin => Sched::Other(Box::new(RoundRobin::blocked())),
+            SchedulerKind::Partitioned(chunk) => {
+                Sched::Other(Box::new(RoundRobin::partitioned(*chunk)))
+            }
+            SchedulerKind::MinRtt => Sched::Other(Box::new(MinRtt::new())),
+        }
+    }
+}
+
+impl fmt::Display for SchedulerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A scheduler name that is not one of `pgos|msfq|wfq|rr|minrtt`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown scheduler {0:?} (expected pgos, msfq, wfq, rr or minrtt)")]
+pub struct UnknownScheduler(pub String);
+
+impl FromStr for SchedulerKind {
+    type Err = UnknownScheduler;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "pgos" => SchedulerKind::default(),
+            "msfq" => SchedulerKind::Msfq,
+            "wfq" => SchedulerKind::Wfq,
+            "rr" | "round-robin" => SchedulerKind::RoundRobin,
+            "minrtt" | "min-rtt" => SchedulerKind::MinRtt,
+            other => return Err(UnknownScheduler(other.to_string())),
+        })
+    }
+}
+
+/// Session settings. The defaults suit paths of 1–1000 Mbit/s and 1–500 ms.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Settings of every path's connection (its `stats_interval` is the
+    /// estimator's sample interval).
+    pub transport: TransportConfig,
+    /// Samples in each path's estimate window (and RTT / loss histories).
+    pub estimate_window: usize,
+    /// Samples a path needs before upcalls are believed: until every path
+    /// has them, an infeasible stream runs best effort quietly and is
+    /// re-mapped when they are in.
+    pub min_samples: usize,
+    /// The scheduler.
+    pub scheduler: SchedulerKind,
+    /// Lower bound of the silence that takes a path down (with 3 × SRTT).
+    pub down_min: Duration,
+    /// Wait before a closed path connection is re-opened.
+    pub reconnect_after: Duration,
+    /// Most bytes of messages a source holds (queued or unacknowledged).
+    pub max_bytes: u64,
+    /// Largest message.
+    pub max_message: usize,
+    /// Interval of [`Event::Stats`](super::Event::Stats).
+    pub stats_interval: Duration,
+    /// Interval of the sink's acknowledgements.
+    pub ack_interval: Duration,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            transport: TransportConfig::default(),
+            estimate_window: 100,
+            min_samples: 10,
+            scheduler: SchedulerKind::default(),
+            down_min: Duration::from_millis(200),
+            reconnect_after: Duration::from_secs(1),
+            max_bytes: 64 << 20,
+            max_message: 1 << 20,
+            stats_interval: Duration::from_secs(1),
+            ack_interval: Duration::from_millis(5),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) enum Sched {
+    Pgos(Box<Pgos>),
+    Other(Box<dyn Scheduler>),
+}
+
+impl Sched {
+    pub(super) fn get(&mut self) -> &mut dyn Scheduler {
+        match self {
+            Sched::Pgos(p) => p.as_mut(),
+            Sched::Other(s) => s.as_mut(),
+        }
+    }
+    pub(super) fn get_ref(&self) -> &dyn Scheduler {
+        match self {
+            Sched::Pgos(p) => p.as_ref(),
+            Sched::Other(s) => s.as_ref(),
+        }
+    }
+}
