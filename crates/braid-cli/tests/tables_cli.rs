@@ -1,7 +1,7 @@
 //! `braid sim table3|table5 --packet`, `--cross-a/--cross-b` and
 //! `--format json`: the JSON rows carry the fields; a missing
-//! cross-traffic trace is one clear line; `--packet` on a table without a
-//! packet version says so. Runs that need ../shared/data skip without it.
+//! cross-traffic trace is one clear line; table II prints packet and fluid
+//! rows. Runs that need ../shared/data skip without it.
 
 mod common;
 
@@ -42,18 +42,28 @@ fn a_missing_cross_trace_is_one_line_naming_it() {
 }
 
 #[test]
-fn packet_mode_on_a_table_without_one_says_so() {
+fn table2_at_packet_level_prints_both_levels() {
     let Some(d) = data() else { return };
     let out = braid(&[
         "sim",
-        "violation",
+        "table2",
         "--packet",
+        "--warmup",
+        "20",
+        "--measure",
+        "5",
         "--data",
         d.to_str().unwrap(),
     ]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--packet"), "{err}");
+    common::assert_ok(&out, "table2 --packet");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for row in [
+        "Bond1/patha/packet",
+        "Bond1/patha/fluid",
+        "Atom/pathb/packet",
+    ] {
+        assert!(text.contains(row), "{row} in\n{text}");
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use anyhow::Context;
 use braid_sim::experiments::{
     table2, table2_packet, table3, table3_packet, table4, table4_packet, table5, table5_packet,
-    violation, CrossTraces, PacketOptions, RunSpan, TableReport,
+    violation, violation_packet, CrossTraces, PacketOptions, RunSpan, TableReport,
 };
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -92,12 +92,7 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
         (Table::Three, true) => table3_packet(&args.data, span, &opts),
         (Table::Four, true) => table4_packet(&args.data, span, &opts),
         (Table::Five, true) => table5_packet(&args.data, span, &opts),
-        (_, true) => anyhow::bail!(
-            "--packet is implemented for table2 to table5 so far (not yet for the violation run)"
-        ),
-        (_, false) if cross != CrossTraces::default() && matches!(table, Table::Violation) => {
-            anyhow::bail!("--cross-a/--cross-b apply to table2 to table5")
-        }
+        (Table::Violation, true) => violation_packet(&args.data, span, &opts),
         (Table::Two, false) => table2(&args.data, span),
         (Table::Three, false) => table3(&args.data, span),
         (Table::Four, false) => table4(&args.data, span),

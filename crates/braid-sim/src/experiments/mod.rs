@@ -34,7 +34,7 @@ pub mod table45;
 pub mod violation;
 
 pub use packet_tables::{
-    table2_packet, table3_packet, table4_packet, table5_packet, PacketOptions,
+    table2_packet, table3_packet, table4_packet, table5_packet, violation_packet, PacketOptions,
 };
 pub use table3::{table2, table3, CrossTraces, TableReport};
 pub use table45::{table4, table5};

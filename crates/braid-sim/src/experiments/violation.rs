@@ -19,7 +19,8 @@ use braid_core::{Bandwidth, Duration, Instant};
 use std::fmt::Write as _;
 use std::path::Path;
 
-const MSG: u32 = 1500;
+/// Message size of the violation-bound streams.
+pub(super) const MSG: u32 = 1500;
 
 /// The violation-bound run (see the module docs).
 ///
@@ -29,19 +30,7 @@ pub fn violation(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentEr
     let paths = super::table3::paths(data)?;
     let cfg = config(span);
     let tw = Duration::from_secs(1);
-    // Monitor windows as the harness builds them (1 s samples before start).
-    let views: Vec<PathView> = paths
-        .iter()
-        .map(|p| {
-            let mut w = braid_core::estimate::SlidingWindow::new(cfg.window_samples);
-            let mut t = Instant::ZERO;
-            while t + cfg.sample <= cfg.start {
-                w.push(p.capacity.mean_rate(t, t + cfg.sample));
-                t += cfg.sample;
-            }
-            PathView::new(w, p.delay * 2)
-        })
-        .collect();
+    let views = monitor_views(&paths, &cfg);
     let pv: Vec<(PathId, &PathView)> = views
         .iter()
         .enumerate()
@@ -60,32 +49,11 @@ pub fn violation(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentEr
         "Mbit/s", "x", "mapping", "bound", "realised", "ratio", "P(Z>0)"
     );
     let mut rep = TableReport::default();
-    let cfg_map = MapperConfig::default();
     for mbps in [20u64, 35, 45, 60, 75] {
         let rate = Bandwidth::from_mbps(mbps);
         let x = (rate.bytes_in(tw) / u64::from(MSG)) as u32;
-        let req = |bound: f64| -> Result<MapRequest, ExperimentError> {
-            Ok(MapRequest {
-                id: StreamId(1),
-                spec: StreamSpec::violation_bound(x, tw, MSG, bound)
-                    .map_err(super::table3::sched)?,
-                sticky: None,
-                paths: None,
-            })
-        };
-        // Ask the mapper for the smallest E[Z] it can reach at this rate.
-        let probe = map_streams(&[req(0.0)?], &pv, &cfg_map);
-        let bound = match probe.infeasible.first() {
-            Some((_, best)) => best.expected_misses.unwrap_or(f64::INFINITY),
-            None => 0.0,
-        };
-        if !bound.is_finite() {
+        let Some((bound, parts)) = tightest(&pv, x, tw)? else {
             let _ = writeln!(t, "{mbps:>7} {x:>6} {:>22}", "no path can take it");
-            continue;
-        }
-        let m = map_streams(&[req(bound)?], &pv, &cfg_map);
-        let Some(parts) = m.parts(StreamId(1)) else {
-            let _ = writeln!(t, "{mbps:>7} {x:>6} {:>22}", "unmapped");
             continue;
         };
         let layout = parts
@@ -131,4 +99,56 @@ pub fn violation(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentEr
     }
     rep.text = t;
     Ok(rep)
+}
+
+/// Each path's monitor window as the harness builds it (1 s samples of the
+/// available bandwidth before the start), as a path view.
+pub(super) fn monitor_views(
+    paths: &[super::harness::PathSpec],
+    cfg: &super::setup::HarnessConfig,
+) -> Vec<PathView> {
+    paths
+        .iter()
+        .map(|p| {
+            let mut w = braid_core::estimate::SlidingWindow::new(cfg.window_samples);
+            let mut t = Instant::ZERO;
+            while t + cfg.sample <= cfg.start {
+                w.push(p.capacity.mean_rate(t, t + cfg.sample));
+                t += cfg.sample;
+            }
+            PathView::new(w, p.delay * 2)
+        })
+        .collect()
+}
+
+/// The smallest E[Z] the mapper reaches for `x` messages of [`MSG`] bytes
+/// per `tw` on `pv`, and the mapping at that bound (`None`: no path can
+/// take the stream).
+///
+/// # Errors
+/// An invalid spec.
+pub(super) fn tightest(
+    pv: &[(PathId, &PathView)],
+    x: u32,
+    tw: Duration,
+) -> Result<Option<(f64, Vec<braid_core::scheduler::Part>)>, ExperimentError> {
+    let cfg_map = MapperConfig::default();
+    let req = |bound: f64| -> Result<MapRequest, ExperimentError> {
+        Ok(MapRequest {
+            id: StreamId(1),
+            spec: StreamSpec::violation_bound(x, tw, MSG, bound).map_err(super::table3::sched)?,
+            sticky: None,
+            paths: None,
+        })
+    };
+    let probe = map_streams(&[req(0.0)?], pv, &cfg_map);
+    let bound = match probe.infeasible.first() {
+        Some((_, best)) => best.expected_misses.unwrap_or(f64::INFINITY),
+        None => 0.0,
+    };
+    if !bound.is_finite() {
+        return Ok(None);
+    }
+    let m = map_streams(&[req(bound)?], pv, &cfg_map);
+    Ok(m.parts(StreamId(1)).map(|p| (bound, p.to_vec())))
 }
