@@ -46,7 +46,9 @@ pub struct StreamStats {
     /// Share of the stream's spec windows (of `t_w`, or 1 s for rate specs)
     /// that met the spec, since the stream opened (sink; 1.0 on the source).
     pub windows_met: f64,
-    /// Messages lost or dropped late, since the stream opened (sink).
+    /// Messages lost or dropped late, since the stream opened (sink); on
+    /// the source, messages of a window-constrained stream dropped at
+    /// dispatch because their window had passed.
     pub lost: u64,
     /// 95th percentile of one-way delay in the interval (sink; source clock
     /// to sink clock, exact when both share an origin as in braid-sim).

@@ -23,8 +23,8 @@ use super::frame::{data_frame, Frame};
 use super::stream::{Delivery, StreamConfig};
 use super::{CloseCode, CloseReason, Event, Session, StreamStats, CONTROL_STREAM};
 use crate::id::{PathId, StreamId, MAX_STREAMS};
-use crate::scheduler::{Class, Dispatch, SchedError};
-use crate::time::Instant;
+use crate::scheduler::{Class, Dispatch, SchedError, StreamSpec};
+use crate::time::{Duration, Instant};
 use crate::transport::SendOptions;
 use crate::units::Bandwidth;
 use std::collections::{BTreeMap, VecDeque};
@@ -64,6 +64,11 @@ pub(super) struct OutStream {
     closing: bool,
     /// The path set last given to the scheduler.
     allowed: Option<Vec<PathId>>,
+    /// Start of the first spec window (the first message's send time) of a
+    /// window-constrained stream.
+    window_origin: Option<Instant>,
+    /// Messages dropped at dispatch because their spec window had ended.
+    window_stale: u64,
     // Counters for the current stats interval and in all.
     interval_bytes: u64,
     interval_messages: u64,
@@ -71,6 +76,25 @@ pub(super) struct OutStream {
 }
 
 impl OutStream {
+    /// Whether `m` can no longer count for its spec window: the stream has
+    /// a window constraint (x of y within t_w, or a violation bound on the
+    /// misses of each t_w), is not reliable, and the window `m` was sent in
+    /// has ended. Such a message could only arrive late; the session drops
+    /// it at dispatch so the capacity goes to windows that can still be met.
+    fn window_passed(&mut self, m: &OutMsg, now: Instant) -> bool {
+        let tw = match self.config.spec {
+            StreamSpec::Window { window, .. } | StreamSpec::ViolationBound { window, .. } => window,
+            _ => return false,
+        };
+        if self.config.delivery.is_reliable() || tw.is_zero() {
+            return false;
+        }
+        let origin = *self.window_origin.get_or_insert(m.sent_at);
+        let k = m.sent_at.saturating_duration_since(origin).as_nanos() / tw.as_nanos();
+        let end = origin + Duration::from_nanos(tw.as_nanos().saturating_mul(k + 1));
+        now >= end
+    }
+
     fn outstanding(&self) -> u64 {
         if self.config.delivery.is_reliable() {
             self.next_seq - self.acked
@@ -111,6 +135,8 @@ impl Session {
                 accepted: false,
                 closing: false,
                 allowed: None,
+                window_origin: None,
+                window_stale: 0,
                 interval_bytes: 0,
                 interval_messages: 0,
                 resent: 0,
@@ -510,6 +536,13 @@ impl Session {
             // The scheduler and the queue disagree; nothing to send.
             return true;
         };
+        if s.window_passed(&m, now) {
+            s.window_stale += 1;
+            self.held = self.held.saturating_sub(m.data.len() as u64);
+            self.stats.expired += 1;
+            self.maybe_finish_stream(now, d.stream);
+            return true;
+        }
         let delivery = s.config.delivery;
         let opts = match delivery {
             Delivery::Reliable => SendOptions::RELIABLE,
@@ -607,6 +640,7 @@ impl Session {
                     rate: rate_of(s.interval_bytes, interval),
                     messages: s.interval_messages,
                     windows_met: 1.0,
+                    lost: s.window_stale,
                     resent: s.resent,
                     ..StreamStats::default()
                 };
