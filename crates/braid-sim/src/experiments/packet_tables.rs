@@ -4,7 +4,9 @@
 //! same paths and the seed's.
 
 use super::harness::{self, Algo, StreamDef};
-use super::table3::{config, pct, smartpointer, two_paths_with, CrossTraces, TableReport};
+use super::table3::{
+    config, pct, smartpointer, summary_of, two_paths_with, CrossTraces, TableReport,
+};
 use super::table45::{table4_inputs, table5_inputs};
 use super::{packet, ExperimentError, RunSpan};
 use braid_core::scheduler::{Msfq, Pgos, PgosConfig, StreamSpec};
@@ -166,13 +168,7 @@ pub fn table3_packet(
     );
     let algs: Vec<&str> = opts.schedulers.iter().map(|k| k.name()).collect();
     write_rows(&mut t, &rep, &streams, &algs);
-    let get = |alg: &str, s: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.0 == alg && r.1 == s)
-            .map(|r| r.2)
-            .unwrap_or_default()
-    };
+    let get = |alg: &str, s: &str| summary_of(&rep.rows, alg, s);
     let mut checks = Vec::new();
     for (s, target) in [("Atom", 3.249), ("Bond1", 22.148)] {
         let p = get("pgos/packet", s);
@@ -393,13 +389,7 @@ pub fn table4_packet(
             );
         }
     }
-    let get = |alg: &str, s: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.0 == alg && r.1 == s)
-            .map(|r| r.2)
-            .unwrap_or_default()
-    };
+    let get = |alg: &str, s: &str| summary_of(&rep.rows, alg, s);
     let mut checks = Vec::new();
     for s in ["DT1", "DT2"] {
         let (p, b) = (get("pgos/packet", s), get("blocked/packet", s));
@@ -494,13 +484,7 @@ pub fn table2_packet(
             );
         }
     }
-    let get = |alg: &str, s: &str| {
-        rep.rows
-            .iter()
-            .find(|r| r.0 == alg && r.1 == s)
-            .map(|r| r.2)
-            .unwrap_or_default()
-    };
+    let get = |alg: &str, s: &str| summary_of(&rep.rows, alg, s);
     for s in ["Atom", "Bond1"] {
         let (a, b) = (get("patha/packet", s), get("pathb/packet", s));
         rep.checks.push((
@@ -530,7 +514,7 @@ pub fn violation_packet(
     span: RunSpan,
     opts: &PacketOptions,
 ) -> Result<TableReport, ExperimentError> {
-    use super::violation::{monitor_views, tightest, MSG};
+    use super::violation::{fluid_misses, monitor_views, tightest, MSG};
     let paths = two_paths_with(
         data,
         &opts.cross,
@@ -567,20 +551,8 @@ pub fn violation_packet(
             continue;
         };
         // The fluid model's realised misses on the same windows.
+        let fluid = fluid_misses(&paths, &parts, &cfg, tw);
         let coeff = tw.as_secs_f64() / (8.0 * f64::from(MSG));
-        let mut fluid = Vec::new();
-        let mut w = cfg.start;
-        while w + tw <= cfg.end {
-            let loss: f64 = parts
-                .iter()
-                .map(|p| {
-                    let b = paths[p.path.0 as usize].capacity.mean_rate(w, w + tw);
-                    p.rate.saturating_sub(b).bps() as f64
-                })
-                .sum();
-            fluid.push(loss * coeff);
-            w += tw;
-        }
         let spec = StreamSpec::violation_bound(x, tw, MSG, bound).map_err(super::table3::sched)?;
         let stream = StreamDef {
             name: format!("v{mbps}"),

@@ -112,11 +112,7 @@ impl TableReport {
 
     /// The recorded summary of `stream` under `algo` (all zero if absent).
     pub(super) fn summary(&self, algo: &str, stream: &str) -> Summary {
-        self.rows
-            .iter()
-            .find(|r| r.0 == algo && r.1 == stream)
-            .map(|r| r.2)
-            .unwrap_or_default()
+        summary_of(&self.rows, algo, stream)
     }
 
     /// Append one `[ok]` or `[MISS]` line per check to `out`.
@@ -125,6 +121,14 @@ impl TableReport {
             let _ = writeln!(out, "[{}] {c}: {d}", if *ok { "ok" } else { "MISS" });
         }
     }
+}
+
+/// The summary of `stream` under `algo` in `rows` (all zero if absent).
+pub(super) fn summary_of(rows: &[(String, String, Summary)], algo: &str, stream: &str) -> Summary {
+    rows.iter()
+        .find(|r| r.0 == algo && r.1 == stream)
+        .map(|r| r.2)
+        .unwrap_or_default()
 }
 
 /// The seed's Table III: (stream, algorithm, p95, p99, mean, std, jitter ms).

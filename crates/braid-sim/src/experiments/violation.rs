@@ -61,20 +61,7 @@ pub fn violation(data: &Path, span: RunSpan) -> Result<TableReport, ExperimentEr
             .map(|p| format!("{}:{:.1}", paths[p.path.0 as usize].name, p.rate.mbps()))
             .collect::<Vec<_>>()
             .join("+");
-        let coeff = tw.as_secs_f64() / (8.0 * f64::from(MSG));
-        let mut zs = Vec::new();
-        let mut w = cfg.start;
-        while w + tw <= cfg.end {
-            let loss: f64 = parts
-                .iter()
-                .map(|p| {
-                    let b = paths[p.path.0 as usize].capacity.mean_rate(w, w + tw);
-                    p.rate.saturating_sub(b).bps() as f64
-                })
-                .sum();
-            zs.push(loss * coeff);
-            w += tw;
-        }
+        let zs = fluid_misses(&paths, &parts, &cfg, tw);
         let realised = zs.iter().sum::<f64>() / zs.len().max(1) as f64;
         let p_miss = zs.iter().filter(|&&z| z > 0.0).count() as f64 / zs.len().max(1) as f64;
         let ratio = if bound > 0.0 { realised / bound } else { 0.0 };
@@ -151,4 +138,30 @@ pub(super) fn tightest(
     }
     let m = map_streams(&[req(bound)?], pv, &cfg_map);
     Ok(m.parts(StreamId(1)).map(|p| (bound, p.to_vec())))
+}
+
+/// The Lemma 2 model's misses in each window `tw` of `[cfg.start, cfg.end)`:
+/// every part loses `max(0, r_j − b_j(k))` of path j's mean available rate
+/// in window k, counted in messages of [`MSG`] bytes.
+pub(super) fn fluid_misses(
+    paths: &[super::harness::PathSpec],
+    parts: &[braid_core::scheduler::Part],
+    cfg: &super::setup::HarnessConfig,
+    tw: Duration,
+) -> Vec<f64> {
+    let coeff = tw.as_secs_f64() / (8.0 * f64::from(MSG));
+    let mut zs = Vec::new();
+    let mut w = cfg.start;
+    while w + tw <= cfg.end {
+        let loss: f64 = parts
+            .iter()
+            .map(|p| {
+                let b = paths[p.path.0 as usize].capacity.mean_rate(w, w + tw);
+                p.rate.saturating_sub(b).bps() as f64
+            })
+            .sum();
+        zs.push(loss * coeff);
+        w += tw;
+    }
+    zs
 }
