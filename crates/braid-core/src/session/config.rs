@@ -103,7 +103,9 @@ pub struct SessionConfig {
     pub down_min: Duration,
     /// Wait before a closed path connection is re-opened.
     pub reconnect_after: Duration,
-    /// Most bytes of messages a source holds (queued or unacknowledged).
+    /// Most bytes of messages a source holds (queued or unacknowledged), or
+    /// a sink holds (in reassembly or unread). A sink's bound must be at
+    /// least its source's.
     pub max_bytes: u64,
     /// Largest message.
     pub max_message: usize,

@@ -41,12 +41,17 @@ pub struct Pair {
 impl Pair {
     /// Connects a source and a sink over one path and runs until it is up.
     pub fn new(config: SessionConfig) -> Pair {
+        Pair::with(config.clone(), config)
+    }
+
+    /// As [`Pair::new`], with different settings at the two ends.
+    pub fn with(config: SessionConfig, sink_config: SessionConfig) -> Pair {
         let now = Instant::ZERO;
         let path = FourTuple::new(addr(1), addr(2));
         // Defaults are valid; a fuzz harness panics loudly if not.
         let mut source =
             Session::source(SessionId(7), config.clone(), [1; 32], now).expect("valid config");
-        let sink = Session::sink(config, [2; 32], now).expect("valid config");
+        let sink = Session::sink(sink_config, [2; 32], now).expect("valid config");
         source.add_path(now, PathId(0), path).expect("a fresh path");
         let mut p = Pair {
             source,
@@ -169,6 +174,35 @@ mod tests {
             .unwrap()
             .to_string()
             .contains("version 9"));
+    }
+
+    #[test]
+    fn a_sink_never_holds_more_than_its_byte_bound() {
+        use crate::scheduler::StreamSpec;
+        use crate::session::StreamConfig;
+        let small = SessionConfig {
+            max_bytes: 20_000,
+            ..SessionConfig::default()
+        };
+        let mut p = Pair::with(SessionConfig::default(), small);
+        let s = p
+            .source
+            .open_stream(
+                p.now,
+                StreamConfig::new(StreamSpec::best_effort(1).unwrap()),
+            )
+            .unwrap();
+        p.step(Duration::from_millis(5));
+        // The sink application reads nothing: 40 KB of reliable messages
+        // cannot all be held there.
+        for _ in 0..40 {
+            p.source.send(p.now, s, vec![1; 1000]).unwrap();
+        }
+        for _ in 0..20 {
+            p.step(Duration::from_millis(5));
+        }
+        let r = p.sink.close_reason().expect("closed").to_string();
+        assert!(r.contains("above its bound of 20000"), "{r}");
     }
 
     /// Writes the seed corpus (by hand:

@@ -175,7 +175,8 @@ pub struct Session {
     finished: std::collections::BTreeSet<StreamId>,
     ready: VecDeque<Delivered>,
     next_stream: u32,
-    /// Bytes of messages held by the source (queued or unacknowledged).
+    /// Bytes of messages held: by a source, queued or unacknowledged; by a
+    /// sink, in reassembly or not yet taken by the application.
     held: u64,
     events: VecDeque<Event>,
     /// Upcalls held back while paths warm up (stream ids).

@@ -4,7 +4,12 @@
 //! Reliable streams release messages in sequence order into the
 //! application's queue; a message beyond the stream's window (counted from
 //! what the application has consumed) breaks the protocol and closes the
-//! session, so reassembly never holds more than `window` messages.
+//! session, so reassembly never holds more than `window` messages. All
+//! streams together hold at most [`SessionConfig::max_bytes`](super::SessionConfig)
+//! (reordering and unread): a reliable message beyond it closes the session
+//! (an honest source with the same bound never sends it, since the sink's
+//! unread messages are the source's unacknowledged ones), an unreliable one
+//! is dropped.
 //! Unreliable and deadline streams release each message on arrival, at most
 //! once (a window of seen sequence numbers drops duplicates and stragglers
 //! older than the window), and a deadline message whose deadline has passed
@@ -183,6 +188,7 @@ impl Session {
     /// messages whose deadline has passed are dropped, never returned.
     pub fn recv(&mut self, now: Instant) -> Option<Delivered> {
         while let Some(m) = self.ready.pop_front() {
+            self.held = self.held.saturating_sub(m.data.len() as u64);
             let Some(s) = self.inc.get_mut(&m.stream) else {
                 continue;
             };
@@ -367,6 +373,15 @@ impl Session {
                     m.seq, s.consumed
                 )));
             }
+            let len = m.data.len() as u64;
+            if self.held + len > self.config.max_bytes {
+                return Err(violation(format!(
+                    "the sink would hold {} bytes, above its bound of {} (SessionConfig::max_bytes)",
+                    self.held + len,
+                    self.config.max_bytes
+                )));
+            }
+            self.held += len;
             s.count_arrival(now, &m);
             s.reorder.insert(m.seq, m);
             while let Some(m) = s.reorder.remove(&s.next) {
@@ -397,6 +412,13 @@ impl Session {
                 // (and counted lost: it was never received).
                 return Ok(());
             }
+            let len = m.data.len() as u64;
+            if self.held + len > self.config.max_bytes {
+                // Unread messages fill the sink's bound: the newest is
+                // dropped (and counted lost: it was never received).
+                return Ok(());
+            }
+            self.held += len;
             s.count_arrival(now, &m);
             s.in_ready += 1;
             self.ready.push_back(m);
