@@ -29,8 +29,10 @@ pub struct TableArgs {
     /// Exit with an error if any of issue 5's targets is missed.
     #[arg(long)]
     pub strict: bool,
-    /// Run at packet level: real sessions over IQ-RUDP with trace-driven
-    /// cross traffic (PGOS, MSFQ, WFQ, min-RTT), beside the fluid figures.
+    /// Run at packet level: real sessions over IQ-RUDP against trace-driven
+    /// cross traffic, beside the fluid figures (table3 and table5: PGOS,
+    /// MSFQ, WFQ, min-RTT; table4: GridFTP layouts and PGOS; table2: PGOS
+    /// pinned to each path; violation: PGOS with the Lemma 2 bound).
     #[arg(long)]
     pub packet: bool,
     /// Cross-traffic trace of path A (any trace format braid reads).
