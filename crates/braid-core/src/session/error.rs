@@ -30,6 +30,9 @@ pub enum SessionError {
     /// No such path.
     #[error("{0} is not a path of this session")]
     UnknownPath(PathId),
+    /// The session has its most paths already.
+    #[error("a session has at most {0} paths")]
+    TooManyPaths(usize),
     /// The transport endpoint refused a connection.
     #[error("connect: {0}")]
     Connect(#[from] ConnectError),

@@ -126,23 +126,11 @@ mod tests {
     /// Replays every file in `fuzz/corpus/session_*/`.
     #[test]
     fn replays_the_session_fuzz_corpus() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
-        let mut n = 0;
-        for (target, f) in [
+        let n = crate::transport::fuzzing::replay_corpus(&[
             ("session_frame", decode_frame as fn(&[u8])),
             ("session_sink", sink_messages as fn(&[u8])),
-        ] {
-            let Ok(dir) = std::fs::read_dir(root.join(target)) else {
-                continue;
-            };
-            for entry in dir.flatten() {
-                if let Ok(bytes) = std::fs::read(entry.path()) {
-                    f(&bytes);
-                    n += 1;
-                }
-            }
-        }
-        assert!(n > 0, "no session corpus under {}", root.display());
+        ]);
+        assert!(n > 0, "no session corpus under fuzz/corpus");
     }
 
     #[test]

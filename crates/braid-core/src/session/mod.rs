@@ -323,7 +323,7 @@ impl Session {
             return Err(SessionError::DuplicatePath(id));
         }
         if self.paths.len() >= MAX_PATHS {
-            return Err(SessionError::UnknownPath(id));
+            return Err(SessionError::TooManyPaths(MAX_PATHS));
         }
         let p = self.new_path(id, addr, now);
         self.paths.insert(id, p);

@@ -404,8 +404,12 @@ impl Session {
             }
             if m.seq >= s.next {
                 s.next = m.seq + 1;
+                // Forget what fell below the window, oldest first (no new
+                // tree per message, as `split_off` would build).
                 let floor = s.next.saturating_sub(window);
-                s.seen = s.seen.split_off(&floor);
+                while s.seen.first().is_some_and(|&q| q < floor) {
+                    s.seen.pop_first();
+                }
             }
             if s.in_ready >= window {
                 // The application is not reading: the newest is dropped
@@ -533,7 +537,7 @@ impl Session {
 impl Session {
     pub(super) fn emit_stats(&mut self, now: Instant) {
         let v = match self.role {
-            super::Role::Source => self.source_stats(now),
+            super::Role::Source => self.source_stats(),
             super::Role::Sink => self.sink_stats(now),
         };
         for (stream, stats) in v {

@@ -629,9 +629,8 @@ impl Session {
     }
 
     /// Source statistics of one interval, per stream.
-    pub(super) fn source_stats(&mut self, now: Instant) -> Vec<(StreamId, StreamStats)> {
+    pub(super) fn source_stats(&mut self) -> Vec<(StreamId, StreamStats)> {
         let interval = self.config.stats_interval;
-        let _ = now;
         self.out
             .iter_mut()
             .map(|(&id, s)| {

@@ -146,6 +146,30 @@ pub fn connection_datagrams(data: &[u8]) {
     }
 }
 
+/// A fuzz target's corpus folder name and its entry point.
+#[cfg(test)]
+pub(crate) type Target<'a> = (&'a str, fn(&[u8]));
+
+/// Feeds every file in `fuzz/corpus/<target>/` to its entry point (tests
+/// only: the corpus replays in CI without nightly); returns how many ran.
+#[cfg(test)]
+pub(crate) fn replay_corpus(targets: &[Target<'_>]) -> usize {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+    let mut n = 0;
+    for (target, f) in targets {
+        let Ok(dir) = std::fs::read_dir(root.join(target)) else {
+            continue;
+        };
+        for entry in dir.flatten() {
+            if let Ok(bytes) = std::fs::read(entry.path()) {
+                f(&bytes);
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,23 +178,11 @@ mod tests {
     /// points the fuzz targets use, so CI exercises them without nightly.
     #[test]
     fn replays_the_fuzz_corpus() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
-        let mut n = 0;
-        for (target, f) in [
+        let n = replay_corpus(&[
             ("packet_decode", decode_packet as fn(&[u8])),
             ("connection_datagram", connection_datagrams as fn(&[u8])),
-        ] {
-            let Ok(dir) = std::fs::read_dir(root.join(target)) else {
-                continue;
-            };
-            for entry in dir.flatten() {
-                if let Ok(bytes) = std::fs::read(entry.path()) {
-                    f(&bytes);
-                    n += 1;
-                }
-            }
-        }
-        assert!(n > 0, "no corpus under {}", root.display());
+        ]);
+        assert!(n > 0, "no transport corpus under fuzz/corpus");
     }
 
     /// Writes the seed corpus (run once by hand:

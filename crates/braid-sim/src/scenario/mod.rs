@@ -252,11 +252,7 @@ impl Scenario {
     /// trace file that is missing or invalid. The error names the file and,
     /// where there is one, the line.
     pub fn from_toml_str_at(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "scenario".to_string());
+        let (dir, stem) = dir_and_stem(path, "scenario");
         Self::parse(text, path.display().to_string(), dir, &stem)
     }
 
@@ -266,13 +262,7 @@ impl Scenario {
     /// As [`Scenario::from_toml_str_at`], plus an unreadable file.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Scenario, ScenarioError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: path.display().to_string(),
-            line: None,
-            kind: K::Io,
-            message: e.to_string(),
-        })?;
-        Self::from_toml_str_at(&text, path)
+        Self::from_toml_str_at(&read_file(path)?, path)
     }
 
     /// The same scenario with another seed.
@@ -292,6 +282,26 @@ impl Scenario {
             .map_err(|e| loc.err(e.span(), K::Syntax, e.message().to_string()))?;
         Builder { loc: &loc, dir }.build(raw, stem)
     }
+}
+
+/// A scenario file's text, or an I/O error naming it.
+pub(crate) fn read_file(path: &Path) -> Result<String, ScenarioError> {
+    std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: path.display().to_string(),
+        line: None,
+        kind: K::Io,
+        message: e.to_string(),
+    })
+}
+
+/// The directory relative paths in the file at `path` resolve against, and
+/// the file's stem (the scenario's default name; `default` without one).
+pub(crate) fn dir_and_stem<'a>(path: &'a Path, default: &str) -> (&'a Path, String) {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let stem = path
+        .file_stem()
+        .map_or_else(|| default.to_string(), |s| s.to_string_lossy().into_owned());
+    (dir, stem)
 }
 
 /// Checks raw values against their spans; shared with the session scenario

@@ -160,11 +160,7 @@ impl SessionScenario {
     /// unknown or duplicated path or stream name, or a trace that is
     /// missing or invalid; it names the file and, where known, the line.
     pub fn from_toml_str_at(text: &str, path: &Path) -> Result<SessionScenario, ScenarioError> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let stem = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "session".to_string());
+        let (dir, stem) = crate::scenario::dir_and_stem(path, "session");
         parse(text, path.display().to_string(), dir, &stem)
     }
 
@@ -174,13 +170,7 @@ impl SessionScenario {
     /// As [`SessionScenario::from_toml_str_at`], plus an unreadable file.
     pub fn from_path(path: impl AsRef<Path>) -> Result<SessionScenario, ScenarioError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
-            file: path.display().to_string(),
-            line: None,
-            kind: K::Io,
-            message: e.to_string(),
-        })?;
-        Self::from_toml_str_at(&text, path)
+        Self::from_toml_str_at(&crate::scenario::read_file(path)?, path)
     }
 
     /// The same scenario with another seed.

@@ -193,7 +193,7 @@ pub fn build(def: &SessionSim) -> Result<Built, ConfigError> {
         // Fresh ids on a fresh session, within MAX_PATHS.
         source
             .add_path(Instant::ZERO, PathId(i as u32), addr)
-            .map_err(|_| ConfigError::Invalid("paths: at most 64"))?;
+            .map_err(|_| ConfigError::Invalid("paths: a session has at most 64"))?;
     }
     let sink = Session::sink(
         def.config.clone(),
