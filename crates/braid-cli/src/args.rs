@@ -32,6 +32,9 @@ pub enum Command {
     Send(crate::cmd::send::SendArgs),
     /// Receive a `braid send` stream and write it, in order and verified.
     Recv(crate::cmd::recv::RecvArgs),
+    /// Join two network namespaces with an emulated link (rate or trace,
+    /// delay, loss, drop-tail queue) for real kernels without netem.
+    Emulate(crate::cmd::emulate::EmulateArgs),
     /// Measure one connection (braid RUDP or TCP), iperf-like.
     #[command(subcommand)]
     Perf(crate::cmd::perf::PerfCommand),

@@ -17,11 +17,13 @@
 //! | [`wire`] | packet views and encoders; strict, bounded decoding |
 //! | [`transport`] | the adaptive reliable UDP connection (seeds 001, 002) |
 //! | [`bulk`] | the multipath pipe's block scheduler, weighted buffers and reorder window (seed 003) |
+//! | [`link`] | one link model (rate or trace, delay, loss, drop-tail queue) driven by braid-sim and `braid emulate` |
 #![forbid(unsafe_code)]
 
 pub mod bulk;
 pub mod estimate;
 pub mod id;
+pub mod link;
 pub mod scheduler;
 pub mod session;
 pub mod time;

@@ -6,8 +6,6 @@
 //! run's seed and the link's name (`capacity:<link>`), so a new seed gives a
 //! new synthetic path.
 
-use crate::capacity::{Capacity, CapacityError};
-use crate::link::{default_queue_bytes, LinkConfig};
 use crate::node::LinkId;
 use crate::scenario::{
     CapacitySpec, FlowKind, QueueSpec, Scenario, ScenarioError, ScenarioErrorKind,
@@ -16,6 +14,8 @@ use crate::seed::rng_for;
 use crate::sim::{FlowInfo, Simulation};
 use crate::sink::Sink;
 use crate::sources::{GreedyConfig, GreedySource, PacedSource};
+use braid_core::link::{default_queue_bytes, LinkConfig};
+use braid_core::link::{Capacity, CapacityError};
 use braid_core::{Duration, Instant};
 
 /// The capacity a spec describes; a synthetic one is drawn from `seed` and

@@ -12,8 +12,7 @@
 //! | [`sim`] | [`Simulation`]: links, routes, nodes, the event loop |
 //! | [`bulk`] | bulk-transfer nodes: seed 003's block scheduler and reorder window over simulated connections |
 //! | [`session`] | sessions at packet level: session and relay nodes, workloads, paths with cross traffic |
-//! | [`link`] | one link: queue, serialization, impairments ([`LinkConfig`]) |
-//! | [`capacity`] | constant, trace-driven and synthetic capacity; the rate-change model |
+//! | [`link`] | the simulator's driver of the link model in [`braid_core::link`] (queue, serialization, impairments, capacity) |
 //! | [`event`] | the (time, sequence) event queue |
 //! | [`scenario`] | TOML scenarios ([`Scenario`]) and their errors |
 //! | [`sources`], [`sink`] | built-in greedy, CBR and trace sources, and the sink |
@@ -52,10 +51,9 @@
 
 mod build;
 pub mod bulk;
-pub mod capacity;
 pub mod event;
 pub mod experiments;
-pub mod link;
+pub(crate) mod link;
 pub mod node;
 pub mod report;
 pub mod rudp;
@@ -69,8 +67,7 @@ pub mod stats;
 pub mod trace_file;
 pub mod wire;
 
-pub use capacity::{Capacity, RateSchedule, SyntheticSpec};
-pub use link::{LinkConfig, LinkStats};
+pub use braid_core::link::{Capacity, LinkConfig, LinkStats, RateSchedule, SyntheticSpec};
 pub use node::{Datagram, LinkId, Node, NodeId, RouteId, Transmit};
 pub use report::Report;
 pub use scenario::{Scenario, ScenarioError, ScenarioErrorKind};

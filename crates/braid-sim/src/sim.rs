@@ -24,10 +24,11 @@
 //!   stale ones from timers that moved earlier (ignored when they fire).
 
 use crate::event::EventQueue;
-use crate::link::{Enqueued, Link, LinkConfig, LinkStats};
+use crate::link::SimLink;
 use crate::node::{Datagram, LinkId, Node, NodeId, RouteId, Transmit, MAX_TRANSMITS_PER_POLL};
 use crate::seed::rng_for;
 use crate::stats::{BinSeries, DelayHistogram};
+use braid_core::link::{Enqueued, LinkConfig, LinkStats};
 use braid_core::{Duration, Instant};
 
 /// Default width of report bins (throughput, delay, queue series).
@@ -156,7 +157,7 @@ pub struct Simulation {
     now: Instant,
     started: bool,
     queue: EventQueue<Event>,
-    pub(crate) links: Vec<Link<Packet>>,
+    pub(crate) links: Vec<SimLink<Packet>>,
     pub(crate) routes: Vec<RouteState>,
     pub(crate) nodes: Vec<NodeSlot>,
     pub(crate) flows: Vec<FlowInfo>,
@@ -201,7 +202,7 @@ impl Simulation {
     /// run's seed and the link's name.
     pub fn add_link(&mut self, cfg: LinkConfig) -> LinkId {
         let rng = rng_for(self.seed, &format!("link:{}", cfg.name));
-        self.links.push(Link::new(cfg, rng, self.bin));
+        self.links.push(SimLink::new(cfg, rng, self.bin));
         LinkId(self.links.len() as u32 - 1)
     }
 
@@ -209,7 +210,7 @@ impl Simulation {
     pub fn link_id(&self, name: &str) -> Option<LinkId> {
         self.links
             .iter()
-            .position(|l| l.cfg.name == name)
+            .position(|l| l.cfg().name == name)
             .map(|i| LinkId(i as u32))
     }
 
@@ -298,7 +299,7 @@ impl Simulation {
 
     /// A link's counters.
     pub fn link_stats(&self, id: LinkId) -> Option<&LinkStats> {
-        self.links.get(id.0 as usize).map(|l| &l.stats)
+        self.links.get(id.0 as usize).map(|l| l.stats())
     }
 
     /// A route's counters.

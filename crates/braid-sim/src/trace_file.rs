@@ -5,7 +5,7 @@
 //! trace-driven source. Main items: [`load_trace`], [`load_schedule`],
 //! [`TraceFileError`] (displays as `<path>: line N: …`, one line).
 
-use crate::capacity::RateSchedule;
+use braid_core::link::RateSchedule;
 use braid_core::trace::{Trace, TraceError, TraceFormat};
 use braid_core::Duration;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,7 @@
 //! place that reads the wall clock is [`clock`].
 
 pub mod clock;
+pub mod emulate;
 pub mod perf;
 pub mod pipe;
 pub mod rudp;

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod demo;
+pub mod emulate;
 pub mod eval;
 pub mod perf;
 pub mod recv;

@@ -4,10 +4,10 @@
 //!
 //! Model (the abstraction of seed 000 §V-A, Fig. 5): one sender, L paths.
 //! Path j is a simulator link whose rate is the path's *available*
-//! bandwidth `b^j(t)` (a [`Capacity`](crate::capacity::Capacity), e.g. 100 Mbit/s minus replayed cross
+//! bandwidth `b^j(t)` (a [`Capacity`](braid_core::link::Capacity), e.g. 100 Mbit/s minus replayed cross
 //! traffic) and whose delay is the path's propagation delay. When path j's
 //! link can take a packet the sender asks the scheduler for one packet for
-//! it; the packet occupies the link until [`Capacity::finish_time`](crate::capacity::Capacity::finish_time) and
+//! it; the packet occupies the link until [`Capacity::finish_time`](braid_core::link::Capacity::finish_time) and
 //! reaches the receiver one delay later. So each path delivers exactly its
 //! available bandwidth whenever there is something to send, with no
 //! transport dynamics: the comparison isolates the schedulers.
@@ -30,9 +30,9 @@
 use super::sched_node::SchedulerNode;
 pub use super::setup::{Algo, HarnessConfig, PathSpec, StreamDef, PACKET};
 use super::stream_sink::StreamSink;
-use crate::link::LinkConfig;
 use crate::node::RouteId;
 use crate::sim::Simulation;
+use braid_core::link::LinkConfig;
 use braid_core::scheduler::SchedError;
 use braid_core::{Bandwidth, Duration, Instant};
 
@@ -187,7 +187,7 @@ pub fn summarize(r: &StreamResult, target: Bandwidth, period: Duration) -> Summa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capacity::Capacity;
+    use braid_core::link::Capacity;
     use braid_core::scheduler::{Msfq, StreamSpec};
 
     /// One 10 Mbit/s path, one 1 Mbit/s stream of 5000-byte frames: every

@@ -40,8 +40,8 @@ pub use table3::{table2, table3, CrossTraces, TableReport};
 pub use table45::{table4, table5};
 pub use violation::violation;
 
-use crate::capacity::{Capacity, RateSchedule};
 use crate::trace_file::{load_schedule, TraceFileError};
+use braid_core::link::{Capacity, RateSchedule};
 use braid_core::scheduler::SchedError;
 use braid_core::{Bandwidth, Duration};
 use harness::PathSpec;

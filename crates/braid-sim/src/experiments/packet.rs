@@ -24,12 +24,12 @@
 use super::harness::{PathSpec, StreamDef, StreamResult};
 use super::setup::HarnessConfig;
 use super::ExperimentError;
-use crate::capacity::{Capacity, RateSchedule};
-use crate::link::LinkConfig;
 use crate::session::{
     build, CrossDef, HopDef, PathDef, SessionNode, SessionSim, SinkApp, SourceApp, SourceStream,
     Workload,
 };
+use braid_core::link::LinkConfig;
+use braid_core::link::{Capacity, RateSchedule};
 use braid_core::session::{Event, SchedulerKind, SessionConfig, StreamConfig};
 use braid_core::{Bandwidth, Duration, Instant, PathId, StreamId};
 

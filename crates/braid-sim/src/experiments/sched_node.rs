@@ -36,9 +36,9 @@
 
 use super::setup::{Algo, HarnessConfig, PathSpec, StreamDef, PACKET};
 use super::stream_sink::FrameTag;
-use crate::capacity::Capacity;
 use crate::node::{Datagram, Node, RouteId, Transmit};
 use braid_core::estimate::SlidingWindow;
+use braid_core::link::Capacity;
 use braid_core::scheduler::{
     PathId, PathView, SchedError, Scheduler, SchedulerEvent, StreamId, StreamSpec, UpcallAnswer,
 };

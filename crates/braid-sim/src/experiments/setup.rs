@@ -4,7 +4,7 @@
 //! ([`super::harness`]) runs them; the sender node
 //! ([`super::sched_node`]) drives the scheduler.
 
-use crate::capacity::Capacity;
+use braid_core::link::Capacity;
 use braid_core::scheduler::{OptSched, Pgos, Scheduler, StreamSpec};
 use braid_core::{Bandwidth, Duration, Instant};
 

@@ -25,7 +25,7 @@
 use super::harness::{self, Algo, HarnessConfig, PathSpec, StreamDef};
 use super::table3::{config, path_stats, pct, sched, target_mbps, CrossTraces, TableReport};
 use super::{ExperimentError, RunSpan};
-use crate::capacity::Capacity;
+use braid_core::link::Capacity;
 use braid_core::scheduler::{Msfq, Pgos, PgosConfig, RoundRobin, StreamSpec};
 use braid_core::{Bandwidth, Duration};
 use std::fmt::Write as _;

@@ -15,9 +15,9 @@ pub(crate) mod table;
 
 pub use svg::{LineChart, Series};
 
-use crate::link::LinkStats;
 use crate::sim::{SimStats, Simulation};
 use crate::stats::{mean, quantile, DelayHistogram};
+use braid_core::link::LinkStats;
 use braid_core::{Duration, Instant};
 use serde::Serialize;
 
@@ -310,7 +310,7 @@ fn build(sim: &Simulation) -> Report {
             .map(|r| {
                 r.links
                     .iter()
-                    .map(|l| sim.links[l.0 as usize].cfg.name.as_str())
+                    .map(|l| sim.links[l.0 as usize].cfg().name.as_str())
                     .collect::<Vec<_>>()
                     .join(">")
             })
@@ -354,19 +354,19 @@ fn build(sim: &Simulation) -> Report {
         .links
         .iter()
         .map(|l| {
-            let cap = l.cfg.capacity.mean_rate(Instant::ZERO, end).mbps();
-            let delivered = mbps(l.stats.sent_bytes, run);
+            let cap = l.cfg().capacity.mean_rate(Instant::ZERO, end).mbps();
+            let delivered = mbps(l.stats().sent_bytes, run);
             let bin_edge =
                 |i: usize| Instant::from_nanos((i as u64 * bin.as_nanos()).min(end.as_nanos()));
             LinkReport {
-                name: l.cfg.name.clone(),
+                name: l.cfg().name.clone(),
                 capacity_mbps: r4(cap),
                 delivered_mbps: r4(delivered),
                 utilization: if cap > 0.0 { r4(delivered / cap) } else { 0.0 },
-                stats: l.stats.clone(),
+                stats: l.stats().clone(),
                 series_capacity_mbps: (0..nbins)
                     .map(|i| {
-                        r4(l.cfg
+                        r4(l.cfg()
                             .capacity
                             .mean_rate(bin_edge(i), bin_edge(i + 1))
                             .mbps())

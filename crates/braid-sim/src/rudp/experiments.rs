@@ -31,13 +31,13 @@
 use super::app::Receiver;
 use super::frames::{Adaptation, Coordination, FrameApp, FrameConfig};
 use super::{add_links, add_pair, RudpNode};
-use crate::capacity::Capacity;
 use crate::experiments::{ExperimentError, CROSS_BIN};
-use crate::link::LinkConfig;
 use crate::sim::{FlowInfo, Simulation};
 use crate::sink::Sink;
 use crate::sources::PacedSource;
 use crate::trace_file::load_schedule;
+use braid_core::link::Capacity;
+use braid_core::link::LinkConfig;
 use braid_core::transport::{Config, CongestionKind, Ratio};
 use braid_core::{Bandwidth, Duration, Instant};
 use std::path::{Path, PathBuf};

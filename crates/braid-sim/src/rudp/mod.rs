@@ -25,9 +25,9 @@ pub mod tables;
 
 pub use node::{App, RudpNode};
 
-use crate::link::LinkConfig;
 use crate::node::{LinkId, NodeId, RouteId};
 use crate::sim::{FlowInfo, Simulation};
+use braid_core::link::LinkConfig;
 use braid_core::transport::{Config, ConfigError};
 use braid_core::Instant;
 use std::net::SocketAddr;

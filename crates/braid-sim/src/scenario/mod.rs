@@ -66,10 +66,10 @@ pub use bytes::parse_bytes;
 pub use error::{ScenarioError, ScenarioErrorKind};
 use route::shortest_route;
 
-use crate::capacity::RateSchedule;
-use crate::capacity::SyntheticSpec;
 use crate::stats::MAX_BINS;
 use crate::trace_file::{load_schedule, parse_format, TraceFileError};
+use braid_core::link::RateSchedule;
+use braid_core::link::SyntheticSpec;
 use braid_core::{Bandwidth, Duration};
 pub(crate) use error::Locator;
 use raw::{RawFlow, RawLink, RawScenario, RawSynthetic};

@@ -65,12 +65,12 @@ use super::apps::SourceStream;
 use super::raw::{RawCross, RawPath, RawSession};
 use super::setup::{CrossDef, HopDef, PathDef, SessionSim};
 use crate::build::{queue_bytes, realise_capacity};
-use crate::capacity::Capacity;
-use crate::link::LinkConfig;
 use crate::scenario::{
     sp, Builder, CapacitySpec, Locator, QueueSpec, ScenarioError, ScenarioErrorKind as K,
     DEFAULT_SEED, MAX_DURATION,
 };
+use braid_core::link::Capacity;
+use braid_core::link::LinkConfig;
 use braid_core::session::{SchedulerKind, SessionConfig};
 use braid_core::{Duration, Instant};
 use std::path::Path;

@@ -12,13 +12,13 @@
 
 use super::apps::{SinkApp, SourceApp, SourceStream};
 use super::node::{Peer, Peers, RelayNode, SessionNode};
-use crate::capacity::Capacity;
-use crate::link::LinkConfig;
 use crate::node::{NodeId, RouteId};
 use crate::seed::secret;
 use crate::sim::{FlowInfo, Simulation};
 use crate::sink::Sink;
 use crate::sources::PacedSource;
+use braid_core::link::Capacity;
+use braid_core::link::LinkConfig;
 use braid_core::session::relay::Relay;
 use braid_core::session::{Session, SessionConfig, SessionId};
 use braid_core::transport::{ConfigError, FourTuple};

@@ -40,7 +40,7 @@
 //! Sends `packet`-byte datagrams spaced by their serialization time at a
 //! rate that is constant (CBR) or follows a looping rate schedule from a
 //! trace (time zero of the schedule is the flow's start). A zero rate pauses
-//! sending until the rate returns (see [`crate::capacity`]).
+//! sending until the rate returns (see [`braid_core::link::capacity`]).
 
 mod greedy;
 mod paced;

@@ -1,8 +1,8 @@
 //! The paced source: constant bit rate or trace replay (see [`super`]).
 
-use crate::capacity::Capacity;
 use crate::node::{Datagram, Node, RouteId, Transmit};
 use crate::wire::Header;
+use braid_core::link::Capacity;
 use braid_core::Instant;
 
 /// A source that sends at a constant or trace-driven rate.

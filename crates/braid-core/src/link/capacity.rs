@@ -21,7 +21,7 @@
 //! variation. It is generated once, from a seeded `ChaCha8Rng`, for the
 //! length of the run, and then loops like a trace.
 
-use braid_core::{Bandwidth, Duration, Instant};
+use crate::{Bandwidth, Duration, Instant};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
