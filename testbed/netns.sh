@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# braid testbed: N parallel rate-shaped channels between a sender and a
-# receiver network namespace (see testbed/README.md).
+# braid testbed: N parallel channels between a sender and a receiver network
+# namespace (see testbed/README.md).
 #
-#   netns.sh up NAME RATE [RATE...]     build NAME with one channel per RATE
+#   netns.sh up NAME CHANNEL [CHANNEL...]
+#                                       build NAME with one channel each:
+#                                       RATE[/DELAY[/LOSS]]  (20mbit, 10mbit/40ms,
+#                                       100mbit/25ms/0.1%) or trace:FILE[/DELAY]
 #   netns.sh rate NAME CH RATE          change channel CH's rate (1-based)
+#   netns.sh set NAME CH KEY VALUE      change an emulated channel: KEY is
+#                                       rate, delay, loss, queue or trace
 #   netns.sh link NAME CH up|down       take channel CH up or down
 #   netns.sh flap NAME CH PERIOD A B DURATION
 #                                       alternate CH between rates A and B
@@ -18,17 +23,25 @@
 # Names: namespaces are "bt<pid>-NAME-s" and "bt<pid>-NAME-r", where <pid>
 # is the process that built them (BT_OWNER, default: this shell's parent),
 # so parallel runs never collide and `clean` can tell stale ones (owner
-# dead) from live ones. Channel i (1-based) is a veth pair
-# s<i> (sender, 198.18.<i>.1/24) <-> r<i> (receiver, 198.18.<i>.2/24) with a
-# tbf qdisc on the sender side's egress. Addresses are in 198.18.0.0/15
-# (RFC 2544 benchmarking range) and exist only inside the namespaces.
-#
-# netem, fq and prio are not available in this kernel: delay and loss cannot
-# be emulated here, only rate (tbf).
+# dead) from live ones. Channel i (1-based) joins s<i> (sender,
+# 198.18.<i>.1/24) and r<i> (receiver, 198.18.<i>.2/24). A plain RATE is a
+# veth pair with a tbf qdisc on the sender side's egress. A channel with a
+# DELAY, a LOSS or a trace is a pair of TUN devices joined by `braid emulate`
+# (this kernel has no netem): DELAY is one-way and applies in both
+# directions (RTT = 2 x DELAY), LOSS applies sender -> receiver only (like
+# netem on the sender's egress), the rate (or trace) both ways, and the
+# queue holds max(100 ms, RTT) at the rate (BT_QUEUE overrides, e.g. 64KiB
+# or 50ms). The emulator runs in the background, exits when BT_OWNER does,
+# and logs to /run/braid-testbed/<ns>/ch<i>.log. BRAID names the braid
+# binary (default: `braid` on PATH). Addresses are in 198.18.0.0/15 (RFC
+# 2544 benchmarking range) and exist only inside the namespaces.
 set -euo pipefail
 
 OWNER="${BT_OWNER:-$PPID}"
+BRAID="${BRAID:-braid}"
+RUNDIR=/run/braid-testbed
 ns() { echo "bt${OWNER}-$1-$2"; }
+state() { echo "$RUNDIR/bt${OWNER}-$1"; }
 
 tbf() { # dev rate
   local dev=$1 rate=$2
@@ -50,16 +63,81 @@ rate_bits() { # 400mbit -> bits/s
   esac
 }
 
+# Splits a channel spec into globals C_RATE C_DELAY C_LOSS C_TRACE.
+parse_channel() {
+  local spec=$1
+  C_RATE="" C_DELAY="" C_LOSS="" C_TRACE=""
+  if [[ $spec == trace:* ]]; then
+    local rest=${spec#trace:}
+    # The trace path may contain '/': a DELAY is the last part if it is one.
+    if [[ $rest == */* && ${rest##*/} =~ ^[0-9.]+(us|ms|s)$ ]]; then
+      C_DELAY=${rest##*/}; rest=${rest%/*}
+    fi
+    [[ -f $rest ]] || { echo "netns.sh: trace $rest: no such file" >&2; exit 2; }
+    C_TRACE=$rest
+    return
+  fi
+  IFS=/ read -r C_RATE C_DELAY C_LOSS extra <<<"$spec"
+  [[ -z ${extra:-} ]] || { echo "netns.sh: bad channel $spec (RATE[/DELAY[/LOSS]])" >&2; exit 2; }
+  rate_bits "$C_RATE" >/dev/null
+  if [[ -n $C_DELAY && ! $C_DELAY =~ ^[0-9.]+(us|ms|s)$ ]]; then
+    echo "netns.sh: bad delay $C_DELAY in $spec (e.g. 40ms)" >&2; exit 2
+  fi
+  if [[ -n $C_LOSS && ! $C_LOSS =~ ^[0-9.]+%?$ ]]; then
+    echo "netns.sh: bad loss $C_LOSS in $spec (e.g. 0.1%)" >&2; exit 2
+  fi
+}
+
+# Queue for an emulated channel: BT_QUEUE, else max(100 ms, 2 x DELAY).
+emu_queue() {
+  if [[ -n ${BT_QUEUE:-} ]]; then echo "$BT_QUEUE"; return; fi
+  local d=${C_DELAY:-0ms} us
+  case "$d" in
+    *us) us=${d%us};; *ms) us=$(awk "BEGIN{print ${d%ms}*1000}");; *s) us=$(awk "BEGIN{print ${d%s}*1000000}");;
+  esac
+  awk "BEGIN{q=2*$us/1000; if (q < 100) q = 100; printf \"%dms\", q}"
+}
+
+up_emulated() { # name i s r
+  local name=$1 i=$2 s=$3 r=$4 dir
+  dir=$(state "$name")
+  command -v "$BRAID" >/dev/null || { echo "netns.sh: $BRAID not found (set BRAID=path/to/braid)" >&2; exit 1; }
+  local args=(emulate --ns-a "$s" --ns-b "$r" --dev-a "s$i" --dev-b "r$i"
+    --addr-a "198.18.$i.1/24" --addr-b "198.18.$i.2/24"
+    --delay "${C_DELAY:-0ms}" --loss "${C_LOSS:-0}" --back-loss 0
+    --queue "$(emu_queue)" --seed "$i" --watch-pid "$OWNER" --control "$dir/ch$i.ctl")
+  if [[ -n $C_TRACE ]]; then args+=(--trace "$C_TRACE"); else args+=(--rate "$C_RATE"); fi
+  "$BRAID" "${args[@]}" >"$dir/ch$i.log" 2>&1 </dev/null &
+  echo $! >"$dir/ch$i.pid"
+  local t
+  for t in $(seq 100); do
+    if ip -n "$r" addr show dev "r$i" 2>/dev/null | grep -q "198.18.$i.2"; then return 0; fi
+    if ! kill -0 "$(cat "$dir/ch$i.pid")" 2>/dev/null; then break; fi
+    sleep 0.05
+  done
+  echo "netns.sh: channel $i: braid emulate did not start:" >&2
+  cat "$dir/ch$i.log" >&2
+  exit 1
+}
+
 cmd_up() {
   local name=$1; shift
   local s r i=1
   s=$(ns "$name" s); r=$(ns "$name" r)
+  for spec in "$@"; do parse_channel "$spec"; done  # fail before building
   cmd_down "$name" 2>/dev/null || true
+  mkdir -p "$(state "$name")"
   ip netns add "$s"
   ip netns add "$r"
   ip -n "$s" link set lo up
   ip -n "$r" link set lo up
-  for rate in "$@"; do
+  for spec in "$@"; do
+    parse_channel "$spec"
+    if [[ -n $C_DELAY || -n $C_LOSS || -n $C_TRACE ]]; then
+      up_emulated "$name" "$i" "$s" "$r"
+      i=$((i + 1))
+      continue
+    fi
     ip link add "s$i" netns "$s" type veth peer name "r$i" netns "$r"
     ip -n "$s" addr add "198.18.$i.1/24" dev "s$i"
     ip -n "$r" addr add "198.18.$i.2/24" dev "r$i"
@@ -68,15 +146,37 @@ cmd_up() {
     ip -n "$s" link set "s$i" up
     ip -n "$r" link set "r$i" up
     # shellcheck disable=SC2046
-    tc -n "$s" qdisc add dev "s$i" root $(tbf "s$i" "$rate")
+    tc -n "$s" qdisc add dev "s$i" root $(tbf "s$i" "$C_RATE")
     i=$((i + 1))
   done
 }
 
+# Sends one control line to emulated channel CH (fails if it is not one).
+emu_ctl() { # name ch line
+  local ctl; ctl="$(state "$1")/ch$2.ctl"
+  [[ -p $ctl ]] || { echo "netns.sh: channel $2 of $1 is not emulated (tbf channels take only rate)" >&2; exit 2; }
+  timeout 2 bash -c 'echo "$1" >"$2"' _ "$3" "$ctl" || { echo "netns.sh: channel $2: emulator not answering" >&2; exit 1; }
+}
+
 cmd_rate() {
   local name=$1 ch=$2 rate=$3
+  rate_bits "$rate" >/dev/null
+  if [[ -p "$(state "$name")/ch$ch.ctl" ]]; then
+    emu_ctl "$name" "$ch" "rate $rate"
+    return
+  fi
   # shellcheck disable=SC2046
   tc -n "$(ns "$name" s)" qdisc change dev "s$ch" root $(tbf "s$ch" "$rate")
+}
+
+cmd_set() {
+  local name=$1 ch=$2 key=$3 value=$4
+  case "$key" in
+    rate|delay|queue|trace) emu_ctl "$name" "$ch" "$key $value";;
+    # Loss stays sender -> receiver only, as when the channel was built.
+    loss) emu_ctl "$name" "$ch" "loss $value"; emu_ctl "$name" "$ch" "back-loss 0";;
+    *) echo "netns.sh: set: KEY is rate, delay, loss, queue or trace" >&2; exit 2;;
+  esac
 }
 
 cmd_link() {
@@ -98,7 +198,7 @@ cmd_flap() {
 cmd_mptcp() {
   local name=$1 s r n
   s=$(ns "$name" s); r=$(ns "$name" r)
-  n=$(ip -n "$s" -o link show | grep -c ' s[0-9]*@' || true)
+  n=$(ip -n "$s" -o link show | grep -cE '^[0-9]+: s[0-9]+[@:]' || true)
   ip -n "$s" mptcp limits set subflow 8 add_addr_accepted 8
   ip -n "$r" mptcp limits set subflow 8 add_addr_accepted 8
   ip -n "$r" mptcp endpoint flush
@@ -115,8 +215,23 @@ cmd_exec() {
   exec ip netns exec "$(ns "$name" "$side")" "$@"
 }
 
+# Stops the emulators under state dir $1 (TERM, then KILL after 2 s).
+stop_emulators() {
+  local dir=$1 f pid t
+  [[ -d $dir ]] || return 0
+  for f in "$dir"/ch*.pid; do
+    [[ -f $f ]] || continue
+    pid=$(cat "$f")
+    kill "$pid" 2>/dev/null || continue
+    for t in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  rm -rf "$dir"
+}
+
 cmd_down() {
   local name=$1
+  stop_emulators "$(state "$name")"
   ip netns del "$(ns "$name" s)" 2>/dev/null || true
   ip netns del "$(ns "$name" r)" 2>/dev/null || true
 }
@@ -128,6 +243,13 @@ cmd_clean() {
     if ! kill -0 "$pid" 2>/dev/null; then
       ip netns del "$n" 2>/dev/null || true
     fi
+  done
+  # Emulators of dead owners exit by themselves (--watch-pid); their state
+  # directories stay behind.
+  for n in "$RUNDIR"/bt*; do
+    [[ -d $n ]] || continue
+    pid=${n##*/bt}; pid=${pid%%-*}
+    kill -0 "$pid" 2>/dev/null || stop_emulators "$n"
   done
 }
 
@@ -144,6 +266,7 @@ sub=${1:-}; shift || true
 case "$sub" in
   up) cmd_up "$@";;
   rate) cmd_rate "$@";;
+  set) cmd_set "$@";;
   link) cmd_link "$@";;
   flap) cmd_flap "$@";;
   mptcp) cmd_mptcp "$@";;
@@ -151,5 +274,5 @@ case "$sub" in
   down) cmd_down "$@";;
   clean) cmd_clean;;
   check) cmd_check;;
-  *) sed -n '2,28p' "$0"; exit 2;;
+  *) sed -n '2,45p' "$0"; exit 2;;
 esac
