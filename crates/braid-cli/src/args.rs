@@ -32,8 +32,22 @@ pub enum Command {
     Send(crate::cmd::send::SendArgs),
     /// Receive a `braid send` stream and write it, in order and verified.
     Recv(crate::cmd::recv::RecvArgs),
-    /// Join two network namespaces with an emulated link (rate or trace,
-    /// delay, loss, drop-tail queue) for real kernels without netem.
+    /// Join two network namespaces with an emulated wide-area link.
+    ///
+    /// For real kernels without netem. A TUN device is created in each namespace; every IP packet (TCP,
+    /// MPTCP, UDP, ICMP) one side sends goes through braid's link model, the
+    /// one braid-sim uses, and comes out of the other side's device:
+    ///   1. a drop-tail queue bounded in bytes (--queue; a time is converted
+    ///      at the mean rate);
+    ///   2. serialization at --rate, or at the rate a bandwidth trace gives
+    ///      over time (--trace);
+    ///   3. random loss with probability --loss (seeded by --seed);
+    ///   4. a one-way propagation delay of --delay.
+    ///
+    /// Each direction has its own model; the --back-* flags change B→A only
+    /// (by default B→A is like A→B). The devices vanish when braid exits, is
+    /// killed, or the --watch-pid process ends. Needs root and /dev/net/tun.
+    #[command(verbatim_doc_comment)]
     Emulate(crate::cmd::emulate::EmulateArgs),
     /// Measure one connection (braid RUDP or TCP), iperf-like.
     #[command(subcommand)]

@@ -12,7 +12,7 @@
 //! | [`sim`] | [`Simulation`]: links, routes, nodes, the event loop |
 //! | [`bulk`] | bulk-transfer nodes: seed 003's block scheduler and reorder window over simulated connections |
 //! | [`session`] | sessions at packet level: session and relay nodes, workloads, paths with cross traffic |
-//! | [`link`] | the simulator's driver of the link model in [`braid_core::link`] (queue, serialization, impairments, capacity) |
+//! | `link` | the simulator's driver of the link model in [`braid_core::link`] (queue, serialization, impairments, capacity) |
 //! | [`event`] | the (time, sequence) event queue |
 //! | [`scenario`] | TOML scenarios ([`Scenario`]) and their errors |
 //! | [`sources`], [`sink`] | built-in greedy, CBR and trace sources, and the sink |

@@ -17,20 +17,6 @@ const TICK: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Flags of `braid emulate`.
 #[derive(Debug, clap::Args)]
-#[command(
-    about = "Join two network namespaces with an emulated link (rate or trace, delay, loss, drop-tail queue)",
-    long_about = "Join two network namespaces with an emulated link.\n\n\
-A TUN device is created in each namespace; every IP packet (TCP, MPTCP, UDP, \
-ICMP) one side sends goes through braid's link model, the one braid-sim uses, \
-and comes out of the other side's device:\n  \
-1. a drop-tail queue bounded in bytes (--queue; a time is converted at the mean rate),\n  \
-2. serialization at --rate, or at the rate a bandwidth trace gives over time (--trace),\n  \
-3. random loss with probability --loss (seeded, --seed),\n  \
-4. a one-way propagation delay of --delay.\n\
-Each direction has its own model; the --back-* flags change B→A only (by \
-default B→A is like A→B). Devices vanish when braid exits, is killed or the \
---watch-pid process ends. Needs root and /dev/net/tun."
-)]
 pub struct EmulateArgs {
     /// Namespace of side A (a name under /run/netns, or a path).
     #[arg(long, value_name = "NS")]
@@ -303,19 +289,19 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
         std::thread::park_timeout(TICK);
         let elapsed = braid::clock::now() - started;
         if SIGNALLED.load(Ordering::Relaxed) {
-            break "signal";
+            break Ok("signal");
         }
-        if emu.finished() {
-            break "a device failed";
+        if let Err(e) = emu.check() {
+            break Err(e);
         }
         if let Some(d) = args.duration {
             if elapsed >= d {
-                break "duration reached";
+                break Ok("duration reached");
             }
         }
         if let Some(pid) = args.watch_pid {
             if !pid_alive(pid) {
-                break "watched process ended";
+                break Ok("watched process ended");
             }
         }
         if let Some(c) = control.as_mut() {
@@ -339,6 +325,7 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
     }
     let result = emu.stop();
     drop(control);
+    let reason = reason.context("emulated link stopped")?;
     let [ab, ba] = result.context("emulated link failed")?;
     eprintln!(
         "braid emulate: stopped ({reason}) after {:.1} s; a>b delivered {} packets ({} B), {} queue drops, {} lost; b>a delivered {} packets ({} B), {} queue drops, {} lost",

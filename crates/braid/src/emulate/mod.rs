@@ -24,9 +24,10 @@
 //!
 //! # Lifetime
 //! The TUN devices are not persistent: they vanish when this process exits,
-//! is killed or crashes. If a namespace is deleted under a running emulator,
-//! its device goes with it, the pump reading it ends with an error, and
-//! [`Emulator::finished`] turns true.
+//! is killed or crashes. Deleting a namespace (`ip netns del`) removes only
+//! its name while a device's descriptor holds it, so [`Emulator::check`]
+//! looks for the names too: a driver that polls it stops when a namespace
+//! is gone or a direction failed, and the namespaces then really go.
 
 pub mod pump;
 pub mod tun;
@@ -59,6 +60,9 @@ pub enum EmulateError {
     /// A bad configuration.
     #[error("{0}")]
     Config(String),
+    /// A namespace was deleted while the link ran.
+    #[error("network namespace {0} was deleted")]
+    NamespaceGone(String),
     /// A device could not be created or failed while running.
     #[error("{0}")]
     Device(#[from] std::io::Error),
@@ -276,9 +280,24 @@ impl Emulator {
         [&self.devices[0], &self.devices[1]]
     }
 
-    /// Whether a direction has ended (a device failed or vanished).
-    pub fn finished(&self) -> bool {
-        self.threads.iter().any(|t| t.is_finished())
+    /// Whether the link is still whole.
+    ///
+    /// # Errors
+    /// A direction has ended (its device failed), or a namespace was
+    /// deleted (its name is gone or names another namespace); the message
+    /// says which.
+    pub fn check(&self) -> Result<(), EmulateError> {
+        if self.threads.iter().any(|t| t.is_finished()) {
+            return Err(EmulateError::Config(
+                "a direction of the link stopped (device failed)".into(),
+            ));
+        }
+        for d in &self.devices {
+            if !d.namespace_present() {
+                return Err(EmulateError::NamespaceGone(d.namespace().to_string()));
+            }
+        }
+        Ok(())
     }
 
     /// Stops both directions, removes the devices and returns the final

@@ -67,6 +67,9 @@ pub struct Tun {
     fd: OwnedFd,
     name: String,
     namespace: String,
+    ns_path: PathBuf,
+    /// Device and inode of the namespace file when the device was made.
+    ns_id: (u64, u64),
 }
 
 impl Tun {
@@ -95,6 +98,7 @@ impl Tun {
                 ),
             )
         })?;
+        let ns_id = file_id(&ns_file.metadata()?);
         let name_owned = name.to_string();
         // setns affects only the calling thread: do it on a thread of its
         // own, which ends right after; the descriptors it opened stay valid
@@ -120,7 +124,17 @@ impl Tun {
             fd,
             name: name.to_string(),
             namespace: ns.to_string(),
+            ns_path: path,
+            ns_id,
         })
+    }
+
+    /// Whether the namespace is still reachable under the name it was
+    /// given. `ip netns del` only removes the name: the namespace itself
+    /// lives on while this device's descriptor holds it, so an emulator
+    /// checks this to notice that its namespace was deleted.
+    pub fn namespace_present(&self) -> bool {
+        std::fs::metadata(&self.ns_path).is_ok_and(|m| file_id(&m) == self.ns_id)
     }
 
     /// The device's name.
@@ -161,6 +175,11 @@ impl Tun {
     pub fn raw_fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
+}
+
+fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
 }
 
 fn with_context(e: io::Error, what: String) -> io::Error {

@@ -1,0 +1,535 @@
+//! `braid emulate` and the testbed's emulated channels on real kernels.
+//!
+//! - flag errors are one line and `--help` explains the model (no root
+//!   needed);
+//! - the pipe over 20mbit/10ms + 10mbit/80ms (RTTs 20 and 160 ms) delivers
+//!   50 MB intact;
+//! - an IQ-RUDP transfer through 1 % loss arrives intact and in order;
+//! - killing an emulator (SIGKILL), ending the process it watches, or
+//!   deleting a namespace under it leaves no device or namespace behind.
+//!
+//! The namespace tests need root, `ip netns` and /dev/net/tun; elsewhere
+//! they print why and pass without running (CI runs as root). Namespaces
+//! are named by the testbed (`bt<pid>-NAME-{s,r}`) and torn down by `Drop`
+//! guards.
+
+mod common;
+
+use braid::rudp::{Endpoint, EndpointConfig, SendOptions};
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+const PORT: u16 = 9000;
+
+fn braid() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_braid"))
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testbed/netns.sh")
+}
+
+fn testbed(args: &[&str]) -> Output {
+    Command::new("bash")
+        .arg(script())
+        .args(args)
+        .env("BT_OWNER", std::process::id().to_string())
+        .env("BRAID", env!("CARGO_BIN_EXE_braid"))
+        .output()
+        .expect("run testbed/netns.sh")
+}
+
+/// Why the namespace tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    let out = testbed(&["check"]);
+    if !out.status.success() {
+        return Some(String::from_utf8_lossy(&out.stdout).trim().to_string());
+    }
+    (!Path::new("/dev/net/tun").exists()).then(|| "no /dev/net/tun".to_string())
+}
+
+macro_rules! require_netns {
+    () => {
+        if let Some(why) = skip_reason() {
+            eprintln!("SKIP: emulated-link test needs root, ip netns and /dev/net/tun: {why}");
+            return;
+        }
+    };
+}
+
+fn pause(ms: u64) {
+    std::thread::park_timeout(Duration::from_millis(ms));
+}
+
+/// A testbed topology, torn down on drop (also when a test fails).
+struct Topology {
+    name: String,
+}
+
+impl Topology {
+    fn up(name: &str, channels: &[&str]) -> Self {
+        let mut args = vec!["up", name];
+        args.extend_from_slice(channels);
+        let out = testbed(&args);
+        assert!(
+            out.status.success(),
+            "testbed up {channels:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Topology {
+            name: name.to_string(),
+        }
+    }
+    fn ns(&self, side: &str) -> String {
+        format!("bt{}-{}-{side}", std::process::id(), self.name)
+    }
+    fn exec(&self, side: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns(side)]);
+        c
+    }
+    fn state_dir(&self) -> PathBuf {
+        PathBuf::from(format!(
+            "/run/braid-testbed/bt{}-{}",
+            std::process::id(),
+            self.name
+        ))
+    }
+    fn emulator_pid(&self, ch: usize) -> u32 {
+        let p = self.state_dir().join(format!("ch{ch}.pid"));
+        std::fs::read_to_string(&p)
+            .expect("emulator pid file")
+            .trim()
+            .parse()
+            .expect("pid")
+    }
+    fn has_device(&self, side: &str, dev: &str) -> bool {
+        Command::new("ip")
+            .args(["-n", &self.ns(side), "link", "show", "dev", dev])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        let _ = testbed(&["down", &self.name]);
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+/// Waits up to `ms` for `cond`.
+fn eventually(ms: u64, mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..ms / 10 {
+        if cond() {
+            return true;
+        }
+        pause(10);
+    }
+    cond()
+}
+
+/// A child process killed on drop (when a test fails half-way).
+struct Reaped(Option<std::process::Child>);
+
+impl Reaped {
+    fn exited(&mut self) -> bool {
+        let c = self.0.as_mut().expect("child present until taken");
+        c.try_wait().expect("wait").is_some()
+    }
+    fn output(mut self) -> Output {
+        self.0
+            .take()
+            .expect("child present until taken")
+            .wait_with_output()
+            .expect("output")
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn namespaces() -> String {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("braid-emulate-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("tmpdir");
+    d.join(name)
+}
+
+/// Deterministic pseudo-random bytes (xorshift), different per `seed`.
+fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed ^ 0x9E37_79B9_7F4A_7C15;
+    let mut v = Vec::with_capacity(len + 8);
+    while v.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        v.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+#[test]
+fn emulate_help_explains_the_model() {
+    let out = braid().args(["emulate", "--help"]).output().expect("run");
+    common::assert_ok(&out, "emulate --help");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for word in [
+        "drop-tail",
+        "--rate",
+        "--trace",
+        "--delay",
+        "--loss",
+        "--queue",
+        "braid-sim",
+    ] {
+        assert!(help.contains(word), "help lacks {word:?}:\n{help}");
+    }
+}
+
+#[test]
+fn emulate_flag_errors_are_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--ns-a", "a", "--ns-b", "b"], "--rate"),
+        (&["--ns-a", "a", "--ns-b", "b", "--rate", "fast"], "fast"),
+        (
+            &[
+                "--ns-a", "a", "--ns-b", "b", "--rate", "10mbit", "--loss", "150%",
+            ],
+            "loss",
+        ),
+        (
+            &[
+                "--ns-a", "a", "--ns-b", "b", "--rate", "10mbit", "--queue", "lots",
+            ],
+            "lots",
+        ),
+        (
+            &[
+                "--ns-a", "a", "--ns-b", "b", "--rate", "10mbit", "--delay", "soon",
+            ],
+            "soon",
+        ),
+        (
+            &[
+                "--ns-a", "a", "--ns-b", "b", "--rate", "10mbit", "--trace", "x.tsv",
+            ],
+            "--trace",
+        ),
+        (
+            &[
+                "--ns-a",
+                "a",
+                "--ns-b",
+                "b",
+                "--trace",
+                "/nonexistent/trace.tsv",
+            ],
+            "/nonexistent/trace.tsv",
+        ),
+        (
+            &[
+                "--ns-a", "a", "--ns-b", "b", "--rate", "10mbit", "--addr-a", "10.0.0.1",
+            ],
+            "10.0.0.1",
+        ),
+        (
+            &[
+                "--ns-a", "a", "--ns-b", "b", "--rate", "10mbit", "--mtu", "100",
+            ],
+            "MTU",
+        ),
+        (
+            &[
+                "--ns-a",
+                "braid-no-such-ns",
+                "--ns-b",
+                "b",
+                "--rate",
+                "10mbit",
+            ],
+            "",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = braid().arg("emulate").args(*args).output().expect("run");
+        assert!(!out.status.success(), "{args:?} must fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<_> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: not one line: {err}");
+        assert!(lines[0].starts_with("braid: error:"), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err} lacks {needle:?}");
+    }
+}
+
+#[test]
+fn netns_pipe_over_heterogeneous_rtts_delivers_50mb_intact() {
+    require_netns!();
+    const BYTES: usize = 50_000_000;
+    let t = Topology::up("emupipe", &["20mbit/10ms", "10mbit/80ms"]);
+    let data = pseudo_random(BYTES, 1);
+    let input = tmp("pipe-in");
+    let output = tmp("pipe-out");
+    std::fs::write(&input, &data).expect("write input");
+    let addrs = format!("198.18.1.2:{PORT},198.18.2.2:{PORT}");
+    let rx = t
+        .exec("r")
+        .arg(env!("CARGO_BIN_EXE_braid"))
+        .args(["recv", "--no-progress", "--listen", &addrs, "-o"])
+        .arg(&output)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("recv");
+    assert!(
+        eventually(5000, || {
+            let o = t.exec("r").args(["ss", "-ltnH"]).output().expect("ss");
+            String::from_utf8_lossy(&o.stdout).contains(&format!(":{PORT}"))
+        }),
+        "receiver did not listen"
+    );
+    let s = t
+        .exec("s")
+        .arg(env!("CARGO_BIN_EXE_braid"))
+        .args(["send", "--no-progress", "-n", "4", "--to", &addrs])
+        .arg(&input)
+        .output()
+        .expect("send");
+    let r = rx.wait_with_output().expect("recv");
+    common::assert_ok(&s, "send");
+    common::assert_ok(&r, "recv");
+    let got = std::fs::read(&output).expect("read output");
+    assert_eq!(got.len(), BYTES, "length");
+    assert!(got == data, "bytes differ");
+    let _ = std::fs::remove_file(&input);
+    let _ = std::fs::remove_file(&output);
+}
+
+/// Binds an RUDP endpoint inside network namespace `ns` (a socket stays in
+/// the namespace it was created in, whatever thread uses it later).
+fn bind_in(ns: &str, addr: SocketAddr, config: EndpointConfig) -> Endpoint {
+    let path = format!("/run/netns/{ns}");
+    let rt = tokio::runtime::Handle::current();
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).expect("open the namespace");
+        // SAFETY: setns with a valid namespace fd; it changes only this
+        // short-lived thread's network namespace.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+        let _guard = rt.enter();
+        Endpoint::bind(addr, config).expect("bind in namespace")
+    })
+    .join()
+    .expect("namespace thread")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn netns_rudp_through_1pct_loss_arrives_intact() {
+    require_netns!();
+    const MESSAGES: u64 = 400;
+    const MESSAGE: usize = 16 << 10;
+    let t = Topology::up("emurudp", &["20mbit/10ms/1%"]);
+    let mut server = bind_in(
+        &t.ns("r"),
+        "198.18.1.2:0".parse().expect("literal"),
+        EndpointConfig::server(),
+    );
+    let client = bind_in(
+        &t.ns("s"),
+        "198.18.1.1:0".parse().expect("literal"),
+        EndpointConfig::default(),
+    );
+    let to = server.local_addr();
+    let (c, s) = tokio::join!(client.connect(to), server.accept());
+    let (c, mut s) = (c.expect("connect"), s.expect("accept"));
+    let stream = c.open_stream(SendOptions::RELIABLE).expect("stream");
+    let sender = tokio::spawn(async move {
+        for i in 0..MESSAGES {
+            stream.send(pseudo_random(MESSAGE, i)).await.expect("send");
+        }
+        c
+    });
+    let receive = async {
+        for i in 0..MESSAGES {
+            let m = s.recv().await.expect("message");
+            assert_eq!(m.number, i, "in order");
+            assert!(
+                m.data[..] == pseudo_random(MESSAGE, i)[..],
+                "message {i} intact"
+            );
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(120), receive)
+        .await
+        .expect("6.5 MB through 1 % loss within 120 s");
+    let c = sender.await.expect("sender");
+    let stats = c.stats().await.expect("stats");
+    // The loss was real: the sender detected losses and re-sent.
+    assert!(stats.packets_lost > 0, "no loss seen: {stats:?}");
+    assert!(stats.retransmitted_bytes > 0, "nothing re-sent: {stats:?}");
+    let log = std::fs::read_to_string(t.state_dir().join("ch1.log")).unwrap_or_default();
+    assert!(log.contains("loss 1%"), "emulator log: {log}");
+}
+
+#[test]
+fn netns_killed_emulator_leaves_no_devices() {
+    require_netns!();
+    let t = Topology::up("emukill", &["10mbit/5ms", "10mbit/5ms", "10mbit/5ms"]);
+    for (ch, side, dev) in [
+        (1, "s", "s1"),
+        (1, "r", "r1"),
+        (2, "s", "s2"),
+        (3, "r", "r3"),
+    ] {
+        assert!(
+            t.has_device(side, dev),
+            "channel {ch}: {dev} missing after up"
+        );
+    }
+    // SIGKILL: no clean-up code runs, the kernel removes the devices.
+    let pid = t.emulator_pid(1);
+    assert!(Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    assert!(
+        eventually(3000, || !t.has_device("s", "s1")
+            && !t.has_device("r", "r1")),
+        "devices of a SIGKILLed emulator remain"
+    );
+    assert!(t.has_device("s", "s2"), "another channel's device vanished");
+    // SIGTERM: clean exit.
+    let pid = t.emulator_pid(2);
+    assert!(Command::new("kill")
+        .arg(pid.to_string())
+        .status()
+        .expect("kill")
+        .success());
+    assert!(
+        eventually(3000, || !alive(pid) && !t.has_device("s", "s2")),
+        "a SIGTERMed emulator or its devices remain"
+    );
+    // `down` stops the remaining emulator and removes both namespaces.
+    let pid = t.emulator_pid(3);
+    let ns_s = t.ns("s");
+    let ns_r = t.ns("r");
+    drop(t);
+    assert!(eventually(3000, || !alive(pid)), "emulator outlived down");
+    let list = namespaces();
+    assert!(
+        !list.contains(&ns_s) && !list.contains(&ns_r),
+        "namespaces remain: {list}"
+    );
+}
+
+#[test]
+fn netns_emulator_exits_when_its_namespace_or_owner_goes() {
+    require_netns!();
+    let tag = std::process::id();
+    let (a, b) = (format!("bte{tag}-a"), format!("bte{tag}-b"));
+    struct Ns(Vec<String>);
+    impl Drop for Ns {
+        fn drop(&mut self) {
+            for n in &self.0 {
+                let _ = Command::new("ip").args(["netns", "del", n]).status();
+            }
+        }
+    }
+    let _guard = Ns(vec![a.clone(), b.clone()]);
+    for n in [&a, &b] {
+        assert!(Command::new("ip")
+            .args(["netns", "add", n])
+            .status()
+            .expect("ip")
+            .success());
+    }
+    let has_dev = |ns: &str| {
+        Command::new("ip")
+            .args(["-n", ns, "link", "show", "dev", "braid0"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    // 1. The watched process ends: the emulator exits and the devices go.
+    let mut owner = Command::new("sleep").arg("600").spawn().expect("sleep");
+    let mut emu = Reaped(Some(
+        braid()
+            .args(["emulate", "--ns-a", &a, "--ns-b", &b, "--rate", "10mbit"])
+            .args(["--watch-pid", &owner.id().to_string()])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("emulate"),
+    ));
+    assert!(
+        eventually(3000, || has_dev(&a) && has_dev(&b)),
+        "devices not created"
+    );
+    owner.kill().expect("kill owner");
+    let _ = owner.wait();
+    assert!(
+        eventually(3000, || emu.exited()),
+        "emulator outlived its watched process"
+    );
+    assert!(!has_dev(&a) && !has_dev(&b), "devices remain after exit");
+    let out = emu.output();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("watched process ended"));
+
+    // 2. A namespace is deleted under it: it exits with one clear error.
+    let mut emu = Reaped(Some(
+        braid()
+            .args(["emulate", "--ns-a", &a, "--ns-b", &b, "--rate", "10mbit"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("emulate"),
+    ));
+    assert!(
+        eventually(3000, || has_dev(&a) && has_dev(&b)),
+        "devices not created"
+    );
+    assert!(Command::new("ip")
+        .args(["netns", "del", &b])
+        .status()
+        .expect("ip")
+        .success());
+    assert!(
+        eventually(3000, || emu.exited()),
+        "emulator kept running after its namespace was deleted"
+    );
+    let out = emu.output();
+    assert!(!has_dev(&a), "side A's device remains");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "must fail: {err}");
+    assert!(
+        err.contains("braid: error:") && err.contains("was deleted"),
+        "{err}"
+    );
+}
