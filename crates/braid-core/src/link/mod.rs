@@ -306,4 +306,60 @@ mod tests {
         assert_eq!(l.stats().queue_drops, 1);
         assert_eq!(l.stats().max_queue_bytes, 3000);
     }
+
+    /// Drives `n` back-to-back packets through a fresh link; returns which
+    /// were lost.
+    fn losses(seed: u64, loss: f64, n: usize) -> Vec<bool> {
+        let mut cfg = LinkConfig::new(
+            "l",
+            Capacity::Constant(Bandwidth::from_mbps(100)),
+            Duration::ZERO,
+        );
+        cfg.loss = loss;
+        let mut l = Link::new(cfg, ChaCha8Rng::seed_from_u64(seed));
+        let mut out = Vec::with_capacity(n);
+        let mut now = Instant::ZERO;
+        for i in 0..n {
+            let Enqueued::Started(Some(t)) = l.enqueue(now, 1500, i) else {
+                panic!("an idle link starts service at once");
+            };
+            now = t;
+            out.push(l.complete(now).expect("in service").lost);
+        }
+        out
+    }
+
+    #[test]
+    fn seeded_loss_repeats_and_matches_its_rate() {
+        let a = losses(7, 0.01, 100_000);
+        assert_eq!(a, losses(7, 0.01, 100_000), "same seed, same losses");
+        assert_ne!(a, losses(8, 0.01, 100_000), "another seed, other losses");
+        let lost = a.iter().filter(|&&x| x).count() as f64;
+        // Binomial(100000, 0.01): mean 1000, sd 31.5; 4 sd either side.
+        assert!((874.0..=1126.0).contains(&lost), "{lost} losses");
+    }
+
+    #[test]
+    fn a_new_config_applies_to_the_next_packet() {
+        let mut l = link(100_000);
+        let Enqueued::Started(Some(t1)) = l.enqueue(Instant::ZERO, 1500, 1) else {
+            panic!("idle link");
+        };
+        assert_eq!(t1, Instant::from_nanos(1_000_000)); // 1500 B at 12 Mbit/s
+        let mut cfg = l.config().clone();
+        cfg.capacity = Capacity::Constant(Bandwidth::from_mbps(24));
+        cfg.delay = Duration::from_millis(50);
+        l.set_config(cfg);
+        assert!(matches!(
+            l.enqueue(Instant::ZERO, 1500, 2),
+            Enqueued::Queued
+        ));
+        let d1 = l.complete(t1).expect("in service");
+        // The packet in service keeps its finish time but leaves with the
+        // delay in force when it leaves; the next one is served at 24 Mbit/s.
+        assert_eq!(d1.arrive_at, t1 + Duration::from_millis(50));
+        assert_eq!(d1.next_finish, Some(Some(Instant::from_nanos(1_500_000))));
+        assert_eq!(d1.size, 1500);
+        assert!(l.busy());
+    }
 }
