@@ -533,3 +533,89 @@ fn netns_emulator_exits_when_its_namespace_or_owner_goes() {
         "{err}"
     );
 }
+
+/// The value of counter `name` in `nstat -az` output (0 if absent).
+fn nstat(t: &Topology, side: &str, name: &str) -> u64 {
+    let out = t
+        .exec(side)
+        .args(["nstat", "-az", name])
+        .output()
+        .expect("nstat");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn netns_icmp_and_mptcp_cross_emulated_links_unchanged() {
+    require_netns!();
+    let t = Topology::up("emuproto", &["10mbit/25ms", "10mbit/5ms"]);
+    // ICMP: echo replies come back, no sooner than the two one-way delays.
+    if Command::new("ping").arg("-V").output().is_ok() {
+        let out = t
+            .exec("s")
+            .args(["ping", "-c", "3", "-i", "0.2", "-W", "2", "198.18.1.2"])
+            .output()
+            .expect("ping");
+        common::assert_ok(&out, "ping over the emulated channel");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let min_rtt: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("rtt min/avg/max/mdev = "))
+            .and_then(|v| v.split('/').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no rtt line in: {text}"));
+        assert!(min_rtt >= 50.0, "RTT {min_rtt} ms below 2 × 25 ms");
+    } else {
+        eprintln!("ping not installed: ICMP part skipped");
+    }
+    // MPTCP: one connection whose second subflow joins over channel 2.
+    assert!(
+        testbed(&["mptcp", "emuproto"]).status.success(),
+        "mptcp setup"
+    );
+    let data = pseudo_random(4_000_000, 3);
+    let input = tmp("mptcp-in");
+    let output = tmp("mptcp-out");
+    std::fs::write(&input, &data).expect("write input");
+    let rx = Reaped(Some(
+        t.exec("r")
+            .arg(env!("CARGO_BIN_EXE_braid"))
+            .args(["recv", "--no-progress", "--mptcp", "--listen"])
+            .arg(format!("0.0.0.0:{PORT}"))
+            .arg("-o")
+            .arg(&output)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("recv"),
+    ));
+    assert!(
+        eventually(5000, || {
+            let o = t.exec("r").args(["ss", "-ltnMH"]).output().expect("ss");
+            String::from_utf8_lossy(&o.stdout).contains(&format!(":{PORT}"))
+        }),
+        "receiver did not listen"
+    );
+    let s = t
+        .exec("s")
+        .arg(env!("CARGO_BIN_EXE_braid"))
+        .args(["send", "--no-progress", "--mptcp", "-n", "1", "--to"])
+        .arg(format!("198.18.1.2:{PORT}"))
+        .arg(&input)
+        .output()
+        .expect("send");
+    let r = rx.output();
+    common::assert_ok(&s, "mptcp send");
+    common::assert_ok(&r, "mptcp recv");
+    assert!(
+        std::fs::read(&output).expect("output") == data,
+        "bytes differ"
+    );
+    assert!(
+        nstat(&t, "r", "MPTcpExtMPJoinAckRx") >= 1,
+        "no MPTCP subflow joined over the emulated channel"
+    );
+    let _ = std::fs::remove_file(&input);
+    let _ = std::fs::remove_file(&output);
+}
