@@ -8,7 +8,7 @@
 
 use crate::node::LinkId;
 use crate::scenario::{
-    CapacitySpec, FlowKind, QueueSpec, Scenario, ScenarioError, ScenarioErrorKind,
+    CapacitySpec, FlowKind, LinkSpec, QueueSpec, Scenario, ScenarioError, ScenarioErrorKind,
 };
 use crate::seed::rng_for;
 use crate::sim::{FlowInfo, Simulation};
@@ -45,6 +45,39 @@ pub(crate) fn queue_bytes(queue: QueueSpec, capacity: &Capacity) -> u64 {
     }
 }
 
+impl Scenario {
+    /// The link model of `[[link]]` `l` as the simulator runs it (a
+    /// synthetic capacity drawn from the scenario's seed and the link's
+    /// name). `braid emulate --scenario` runs the same configuration on a
+    /// real kernel.
+    ///
+    /// # Errors
+    /// A synthetic capacity that cannot be drawn (too many steps for the run).
+    pub fn link_config(&self, l: &LinkSpec) -> Result<LinkConfig, ScenarioError> {
+        let capacity =
+            realise_capacity(&l.capacity, self.seed, &l.name, self.duration).map_err(|e| {
+                ScenarioError {
+                    file: self.file.clone(),
+                    line: None,
+                    kind: ScenarioErrorKind::Value,
+                    message: format!("link `{}`: {e}", l.name),
+                }
+            })?;
+        let queue_bytes = queue_bytes(l.queue, &capacity);
+        Ok(LinkConfig {
+            name: l.name.clone(),
+            capacity,
+            delay: l.delay,
+            queue_bytes,
+            loss: l.loss,
+            duplicate: l.duplicate,
+            reorder: l.reorder,
+            reorder_delay: l.reorder_delay,
+            outages: Vec::new(),
+        })
+    }
+}
+
 impl Simulation {
     /// Builds the network and traffic of `scenario`, seeded with its seed.
     ///
@@ -59,26 +92,7 @@ impl Simulation {
         );
         let mut link_ids: Vec<LinkId> = Vec::with_capacity(scenario.links.len());
         for l in &scenario.links {
-            let capacity = realise_capacity(&l.capacity, scenario.seed, &l.name, scenario.duration)
-                .map_err(|e| ScenarioError {
-                    file: scenario.file.clone(),
-                    line: None,
-                    kind: ScenarioErrorKind::Value,
-                    message: format!("link `{}`: {e}", l.name),
-                })?;
-            let queue_bytes = queue_bytes(l.queue, &capacity);
-            let cfg = LinkConfig {
-                name: l.name.clone(),
-                capacity,
-                delay: l.delay,
-                queue_bytes,
-                loss: l.loss,
-                duplicate: l.duplicate,
-                reorder: l.reorder,
-                reorder_delay: l.reorder_delay,
-                outages: Vec::new(),
-            };
-            link_ids.push(sim.add_link(cfg));
+            link_ids.push(sim.add_link(scenario.link_config(l)?));
         }
         let ids = |route: &[usize]| route.iter().map(|&i| link_ids[i]).collect::<Vec<_>>();
         for f in &scenario.flows {
