@@ -15,10 +15,11 @@
 
 mod common;
 
+use braid::emulate::netns::in_namespace;
 use braid::rudp::{Endpoint, EndpointConfig, SendOptions};
+use common::netns::{eventually, pseudo_random, testbed, tmp, Topology};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -28,115 +29,11 @@ fn braid() -> Command {
     Command::new(env!("CARGO_BIN_EXE_braid"))
 }
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testbed/netns.sh")
-}
-
-fn testbed(args: &[&str]) -> Output {
-    Command::new("bash")
-        .arg(script())
-        .args(args)
-        .env("BT_OWNER", std::process::id().to_string())
-        .env("BRAID", env!("CARGO_BIN_EXE_braid"))
-        .output()
-        .expect("run testbed/netns.sh")
-}
-
-/// Why the namespace tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    let out = testbed(&["check"]);
-    if !out.status.success() {
-        return Some(String::from_utf8_lossy(&out.stdout).trim().to_string());
-    }
-    (!Path::new("/dev/net/tun").exists()).then(|| "no /dev/net/tun".to_string())
-}
-
-macro_rules! require_netns {
-    () => {
-        if let Some(why) = skip_reason() {
-            eprintln!("SKIP: emulated-link test needs root, ip netns and /dev/net/tun: {why}");
-            return;
-        }
-    };
-}
-
-fn pause(ms: u64) {
-    std::thread::park_timeout(Duration::from_millis(ms));
-}
-
-/// A testbed topology, torn down on drop (also when a test fails).
-struct Topology {
-    name: String,
-}
-
-impl Topology {
-    fn up(name: &str, channels: &[&str]) -> Self {
-        let mut args = vec!["up", name];
-        args.extend_from_slice(channels);
-        let out = testbed(&args);
-        assert!(
-            out.status.success(),
-            "testbed up {channels:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Topology {
-            name: name.to_string(),
-        }
-    }
-    fn ns(&self, side: &str) -> String {
-        format!("bt{}-{}-{side}", std::process::id(), self.name)
-    }
-    fn exec(&self, side: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns(side)]);
-        c
-    }
-    fn state_dir(&self) -> PathBuf {
-        PathBuf::from(format!(
-            "/run/braid-testbed/bt{}-{}",
-            std::process::id(),
-            self.name
-        ))
-    }
-    fn emulator_pid(&self, ch: usize) -> u32 {
-        let p = self.state_dir().join(format!("ch{ch}.pid"));
-        std::fs::read_to_string(&p)
-            .expect("emulator pid file")
-            .trim()
-            .parse()
-            .expect("pid")
-    }
-    fn has_device(&self, side: &str, dev: &str) -> bool {
-        Command::new("ip")
-            .args(["-n", &self.ns(side), "link", "show", "dev", dev])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        let _ = testbed(&["down", &self.name]);
-    }
-}
-
 fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .unwrap_or_default()
             .contains(") Z ")
-}
-
-/// Waits up to `ms` for `cond`.
-fn eventually(ms: u64, mut cond: impl FnMut() -> bool) -> bool {
-    for _ in 0..ms / 10 {
-        if cond() {
-            return true;
-        }
-        pause(10);
-    }
-    cond()
 }
 
 /// A child process killed on drop (when a test fails half-way).
@@ -171,26 +68,6 @@ fn namespaces() -> String {
         .output()
         .expect("ip netns");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("braid-emulate-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("tmpdir");
-    d.join(name)
-}
-
-/// Deterministic pseudo-random bytes (xorshift), different per `seed`.
-fn pseudo_random(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed ^ 0x9E37_79B9_7F4A_7C15;
-    let mut v = Vec::with_capacity(len + 8);
-    while v.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        v.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    v.truncate(len);
-    v
 }
 
 #[test]
@@ -296,29 +173,22 @@ fn netns_pipe_over_heterogeneous_rtts_delivers_50mb_intact() {
     let output = tmp("pipe-out");
     std::fs::write(&input, &data).expect("write input");
     let addrs = format!("198.18.1.2:{PORT},198.18.2.2:{PORT}");
-    let rx = t
-        .exec("r")
-        .arg(env!("CARGO_BIN_EXE_braid"))
-        .args(["recv", "--no-progress", "--listen", &addrs, "-o"])
-        .arg(&output)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("recv");
-    assert!(
-        eventually(5000, || {
-            let o = t.exec("r").args(["ss", "-ltnH"]).output().expect("ss");
-            String::from_utf8_lossy(&o.stdout).contains(&format!(":{PORT}"))
-        }),
-        "receiver did not listen"
-    );
+    let rx = Reaped(Some(
+        t.braid("r")
+            .args(["recv", "--no-progress", "--listen", &addrs, "-o"])
+            .arg(&output)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("recv"),
+    ));
+    t.wait_listening(PORT);
     let s = t
-        .exec("s")
-        .arg(env!("CARGO_BIN_EXE_braid"))
+        .braid("s")
         .args(["send", "--no-progress", "-n", "4", "--to", &addrs])
         .arg(&input)
         .output()
         .expect("send");
-    let r = rx.wait_with_output().expect("recv");
+    let r = rx.output();
     common::assert_ok(&s, "send");
     common::assert_ok(&r, "recv");
     let got = std::fs::read(&output).expect("read output");
@@ -328,22 +198,14 @@ fn netns_pipe_over_heterogeneous_rtts_delivers_50mb_intact() {
     let _ = std::fs::remove_file(&output);
 }
 
-/// Binds an RUDP endpoint inside network namespace `ns` (a socket stays in
-/// the namespace it was created in, whatever thread uses it later).
+/// Binds an RUDP endpoint inside network namespace `ns`.
 fn bind_in(ns: &str, addr: SocketAddr, config: EndpointConfig) -> Endpoint {
-    let path = format!("/run/netns/{ns}");
     let rt = tokio::runtime::Handle::current();
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open the namespace");
-        // SAFETY: setns with a valid namespace fd; it changes only this
-        // short-lived thread's network namespace.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+    in_namespace(ns, move || {
         let _guard = rt.enter();
-        Endpoint::bind(addr, config).expect("bind in namespace")
+        Endpoint::bind(addr, config).map_err(std::io::Error::other)
     })
-    .join()
-    .expect("namespace thread")
+    .expect("bind in namespace")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -580,8 +442,7 @@ fn netns_icmp_and_mptcp_cross_emulated_links_unchanged() {
     let output = tmp("mptcp-out");
     std::fs::write(&input, &data).expect("write input");
     let rx = Reaped(Some(
-        t.exec("r")
-            .arg(env!("CARGO_BIN_EXE_braid"))
+        t.braid("r")
             .args(["recv", "--no-progress", "--mptcp", "--listen"])
             .arg(format!("0.0.0.0:{PORT}"))
             .arg("-o")
@@ -590,16 +451,9 @@ fn netns_icmp_and_mptcp_cross_emulated_links_unchanged() {
             .spawn()
             .expect("recv"),
     ));
-    assert!(
-        eventually(5000, || {
-            let o = t.exec("r").args(["ss", "-ltnMH"]).output().expect("ss");
-            String::from_utf8_lossy(&o.stdout).contains(&format!(":{PORT}"))
-        }),
-        "receiver did not listen"
-    );
+    t.wait_listening(PORT);
     let s = t
-        .exec("s")
-        .arg(env!("CARGO_BIN_EXE_braid"))
+        .braid("s")
         .args(["send", "--no-progress", "--mptcp", "-n", "1", "--to"])
         .arg(format!("198.18.1.2:{PORT}"))
         .arg(&input)

@@ -9,125 +9,37 @@
 
 mod common;
 
+use common::netns::{pseudo_random, testbed, tmp, Topology};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::OnceLock;
 
 const STREAM_BYTES: usize = 200_000_000;
 const RATES: [&str; 3] = ["400mbit", "400mbit", "400mbit"];
 const PORT: u16 = 9000;
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testbed/netns.sh")
+fn addrs(n: usize) -> String {
+    (1..=n)
+        .map(|i| format!("198.18.{i}.2:{PORT}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
-fn testbed(args: &[&str]) -> Output {
-    Command::new("bash")
-        .arg(script())
-        .args(args)
-        .env("BT_OWNER", std::process::id().to_string())
-        .output()
-        .expect("run testbed/netns.sh")
-}
-
-/// Why the netns tests cannot run here, if they cannot.
-fn skip_reason() -> Option<String> {
-    let out = testbed(&["check"]);
-    (!out.status.success()).then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-macro_rules! require_netns {
-    () => {
-        if let Some(why) = skip_reason() {
-            eprintln!("SKIP: network-namespace test needs root and ip netns: {why}");
-            return;
-        }
-    };
-}
-
-/// A testbed topology, torn down on drop (also when a test fails).
-struct Topology {
-    name: String,
-}
-
-impl Topology {
-    fn up(name: &str, rates: &[&str]) -> Self {
-        let _ = testbed(&["clean"]);
-        let mut args = vec!["up", name];
-        args.extend_from_slice(rates);
-        let out = testbed(&args);
-        assert!(
-            out.status.success(),
-            "testbed up: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Topology {
-            name: name.to_string(),
-        }
-    }
-    fn ns(&self, side: &str) -> String {
-        format!("bt{}-{}-{side}", std::process::id(), self.name)
-    }
-    fn cmd(&self, side: &str) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns(side), env!("CARGO_BIN_EXE_braid")]);
-        c
-    }
-    fn addrs(&self, n: usize) -> String {
-        (1..=n)
-            .map(|i| format!("198.18.{i}.2:{PORT}"))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-    fn recv(&self, n: usize, out: &Path) -> Child {
-        self.cmd("r")
-            .args(["recv", "--no-progress", "--listen", &self.addrs(n), "-o"])
-            .arg(out)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn recv")
-    }
-    fn wait_listening(&self) {
-        for _ in 0..300 {
-            let out = Command::new("ip")
-                .args(["netns", "exec", &self.ns("r"), "ss", "-ltnH"])
-                .output()
-                .expect("ss");
-            if String::from_utf8_lossy(&out.stdout).contains(&format!(":{PORT}")) {
-                return;
-            }
-            std::thread::park_timeout(std::time::Duration::from_millis(20));
-        }
-        panic!("receiver did not listen");
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        let _ = testbed(&["down", &self.name]);
-    }
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("braid-netns-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("tmpdir");
-    d.join(name)
+fn recv(t: &Topology, n: usize, out: &Path) -> Child {
+    t.braid("r")
+        .args(["recv", "--no-progress", "--listen", &addrs(n), "-o"])
+        .arg(out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn recv")
 }
 
 /// The 200 MB random input, written once per test process.
 fn input() -> &'static (PathBuf, Vec<u8>) {
     static INPUT: OnceLock<(PathBuf, Vec<u8>)> = OnceLock::new();
     INPUT.get_or_init(|| {
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut v = Vec::with_capacity(STREAM_BYTES + 8);
-        while v.len() < STREAM_BYTES {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            v.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-        }
-        v.truncate(STREAM_BYTES);
+        let v = pseudo_random(STREAM_BYTES, 0);
         let p = tmp("input");
         std::fs::write(&p, &v).expect("write input");
         (p, v)
@@ -147,10 +59,10 @@ fn netns_200mb_identical_in_every_mode() {
     let t = Topology::up("modes", &RATES);
     for mode in ["adaptive", "weighted", "round-robin"] {
         let out = tmp(&format!("out-{mode}"));
-        let rx = t.recv(3, &out);
-        t.wait_listening();
+        let rx = recv(&t, 3, &out);
+        t.wait_listening(PORT);
         let s = t
-            .cmd("s")
+            .braid("s")
             .args([
                 "send",
                 "--no-progress",
@@ -159,7 +71,7 @@ fn netns_200mb_identical_in_every_mode() {
                 "--mode",
                 mode,
                 "--to",
-                &t.addrs(3),
+                &addrs(3),
             ])
             .arg(inp)
             .output()
@@ -178,10 +90,10 @@ fn netns_channel_down_mid_transfer_still_delivers() {
     let (inp, data) = input();
     let t = Topology::up("linkdown", &RATES);
     let out = tmp("out-linkdown");
-    let rx = t.recv(3, &out);
-    t.wait_listening();
+    let rx = recv(&t, 3, &out);
+    t.wait_listening(PORT);
     let tx = t
-        .cmd("s")
+        .braid("s")
         .args([
             "send",
             "--no-progress",
@@ -190,7 +102,7 @@ fn netns_channel_down_mid_transfer_still_delivers() {
             "--user-timeout",
             "2s",
             "--to",
-            &t.addrs(3),
+            &addrs(3),
         ])
         .arg(inp)
         .stderr(Stdio::piped())
@@ -224,10 +136,10 @@ fn netns_killed_receiver_fails_the_sender() {
     require_netns!();
     let t = Topology::up("kill", &RATES);
     let out = tmp("out-kill");
-    let mut rx = t.recv(3, &out);
-    t.wait_listening();
+    let mut rx = recv(&t, 3, &out);
+    t.wait_listening(PORT);
     let mut tx = t
-        .cmd("s")
+        .braid("s")
         .args([
             "send",
             "--no-progress",
@@ -236,7 +148,7 @@ fn netns_killed_receiver_fails_the_sender() {
             "--reconnect",
             "2",
             "--to",
-            &t.addrs(3),
+            &addrs(3),
         ])
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())

@@ -12,9 +12,9 @@
 //! range, existing only inside the namespaces.
 
 use braid::clock;
+use braid::emulate::netns::in_namespace;
 use braid::rudp::{Endpoint, EndpointConfig, SendOptions};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -72,19 +72,12 @@ impl Drop for Topology {
 /// Binds an endpoint inside network namespace `ns` (a socket stays in the
 /// namespace it was created in, whatever thread uses it later).
 fn bind_in(ns: &str, addr: SocketAddr, config: EndpointConfig) -> Endpoint {
-    let path = format!("/var/run/netns/{ns}");
     let rt = tokio::runtime::Handle::current();
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open the namespace");
-        // SAFETY: setns with a valid namespace fd; it changes only this
-        // short-lived thread's network namespace.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+    in_namespace(ns, move || {
         let _guard = rt.enter();
-        Endpoint::bind(addr, config).expect("bind in namespace")
+        Endpoint::bind(addr, config).map_err(std::io::Error::other)
     })
-    .join()
-    .expect("namespace thread")
+    .expect("bind in namespace")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,3 +12,8 @@ pub fn assert_ok(out: &Output, what: impl Display) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+// Only the namespace tests use it; the other test binaries include this
+// module too and would warn about unused items.
+#[allow(dead_code)]
+pub mod netns;

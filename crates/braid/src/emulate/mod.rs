@@ -29,6 +29,7 @@
 //! looks for the names too: a driver that polls it stops when a namespace
 //! is gone or a direction failed, and the namespaces then really go.
 
+pub mod netns;
 pub mod pump;
 pub mod tun;
 

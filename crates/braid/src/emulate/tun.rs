@@ -1,7 +1,7 @@
 //! TUN devices created inside a network namespace.
 //!
-//! [`Tun::create`] enters the namespace on a short-lived thread (`setns`
-//! changes only the calling thread), opens `/dev/net/tun`, creates a
+//! [`Tun::create`] enters the namespace on a short-lived thread
+//! ([`in_namespace`]), opens `/dev/net/tun`, creates a
 //! non-persistent layer-3 device without packet information (`IFF_TUN |
 //! IFF_NO_PI`), sets its MTU and an optional IPv4 address, and brings it up.
 //! The device lives exactly as long as the file descriptor: dropping the
@@ -11,22 +11,12 @@
 //! This is the only unsafe code of the emulator: `setns` and the `ioctl`s,
 //! each on a descriptor this module owns and a zero-initialised `ifreq`.
 
+use super::netns::{in_namespace, namespace_path, open_namespace};
 use std::ffi::CString;
-use std::fs::File;
 use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
-
-/// Where a network namespace lives: a name under `/run/netns` (what `ip
-/// netns add` creates) or a path such as `/proc/PID/ns/net`.
-pub fn namespace_path(ns: &str) -> PathBuf {
-    if ns.contains('/') {
-        PathBuf::from(ns)
-    } else {
-        Path::new("/run/netns").join(ns)
-    }
-}
+use std::path::PathBuf;
 
 /// An IPv4 address with its prefix length (`198.18.1.1/24`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,36 +79,12 @@ impl Tun {
             ));
         }
         let path = namespace_path(ns);
-        let ns_file = File::open(&path).map_err(|e| {
-            with_context(
-                e,
-                format!(
-                    "network namespace {ns} ({}): create it with `ip netns add`",
-                    path.display()
-                ),
-            )
-        })?;
-        let ns_id = file_id(&ns_file.metadata()?);
+        let ns_id = file_id(&open_namespace(ns)?.metadata()?);
         let name_owned = name.to_string();
-        // setns affects only the calling thread: do it on a thread of its
-        // own, which ends right after; the descriptors it opened stay valid
-        // and keep referring to the namespace they were made in.
-        let fd = std::thread::scope(|s| {
-            s.spawn(move || -> io::Result<OwnedFd> {
-                // SAFETY: `ns_file` is an open namespace file owned here.
-                let rc = unsafe { libc::setns(ns_file.as_raw_fd(), libc::CLONE_NEWNET) };
-                if rc != 0 {
-                    return Err(with_context(
-                        io::Error::last_os_error(),
-                        format!("entering network namespace {ns} (needs root)"),
-                    ));
-                }
-                let fd = open_tun(&name_owned)?;
-                configure(&name_owned, mtu, addr)?;
-                Ok(fd)
-            })
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
+        let fd = in_namespace(ns, move || {
+            let fd = open_tun(&name_owned)?;
+            configure(&name_owned, mtu, addr)?;
+            Ok(fd)
         })?;
         Ok(Tun {
             fd,
@@ -297,14 +263,5 @@ mod tests {
         assert!("198.18.1.1".parse::<Ipv4Cidr>().is_err());
         assert!("198.18.1.1/33".parse::<Ipv4Cidr>().is_err());
         assert!("x/24".parse::<Ipv4Cidr>().is_err());
-    }
-
-    #[test]
-    fn namespace_names_and_paths() {
-        assert_eq!(namespace_path("a"), PathBuf::from("/run/netns/a"));
-        assert_eq!(
-            namespace_path("/proc/1/ns/net"),
-            PathBuf::from("/proc/1/ns/net")
-        );
     }
 }
