@@ -91,6 +91,11 @@ pub struct EmulateArgs {
     /// value without the dashes (`rate 40mbit`, `delay 30ms`, `back-loss 1%`).
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
+    /// Run the two packet threads in SCHED_FIFO at this priority (1-99), so
+    /// that a busy machine cannot delay packets by a time slice (see
+    /// docs/emulate.md for what it buys).
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub realtime: Option<u8>,
     /// Print both directions' counters as one JSON line to stdout every
     /// interval (e.g. 1s), and at the end.
     #[arg(long, value_name = "DURATION")]
@@ -281,8 +286,13 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
         a_to_b,
         b_to_a,
         seed: args.seed,
+        realtime: args.realtime,
     })?;
     eprintln!("{summary}");
+    eprintln!(
+        "braid emulate: model time zero at CLOCK_MONOTONIC {} ns",
+        monotonic_ns_of(emu.epoch())
+    );
     let started = braid::clock::now();
     let mut next_report = args.every;
     let reason = loop {
@@ -340,6 +350,24 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
         ba.random_losses
     );
     Ok(())
+}
+
+/// `at` (on braid's time line) as CLOCK_MONOTONIC nanoseconds, the clock
+/// every namespace of this machine shares, so that measurements taken in
+/// the namespaces (testbed/udp-probe.py) can be aligned with the model's time
+/// (a trace's first bin). Accurate to the time between two clock reads.
+fn monotonic_ns_of(at: braid_core::Instant) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec, which `ts` is. This is a
+    // report of where braid's clock sits on the system clock, not a second
+    // clock for the model.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let mono_now = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+    let since = braid::clock::now() - at;
+    mono_now.saturating_sub(since.as_nanos())
 }
 
 fn print_counters(emu: &Emulator, elapsed: Duration) {

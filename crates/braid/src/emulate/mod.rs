@@ -104,6 +104,9 @@ pub struct EmulatorConfig {
     pub b_to_a: LinkConfig,
     /// Seed of the loss draws (each direction derives its own generator).
     pub seed: u64,
+    /// Run both directions' threads in `SCHED_FIFO` at this priority
+    /// (1..=99): wake-ups then stay on time when the machine is busy.
+    pub realtime: Option<u8>,
 }
 
 /// Live counters of one direction (written by its pump).
@@ -178,6 +181,7 @@ pub struct Emulator {
     counters: [Arc<Counters>; 2],
     threads: Vec<JoinHandle<std::io::Result<()>>>,
     devices: [Arc<Tun>; 2],
+    epoch: braid_core::Instant,
 }
 
 impl Emulator {
@@ -200,6 +204,11 @@ impl Emulator {
                 "MTU {} is outside {MIN_MTU}..={MAX_MTU}",
                 cfg.mtu
             )));
+        }
+        if cfg.realtime.is_some_and(|p| !(1..=99).contains(&p)) {
+            return Err(EmulateError::Config(
+                "the real-time priority must be 1..=99".into(),
+            ));
         }
         if cfg.a.namespace == cfg.b.namespace && cfg.a.device == cfg.b.device {
             return Err(EmulateError::Config(format!(
@@ -243,6 +252,7 @@ impl Emulator {
                 control: rx,
                 stop: stop.clone(),
                 counters: c.clone(),
+                realtime: cfg.realtime,
             };
             let name = if i == 0 { "emulate a>b" } else { "emulate b>a" };
             threads.push(
@@ -261,6 +271,7 @@ impl Emulator {
             counters: [c0, c1],
             threads,
             devices: [a, b],
+            epoch,
         })
     }
 
@@ -274,6 +285,12 @@ impl Emulator {
     /// One direction's counters now.
     pub fn counters(&self, dir: Direction) -> CountersSnapshot {
         self.counters[dir as usize].snapshot()
+    }
+
+    /// The model's time zero on [`crate::clock`]'s time line: a trace's
+    /// first bin starts then.
+    pub fn epoch(&self) -> braid_core::Instant {
+        self.epoch
     }
 
     /// The two devices (side A, side B).
