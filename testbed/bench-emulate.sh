@@ -87,8 +87,20 @@ iperf() {
   local l; l=$(load)
   iperf_server
   local j="$OUT/iperf-${label// /_}.json"
+  # What the devices received (IP bytes), independent of iperf3's receiver.
+  local ch=${addr#198.18.}; ch=${ch%%.*}
+  local fr="$OUT/iperf-${label// /_}.r.counts" fs="$OUT/iperf-${label// /_}.s.counts"
+  xr python3 "$PROBE" devcount --dev "r$ch" --seconds "$SECS" >"$fr" &
+  local d1=$!
+  xs python3 "$PROBE" devcount --dev "s$ch" --seconds "$SECS" >"$fs" &
+  local d2=$!
   xs iperf3 -c "$addr" -p 5201 -t "$SECS" -J "$@" >"$j" 2>/dev/null || true
+  wait "$d1" "$d2"
   sleep 0.3
+  local l2=0; [[ $label == veth* ]] && l2=14
+  local dr ds
+  dr=$(python3 "$PROBE" rate "$fr" --skip 1 --seconds $((SECS - 2)) --l2 "$l2" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["ip_mbps"]/1000, 3))')
+  ds=$(python3 "$PROBE" rate "$fs" --skip 1 --seconds $((SECS - 2)) --l2 "$l2" | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["ip_mbps"]/1000, 3))')
   python3 - "$j" "$label" "$l" <<'EOF' | tee -a "$LOG"
 import json, sys
 j = json.load(open(sys.argv[1])); label, l = sys.argv[2], sys.argv[3]
@@ -119,18 +131,25 @@ if cpu:
     parts.append(f"cpu host {cpu.get('host_total', 0):.0f}% remote {cpu.get('remote_total', 0):.0f}%")
 print(f"{label}: " + ", ".join(parts) + f" (load {l})")
 EOF
+  say "  IP delivered to the devices (from 1 s to $((SECS - 1)) s): a>b $dr Gbit/s, b>a $ds Gbit/s"
 }
 
 # CPU seconds (user+sys) used by the threads of PID so far.
 cpu_of() {
   local pid=$1 t=0 f
   for f in /proc/"$pid"/task/*/stat; do
-    t=$(( t + $(awk '{print $14 + $15}' "$f") ))
+    # Fields after the "(comm)", which may hold spaces: utime is the 12th.
+    t=$(( t + $(sed 's/.*) //' "$f" | awk '{print $12 + $13}') ))
   done
   echo "$t"
 }
 
 emu_pid() { cat "$STATE/ch$1.pid"; }
+# Waits until the probe receiver has bound its socket.
+wait_ready() {
+  for _ in $(seq 200); do [[ -e $OUT/ready ]] && return 0; sleep 0.05; done
+  echo "bench-emulate: the probe receiver did not start" >&2; exit 1
+}
 
 sec_throughput() {
   "$NB" up "$NAME" 10gbit/0ms 10gbit
@@ -215,9 +234,10 @@ probe_owd() { # label bg_offer(or -)
     xs iperf3 -c 198.18.1.2 -p 5201 -u -b "$bg" -l 1472 -t 14 >"$OUT/owd-load.txt" 2>&1 &
     sleep 2
   fi
-  xr python3 "$PROBE" recv --bind 198.18.1.2:7000 --seconds 16 >"$OUT/owd.json" &
+  rm -f "$OUT/ready"
+  xr python3 "$PROBE" recv --bind 198.18.1.2:7000 --seconds 16 --ready "$OUT/ready" >"$OUT/owd.json" &
   local rp=$!
-  sleep 0.3
+  wait_ready
   xs python3 "$PROBE" send --to 198.18.1.2:7000 --pps 1000 --size 100 --seconds 10 >/dev/null
   wait "$rp"
   wait || true
@@ -250,14 +270,16 @@ loss_run() {
   EMU_PID=$!
   for _ in $(seq 100); do xr ip addr show dev r1 2>/dev/null | grep -q 198.18.1.2 && break; sleep 0.05; done
   l=$(load)
-  xr python3 "$PROBE" recv --bind 198.18.1.2:7000 --seconds 60 --expect "$n" --loss "$(python3 -c "print(float('${loss%\%}')/100)")" >"$OUT/loss.json" &
+  rm -f "$OUT/ready"
+  xr python3 "$PROBE" recv --bind 198.18.1.2:7000 --seconds 60 --expect "$n" --loss "$(python3 -c "print(float('${loss%\%}')/100)")" --ready "$OUT/ready" >"$OUT/loss.json" &
   local rp=$!
-  sleep 0.3
+  wait_ready
   xs python3 "$PROBE" send --to 198.18.1.2:7000 --pps 20000 --size 100 --count "$n" >"$OUT/loss-send.json"
   wait "$rp"
-  local rcvbuf; rcvbuf=$(xr awk '/^Udp:/{if (h) print $6; h=1}' /proc/net/snmp)
+  local txdrop; txdrop=$(xs cat /sys/class/net/s1/statistics/tx_dropped)
+  local rcvbuf; rcvbuf=$(xr awk '/^Udp:/{if (h) print "NoPorts " $3 ", RcvbufErrors " $6; h=1}' /proc/net/snmp)
   kill "$EMU_PID"; wait "$EMU_PID" || true; EMU_PID=
-  say "loss $label seed $seed (load $l): $(cat "$OUT/loss.json") sender $(cat "$OUT/loss-send.json") receiver RcvbufErrors $rcvbuf; emulator: $(grep -o 'a>b delivered.*lost;' "$OUT/loss-emu.log")"
+  say "loss $label seed $seed (load $l): $(cat "$OUT/loss.json") sender $(cat "$OUT/loss-send.json") sender's TUN tx_dropped $txdrop (never read: the emulator was not scheduled in time), receiver UDP $rcvbuf; emulator: $(grep -o 'a>b delivered.*lost;' "$OUT/loss-emu.log")"
   "$NB" down "$NAME"
 }
 

@@ -111,6 +111,8 @@ def cmd_recv(a):
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.bind(hostport(a.bind))
     sock.settimeout(0.5)
+    if a.ready:
+        open(a.ready, "w").close()  # bound: the sender may start
     seen = bytearray()
     owd = []
     received = dupes = 0
@@ -280,18 +282,23 @@ def cmd_corr(a):
     for i in range(len(want)):
         t0 = a.epoch + int(i * a.bin * 1e9)
         t1 = t0 + int(a.bin * 1e9)
+        if t0 < rows[0][0] or t1 > rows[-1][0]:
+            got.append(None)  # outside the counted window
+            continue
         got.append((bytes_at(rows, t1) - bytes_at(rows, t0)) * 8 / a.bin / 1e6)
-    k = int(a.skip / a.bin)
-    w, g = want[k:], got[k:]
+    # Skip --skip seconds after the first counted bin (the sender starting).
+    first = next(i for i, g in enumerate(got) if g is not None)
+    keep = [i for i, g in enumerate(got) if g is not None and i >= first + int(a.skip / a.bin)]
+    w, g = [want[i] for i in keep], [got[i] for i in keep]
     r = pearson(w, g)
     mw, mg = sum(w) / len(w), sum(g) / len(g)
     mae = sum(abs(x - y) for x, y in zip(w, g)) / len(w)
     if a.dump:
         with open(a.dump, "w") as f:
             f.write("bin\ttrace_mbps\tdelivered_mbps\n")
-            for i, (x, y) in enumerate(zip(want, got)):
-                f.write(f"{i}\t{x:.4f}\t{y:.4f}\n")
-    print(json.dumps({"bins": len(w), "pearson": round(r, 4), "trace_mean_mbps": round(mw, 3),
+            for i in keep:
+                f.write(f"{i}\t{want[i]:.4f}\t{got[i]:.4f}\n")
+    print(json.dumps({"bins": len(w), "first_bin": keep[0], "pearson": round(r, 4), "trace_mean_mbps": round(mw, 3),
                       "delivered_mean_mbps": round(mg, 3),
                       "delivered_over_trace": round(mg / mw, 4) if mw else None,
                       "mean_abs_err_mbps": round(mae, 3)}))
@@ -312,6 +319,7 @@ def main():
     r.add_argument("--idle", type=float, default=3.0)
     r.add_argument("--expect", type=int)
     r.add_argument("--loss", type=float)
+    r.add_argument("--ready", help="create this file once the socket is bound")
     d = sub.add_parser("devcount")
     d.add_argument("--dev", required=True)
     d.add_argument("--seconds", type=float, required=True)
