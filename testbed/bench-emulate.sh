@@ -320,7 +320,8 @@ sec_alloc() {
   say "perf profile of the emulator at full UDP speed (self time, top 15):"
   perf report -i "$OUT/perf.data" --no-children --sort sym --stdio 2>/dev/null \
     | grep -E '^ +[0-9.]+%' | head -15 | tee -a "$LOG"
-  say "malloc/free/realloc in the profile: $(perf report -i "$OUT/perf.data" --no-children --sort sym --stdio 2>/dev/null | grep -E '^ +[0-9.]+%' | grep -ciE 'malloc|free|realloc|alloc::' || true) lines"
+  say "user-space malloc/free/realloc symbols in the profile: $(perf report -i "$OUT/perf.data" --no-children --sort sym --stdio 2>/dev/null | grep -E '^ +[0-9.]+% +\[\.\]' | grep -ciE 'malloc|free|realloc|alloc::' || true) (kernel skb allocation is the kernel's)"
+  say "samples by object: $(perf report -i "$OUT/perf.data" --no-children --sort dso --stdio 2>/dev/null | grep -E '^ +[0-9.]+%' | awk '{printf "%s %s; ", $2, $1}')"
   "$NB" down "$NAME"
 }
 
