@@ -10,12 +10,12 @@
 //! cannot drop one in front of the model (which would shift the seeded
 //! draws). Nothing here depends on timing.
 
+use braid::emulate::netns::in_namespace;
 use braid::emulate::{Direction, Emulator, EmulatorConfig, Side};
 use braid_core::link::{Capacity, LinkConfig};
 use braid_core::{Bandwidth, Duration};
 use std::collections::BTreeSet;
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -87,17 +87,7 @@ impl Drop for Namespaces {
 /// A UDP socket bound inside namespace `ns` (it stays there whatever thread
 /// uses it).
 fn bind_in(ns: &str, addr: &'static str) -> UdpSocket {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open the namespace");
-        // SAFETY: setns with a valid namespace fd; it changes only this
-        // short-lived thread's network namespace.
-        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-        UdpSocket::bind(addr).expect("bind in namespace")
-    })
-    .join()
-    .expect("namespace thread")
+    in_namespace(ns, || UdpSocket::bind(addr)).expect("bind in namespace")
 }
 
 /// Sends `DATAGRAMS` numbered datagrams through a fresh emulated link with
