@@ -5,7 +5,11 @@
 //! TCP). `braid perf client` sends for `--duration`, printing each
 //! interval the goodput (what the server's application received, from the
 //! server's reports), RTT, loss, congestion window and retransmissions, and
-//! a summary with the CPU time of both ends.
+//! a summary with the CPU time of both ends. The server's line per test
+//! adds per-message statistics: inter-arrival mean and deviation (seed
+//! 002's "delay" and "jitter") and write-to-read latency percentiles.
+//! `--fps` (with `--frame-trace`) sends frames at a fixed rate instead of
+//! back-to-back messages (seed 002's "changing application").
 //!
 //! The protocol and both ends live in the library ([`braid::perf`]); this
 //! module holds the flags and the printing.
@@ -13,10 +17,12 @@
 use super::send::parse_size;
 use anyhow::{bail, Context};
 use braid::clock;
+use braid::perf::arrivals::ArrivalSummary;
+use braid::perf::frames::Frames;
 use braid::perf::server::{PerfServer, TestDone};
 use braid::perf::{
-    ClientOptions, Drops, Progress, Report, Sample, Summary, DATAGRAM_MESSAGE, MAX_TCP_MESSAGE,
-    RELIABLE_MESSAGE, TCP_CHUNK,
+    ClientOptions, Drops, Progress, Report, Sample, Served, Summary, DATAGRAM_MESSAGE,
+    MAX_TCP_MESSAGE, RELIABLE_MESSAGE, TCP_CHUNK,
 };
 use braid::rudp::Reliability;
 use braid_core::transport::CongestionKind;
@@ -118,6 +124,20 @@ pub struct ClientArgs {
     /// Do not pace packets (RUDP).
     #[arg(long)]
     pub no_pacing: bool,
+    /// Send frames at this rate per second, one message each (blocking
+    /// while the transport's queue is full), instead of back-to-back
+    /// messages; frames are `--message-size` bytes unless `--frame-trace`.
+    #[arg(long)]
+    pub fps: Option<f64>,
+    /// Frame sizes from this trace: one frame per line, size in bits in the
+    /// second column (MMGC `time size_bits is_I`) or the only one; the trace
+    /// repeats. Needs `--fps` and `--frame-mean`.
+    #[arg(long, requires_all = ["fps", "frame_mean"])]
+    pub frame_trace: Option<std::path::PathBuf>,
+    /// Scale the trace's frame sizes so the mean offered load is this rate
+    /// (e.g. 12mbit).
+    #[arg(long, requires = "frame_trace")]
+    pub frame_mean: Option<Bandwidth>,
 }
 
 /// Runtime threads, from `BRAID_PERF_THREADS` (default 2; 1 runs
@@ -162,7 +182,11 @@ async fn server(a: ServerArgs) -> anyhow::Result<()> {
     eprintln!("braid perf server listening on {addr} (RUDP/UDP and TCP)");
     let format = a.format;
     let done = Arc::new(move |t: TestDone| match t.result {
-        Ok((r, drops)) => print_server(format, t.transport, t.remote, &r, drops),
+        Ok(Served {
+            report,
+            drops,
+            arrivals,
+        }) => print_server(format, t.transport, t.remote, &report, drops, &arrivals),
         Err(e) => eprintln!(
             "braid perf: {} test from {}: {:#}",
             t.transport,
@@ -180,6 +204,7 @@ fn print_server(
     remote: SocketAddr,
     r: &Report,
     drops: Option<Drops>,
+    a: &ArrivalSummary,
 ) {
     let secs = r.elapsed_ns as f64 / 1e9;
     let mbps = if secs > 0.0 {
@@ -193,18 +218,34 @@ fn print_server(
             serde_json::json!({"server": transport, "from": remote.to_string(),
                 "bytes": r.bytes, "messages": r.messages, "seconds": secs,
                 "goodput_mbps": mbps, "cpu_s": r.cpu_us as f64 / 1e6,
-                "receiver_drops": drops})
+                "receiver_drops": drops,
+                "inter_arrival_ms": a.inter_arrival_mean_ms, "inter_arrival_sd_ms": a.inter_arrival_sd_ms,
+                "latency_ms": {"mean": a.latency_mean_ms, "p50": a.latency_p50_ms,
+                    "p95": a.latency_p95_ms, "p99": a.latency_p99_ms, "max": a.latency_max_ms,
+                    "samples": a.latency_samples}})
         ),
-        Format::Table => println!(
-            "{transport} from {remote}: {} bytes in {secs:.2} s = {mbps:.1} Mbit/s, {} messages, server CPU {:.2} s{}",
-            r.bytes,
-            r.messages,
-            r.cpu_us as f64 / 1e6,
-            drops.map_or(String::new(), |d| format!(
-                ", dropped at the receiver: {} reliable, {} unreliable, {} discardable",
-                d[0], d[1], d[2]
-            ))
-        ),
+        Format::Table => {
+            println!(
+                "{transport} from {remote}: {} bytes in {secs:.2} s = {mbps:.1} Mbit/s, {} messages, server CPU {:.2} s{}",
+                r.bytes,
+                r.messages,
+                r.cpu_us as f64 / 1e6,
+                drops.map_or(String::new(), |d| format!(
+                    ", dropped at the receiver: {} reliable, {} unreliable, {} discardable",
+                    d[0], d[1], d[2]
+                ))
+            );
+            println!(
+                "  inter-arrival {:.3} ms (sd {:.3}); latency ms mean {:.1} p50 {:.1} p95 {:.1} p99 {:.1} max {:.1}",
+                a.inter_arrival_mean_ms,
+                a.inter_arrival_sd_ms,
+                a.latency_mean_ms,
+                a.latency_p50_ms,
+                a.latency_p95_ms,
+                a.latency_p99_ms,
+                a.latency_max_ms
+            );
+        }
     }
 }
 
@@ -382,11 +423,31 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         }
         TransportArg::Tcp => {
             let size = a.message_size.unwrap_or(TCP_CHUNK as u64);
-            if size == 0 || size > MAX_TCP_MESSAGE {
-                bail!("--message-size must be 1..=64MiB for tcp");
+            let min = braid::perf::tcp::HEADER_LEN as u64;
+            if !(min..=MAX_TCP_MESSAGE).contains(&size) {
+                bail!("--message-size must be {min}..=64MiB for tcp");
             }
             ("tcp", size)
         }
+    };
+    let (min, max) = match a.transport {
+        TransportArg::Rudp => (1, braid::perf::rudp::max_message_size()),
+        TransportArg::Tcp => (braid::perf::tcp::HEADER_LEN as u64, MAX_TCP_MESSAGE),
+    };
+    let frames = match (a.fps, &a.frame_trace, a.frame_mean) {
+        (None, _, _) => None,
+        (Some(fps), None, _) => {
+            Some(Frames::constant(fps, message_size).context("--fps must be positive")?)
+        }
+        (Some(fps), Some(path), Some(mean)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the frame trace {}", path.display()))?;
+            Some(
+                Frames::from_trace(&text, fps, mean, min, max)
+                    .with_context(|| format!("frame trace {}", path.display()))?,
+            )
+        }
+        (Some(_), Some(_), None) => bail!("--frame-trace needs --frame-mean"),
     };
     let o = ClientOptions {
         duration: a.duration,
@@ -399,6 +460,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
             CongestionArg::Cubic => CongestionKind::Cubic,
         },
         pacing: !a.no_pacing,
+        frames,
     };
     let mut printer = Printer::new(a.format, transport);
     let summary = match a.transport {

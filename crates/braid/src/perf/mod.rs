@@ -11,13 +11,25 @@
 //! it for reliable data, up to [`GRACE`] of silence otherwise) and sends a
 //! final report, after which both close.
 //!
+//! Every message starts with the client's send stamp
+//! ([`arrivals::STAMP_LEN`] bytes, when it has room), so the server can
+//! report per-message latency and inter-arrival times
+//! ([`arrivals::ArrivalSummary`]); TCP messages are framed for this (see
+//! [`tcp`]). The workload is either back-to-back messages of one size or
+//! frames at a fixed rate ([`frames::Frames`], seed 002's "changing
+//! application").
+//!
 //! | module | what it is for |
 //! | --- | --- |
 //! | this one | the [`Report`] and its encoding, [`ClientOptions`], [`Summary`], [`Sample`], the [`Progress`] callback, [`PerfError`], [`cpu_us`] |
+//! | [`arrivals`] | send stamps, [`arrivals::Arrivals`]: inter-arrival and latency statistics at the server |
+//! | [`frames`] | [`frames::Frames`]: the fixed-frame-rate workload from a frame-size trace |
 //! | [`rudp`] | the RUDP server side ([`rudp::serve`]) and client ([`rudp::client`]) |
 //! | [`tcp`] | the TCP server side ([`tcp::serve`]) and client ([`tcp::client`]) |
 //! | [`server`] | [`server::PerfServer`]: RUDP and TCP on one port, each test in its own task |
 
+pub mod arrivals;
+pub mod frames;
 pub mod rudp;
 pub mod server;
 pub mod tcp;
@@ -142,6 +154,17 @@ impl Report {
 /// expired), per class: reliable, unreliable, discardable.
 pub type Drops = [u64; 3];
 
+/// What the server measured in one test.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Served {
+    /// The final report (as sent to the client).
+    pub report: Report,
+    /// Messages the receiving core dropped (RUDP only).
+    pub drops: Option<Drops>,
+    /// Per-message inter-arrival and latency statistics.
+    pub arrivals: arrivals::ArrivalSummary,
+}
+
 /// Process CPU time (user + system) in microseconds.
 pub fn cpu_us() -> u64 {
     let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
@@ -163,6 +186,7 @@ struct Counter {
     first: Option<Instant>,
     last: Instant,
     cpu_start: u64,
+    arrivals: arrivals::Arrivals,
 }
 
 impl Counter {
@@ -172,12 +196,17 @@ impl Counter {
             ..Counter::default()
         }
     }
-    fn add(&mut self, n: usize) {
+    /// `n` bytes arrived (part of a message or a whole one).
+    fn add_bytes(&mut self, n: usize) {
         let now = clock::now();
         self.first.get_or_insert(now);
         self.last = now;
         self.bytes += n as u64;
+    }
+    /// A whole message arrived, with its send stamp if it had one.
+    fn add_message(&mut self, stamp: Option<u64>) {
         self.messages += 1;
+        self.arrivals.add(arrivals::stamp_ns(), stamp);
     }
     fn report(&self, last: bool) -> Report {
         Report {
@@ -193,7 +222,7 @@ impl Counter {
 }
 
 /// What a client test does.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ClientOptions {
     /// How long to send (positive).
     pub duration: Duration,
@@ -210,6 +239,41 @@ pub struct ClientOptions {
     pub congestion: CongestionKind,
     /// Whether to pace packets (RUDP).
     pub pacing: bool,
+    /// Frames at a fixed rate instead of back-to-back messages: each frame
+    /// is one message of the frame's size (`message_size` is then unused).
+    pub frames: Option<frames::Frames>,
+}
+
+impl ClientOptions {
+    /// The size of message `k`.
+    fn size_of(&self, k: u64) -> u64 {
+        self.frames
+            .as_ref()
+            .map_or(self.message_size, |f| f.size(k))
+    }
+
+    /// The largest message the workload writes.
+    fn max_size(&self) -> u64 {
+        self.frames
+            .as_ref()
+            .map_or(self.message_size, frames::Frames::max_size)
+    }
+}
+
+/// Sleeps until message `k` is due: frame `k`'s time for the frame
+/// workload, or as `rate` allows after `sent` bytes otherwise.
+async fn wait_due(o: &ClientOptions, start: Instant, k: u64, sent: u64) {
+    match &o.frames {
+        Some(f) => {
+            let due = start + f.due(k);
+            let now = clock::now();
+            if due > now {
+                tokio::time::sleep(due.saturating_duration_since(now).into()).await;
+            }
+        }
+        None if k > 0 => pace(o.rate, start, sent).await,
+        None => {}
+    }
 }
 
 /// One interval as the client's transport saw it.

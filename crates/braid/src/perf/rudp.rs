@@ -2,8 +2,9 @@
 //! ([`serve`]) and the client ([`client`]). The exchange is in the
 //! [parent module](super).
 
+use super::arrivals::{read_stamp, stamp_ns, write_stamp};
 use super::{
-    cpu_us, pace, ClientOptions, Counter, Drops, PerfError, Progress, Report, Sample, Summary,
+    cpu_us, wait_due, ClientOptions, Counter, PerfError, Progress, Report, Sample, Served, Summary,
     FINAL_WAIT, GRACE, REPORT_EVERY, SEND_QUEUE_BYTES,
 };
 use crate::clock;
@@ -14,11 +15,11 @@ use std::net::SocketAddr;
 /// Serves one RUDP test on an accepted connection: counts what arrives on
 /// stream 0, reports every [`REPORT_EVERY`], and after the client's END
 /// sends the final report. Returns it with the messages the receiving core
-/// dropped.
+/// dropped and the per-message statistics.
 ///
 /// # Errors
 /// [`PerfError`] if the connection closes before the end of the test.
-pub async fn serve(mut c: Connection) -> Result<(Report, Option<Drops>), PerfError> {
+pub async fn serve(mut c: Connection) -> Result<Served, PerfError> {
     let reports = c.open_stream(SendOptions::RELIABLE)?;
     let mut count = Counter::new();
     let mut tick = tokio::time::interval(REPORT_EVERY);
@@ -32,7 +33,8 @@ pub async fn serve(mut c: Connection) -> Result<(Report, Option<Drops>), PerfErr
                     return Err(PerfError::Protocol("connection closed before the end of the test".into()));
                 };
                 if m.stream.0 == 0 {
-                    count.add(m.data.len());
+                    count.add_bytes(m.data.len());
+                    count.add_message(read_stamp(&m.data));
                     quiet_since = Some(clock::now());
                 } else if let Some(n) = m.data.strip_prefix(b"END").and_then(|b| b.try_into().ok()) {
                     expected = Some(u64::from_be_bytes(n));
@@ -59,7 +61,11 @@ pub async fn serve(mut c: Connection) -> Result<(Report, Option<Drops>), PerfErr
                 let _ =
                     tokio::time::timeout(FINAL_WAIT, async { while c.recv().await.is_some() {} })
                         .await;
-                return Ok((r, drops));
+                return Ok(Served {
+                    report: r,
+                    drops,
+                    arrivals: count.arrivals.summary(),
+                });
             }
         }
     }
@@ -126,19 +132,25 @@ pub async fn client(
     })?;
     let control = conn.open_stream(SendOptions::RELIABLE)?;
     let cpu0 = cpu_us();
-    let (duration, rate, size) = (o.duration, o.rate, o.message_size);
+    let opts = o.clone();
     let sender = tokio::spawn(async move {
-        let msg = vec![0x5a_u8; size as usize];
+        let template = vec![0x5a_u8; opts.max_size() as usize];
         let start = clock::now();
-        let end = start + duration;
+        let end = start + opts.duration;
         let (mut bytes, mut n) = (0u64, 0u64);
-        while clock::now() < end {
-            if data.send(msg.clone()).await.is_err() {
+        loop {
+            wait_due(&opts, start, n, bytes).await;
+            if clock::now() >= end {
+                break;
+            }
+            let size = opts.size_of(n);
+            let mut msg = template[..size as usize].to_vec();
+            write_stamp(&mut msg, stamp_ns());
+            if data.send(msg).await.is_err() {
                 break;
             }
             bytes += size;
             n += 1;
-            pace(rate, start, bytes).await;
         }
         let secs = clock::now().saturating_duration_since(start).as_secs_f64();
         let mut end_msg = b"END".to_vec();

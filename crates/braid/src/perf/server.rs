@@ -3,7 +3,7 @@
 //!
 //! Main types: [`PerfServer`] and [`TestDone`] (what one test ended with).
 
-use super::{rudp, tcp, Drops, PerfError, Report};
+use super::{rudp, tcp, PerfError, Served};
 use crate::rudp::{Endpoint, EndpointConfig};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,8 +19,8 @@ pub struct TestDone {
     pub transport: &'static str,
     /// The client.
     pub remote: SocketAddr,
-    /// The final report and (RUDP) the receiver's drops, or why it failed.
-    pub result: Result<(Report, Option<Drops>), PerfError>,
+    /// What the server measured, or why the test failed.
+    pub result: Result<Served, PerfError>,
 }
 
 /// RUDP and TCP listening on one address.
@@ -78,7 +78,7 @@ impl PerfServer {
                     let (s, remote) = t.map_err(PerfError::io("accepting TCP"))?;
                     let (tx, done) = (done_tx.clone(), done.clone());
                     tokio::spawn(async move {
-                        let result = tcp::serve(s).await.map(|r| (r, None));
+                        let result = tcp::serve(s).await;
                         done(TestDone { transport: "tcp", remote, result });
                         let _ = tx.send(()).await;
                     });

@@ -4,9 +4,16 @@
 //! (see the [parent module](super)), on one TCP connection: the server
 //! writes a [`Report`] every [`REPORT_EVERY`]; the client ends by shutting
 //! down its write side.
+//!
+//! Each client write is one message framed by a [`HEADER_LEN`]-byte header
+//! inside it: the message's whole length (8 bytes, big-endian, header
+//! included) and the send stamp (8 bytes), so the server's [`Framer`] can
+//! find message boundaries in the byte stream. Messages are therefore at
+//! least [`HEADER_LEN`] bytes.
 
+use super::arrivals::{stamp_ns, write_stamp, STAMP_LEN};
 use super::{
-    cpu_us, pace, ClientOptions, Counter, PerfError, Progress, Report, Sample, Summary,
+    cpu_us, wait_due, ClientOptions, Counter, PerfError, Progress, Report, Sample, Served, Summary,
     REPORT_EVERY, REPORT_LEN, TCP_CHUNK,
 };
 use crate::clock;
@@ -14,16 +21,76 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// Bytes of the frame header at the start of every TCP message: its length
+/// (header included), then the send stamp.
+pub const HEADER_LEN: usize = 8 + STAMP_LEN;
+
+/// Finds message boundaries in the client's byte stream (see the module
+/// docs): feed it what arrives, in order; it calls back once per message,
+/// when the message's last byte arrived, with the message's send stamp.
+#[derive(Debug, Default)]
+pub struct Framer {
+    header: [u8; HEADER_LEN],
+    have: usize,
+    remaining: u64,
+    stamp: u64,
+}
+
+impl Framer {
+    /// Consumes `bytes`, calling `on_message(stamp)` for every message that
+    /// ends in them. A length below [`HEADER_LEN`] counts as a message of
+    /// just its header.
+    pub fn feed(&mut self, mut bytes: &[u8], mut on_message: impl FnMut(u64)) {
+        while !bytes.is_empty() {
+            if self.have < HEADER_LEN {
+                let take = (HEADER_LEN - self.have).min(bytes.len());
+                self.header[self.have..self.have + take].copy_from_slice(&bytes[..take]);
+                self.have += take;
+                bytes = &bytes[take..];
+                if self.have < HEADER_LEN {
+                    return;
+                }
+                let word = |r: std::ops::Range<usize>| {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(&self.header[r]);
+                    u64::from_be_bytes(a)
+                };
+                let len = word(0..8);
+                self.stamp = word(8..HEADER_LEN);
+                self.remaining = len.saturating_sub(HEADER_LEN as u64);
+            }
+            let take = self.remaining.min(bytes.len() as u64);
+            self.remaining -= take;
+            bytes = &bytes[take as usize..];
+            if self.remaining == 0 {
+                on_message(self.stamp);
+                self.have = 0;
+            }
+        }
+    }
+}
+
+/// Writes the frame header of a `len`-byte message into `msg`.
+fn write_header(msg: &mut [u8], len: u64, stamp: u64) {
+    if let Some(h) = msg.get_mut(..8) {
+        h.copy_from_slice(&len.to_be_bytes());
+    }
+    if let Some(rest) = msg.get_mut(8..) {
+        write_stamp(rest, stamp);
+    }
+}
+
 /// Serves one TCP test on an accepted stream: counts what arrives, reports
 /// every [`REPORT_EVERY`], and once the client shuts down its side sends
-/// the final report, which it returns.
+/// the final report, which it returns with the per-message statistics.
 ///
 /// # Errors
 /// [`PerfError::Io`] if reading or writing fails.
-pub async fn serve(mut s: TcpStream) -> Result<Report, PerfError> {
+pub async fn serve(mut s: TcpStream) -> Result<Served, PerfError> {
     let _ = s.set_nodelay(true);
     let (mut rd, mut wr) = s.split();
     let mut count = Counter::new();
+    let mut framer = Framer::default();
     let mut buf = vec![0u8; TCP_CHUNK];
     let mut tick = tokio::time::interval(REPORT_EVERY);
     loop {
@@ -31,7 +98,8 @@ pub async fn serve(mut s: TcpStream) -> Result<Report, PerfError> {
             n = rd.read(&mut buf) => {
                 let n = n.map_err(PerfError::io("reading"))?;
                 if n == 0 { break; }
-                count.add(n);
+                count.add_bytes(n);
+                framer.feed(&buf[..n], |stamp| count.add_message(Some(stamp)));
             }
             _ = tick.tick() => {
                 wr.write_all(&count.report(false).encode()).await.map_err(PerfError::io("writing a report"))?;
@@ -43,7 +111,11 @@ pub async fn serve(mut s: TcpStream) -> Result<Report, PerfError> {
         .await
         .map_err(PerfError::io("writing the final report"))?;
     wr.shutdown().await.ok();
-    Ok(r)
+    Ok(Served {
+        report: r,
+        drops: None,
+        arrivals: count.arrivals.summary(),
+    })
 }
 
 /// The fields of `TCP_INFO` that perf shows.
@@ -95,26 +167,35 @@ pub async fn client(
     to: SocketAddr,
     progress: &mut dyn Progress,
 ) -> Result<Summary, PerfError> {
-    let size = o.message_size;
     let s = tokio::time::timeout(std::time::Duration::from_secs(10), TcpStream::connect(to))
         .await
         .map_err(|_| PerfError::Protocol(format!("connecting to {to}: timed out")))?
         .map_err(PerfError::io(format!("connecting to {to}")))?;
+    // Frames are latency-sensitive messages: send each one's tail at once
+    // instead of holding it for Nagle (bulk writes fill segments anyway).
+    if o.frames.is_some() {
+        let _ = s.set_nodelay(true);
+    }
     let (mut rd, mut wr) = s.into_split();
     let cpu0 = cpu_us();
-    let (duration, rate) = (o.duration, o.rate);
+    let opts = o.clone();
     let sender = tokio::spawn(async move {
-        let msg = vec![0x5a_u8; size as usize];
+        let mut msg = vec![0x5a_u8; (opts.max_size() as usize).max(HEADER_LEN)];
         let start = clock::now();
-        let end = start + duration;
+        let end = start + opts.duration;
         let (mut bytes, mut n) = (0u64, 0u64);
-        while clock::now() < end {
-            if wr.write_all(&msg).await.is_err() {
+        loop {
+            wait_due(&opts, start, n, bytes).await;
+            if clock::now() >= end {
+                break;
+            }
+            let size = opts.size_of(n).max(HEADER_LEN as u64);
+            write_header(&mut msg, size, stamp_ns());
+            if wr.write_all(&msg[..size as usize]).await.is_err() {
                 break;
             }
             bytes += size;
             n += 1;
-            pace(rate, start, bytes).await;
         }
         let secs = clock::now().saturating_duration_since(start).as_secs_f64();
         let _ = wr.shutdown().await;
@@ -181,4 +262,42 @@ pub async fn client(
             0.0
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(len: u64, stamp: u64) -> Vec<u8> {
+        let mut m = vec![0xa5; len.max(HEADER_LEN as u64) as usize];
+        write_header(&mut m, len, stamp);
+        m
+    }
+
+    #[test]
+    fn framer_finds_messages_however_the_stream_is_cut() {
+        let mut stream = Vec::new();
+        let lens = [16u64, 17, 100, 4096, 16, 70_000];
+        for (i, &l) in lens.iter().enumerate() {
+            stream.extend(message(l, 1000 + i as u64));
+        }
+        for cut in [1usize, 3, 15, 16, 17, 1000, 1 << 20] {
+            let mut f = Framer::default();
+            let mut got = Vec::new();
+            for chunk in stream.chunks(cut) {
+                f.feed(chunk, |s| got.push(s));
+            }
+            assert_eq!(got, (1000..1006).collect::<Vec<u64>>(), "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn framer_survives_a_bogus_length() {
+        let mut f = Framer::default();
+        let mut n = 0;
+        // Length 3 (below the header): a message of just its header.
+        f.feed(&message(3, 9)[..HEADER_LEN], |_| n += 1);
+        f.feed(&message(20, 9), |_| n += 1);
+        assert_eq!(n, 2);
+    }
 }
