@@ -8,14 +8,25 @@
 #   bench-rudp-wan.sh alone   one flow at a time per loss rate (LOSSES):
 #                             braid perf RUDP (NewReno, then CUBIC), iperf3
 #                             TCP CUBIC, iperf3 TCP bbr; Mathis beside them
-#   bench-rudp-wan.sh share   RUDP and one TCP flow at once (CUBIC, then
-#                             bbr), per-second goodput, Jain's index
-#   bench-rudp-wan.sh all     both
+#   bench-rudp-wan.sh share   RUDP and one TCP flow at once (PAIRS of RUDP
+#                             controller:TCP controller, default NewReno and
+#                             CUBIC each against TCP CUBIC and bbr, and the
+#                             kernel's own tcp-reno:cubic as a reference),
+#                             per-second goodput, Jain's index
+#   bench-rudp-wan.sh table1  seed 002 Table 1 on the emulated link: frames
+#                             at 30/s with sizes from a real video trace,
+#                             18 Mbit/s CBR UDP cross traffic (iperf3), over
+#                             TCP CUBIC, TCP bbr, RUDP NewReno, RUDP CUBIC:
+#                             throughput, inter-arrival mean/sd, latency
+#   bench-rudp-wan.sh all     alone, share, table1
 #
 # Environment: BRAID (binary, default target/release/braid), DUR (seconds
 # per alone flow, default 60), SHARE (seconds per shared run, default 120),
 # LOSSES (default "0 0.1% 1%"), REPS (default 1), OUT (raw files, default
-# /tmp/bench-rudp-wan), NAME (testbed name, default rudpwan).
+# /tmp/bench-rudp-wan), NAME (testbed name, default rudpwan); table1: T1DUR
+# (default 60), T1CH (channel, default 20mbit/50ms), T1MEAN (mean offered
+# frame load, default 4800kbit), T1CROSS (default 18M), DATA (default
+# ../shared/data).
 set -euo pipefail
 export BRAID=${BRAID:-target/release/braid}
 DUR=${DUR:-60}
@@ -48,6 +59,8 @@ up() { # channel spec
   $R "$BRAID" perf server --listen 198.18.1.2:7401 --format json > "$OUT/srv-$2.txt" 2>&1 &
   SERVERS=($!)
   $R iperf3 -s -p 5201 > /dev/null 2>&1 &
+  SERVERS+=($!)
+  $R iperf3 -s -p 5202 > /dev/null 2>&1 &
   SERVERS+=($!)
   sleep 0.5
 }
@@ -109,14 +122,20 @@ PY
 }
 
 share() {
-  for cc in cubic bbr; do
+  for pair in ${PAIRS:-newreno:cubic cubic:cubic tcp-reno:cubic newreno:bbr cubic:bbr}; do
+    local rcc=${pair%%:*} cc=${pair#*:}
     for r in $(seq "$REPS"); do
-      up 20mbit/50ms "share-$cc-$r"
-      echo "## shared 20mbit/50ms, RUDP (NewReno) + TCP $cc, ${SHARE} s, rep $r, load: $(load)"
-      local tag="$OUT/share-$cc-$r"
+      up 20mbit/50ms "share-$rcc-$cc-$r"
+      echo "## shared 20mbit/50ms, RUDP $rcc + TCP $cc, ${SHARE} s, rep $r, load: $(load)"
+      local tag="$OUT/share-$rcc-$cc-$r"
       $S iperf3 -c 198.18.1.2 -p 5201 -C "$cc" -t "$SHARE" -i 1 -J > "$tag-tcp.json" &
       local ip=$!
-      rudp "share-$cc-$r-rudp" newreno "$SHARE"
+      if [[ $rcc == tcp-* ]]; then
+        # Reference pair: a kernel TCP flow (e.g. tcp-reno) in RUDP's place.
+        $S iperf3 -c 198.18.1.2 -p 5202 -C "${rcc#tcp-}" -t "$SHARE" -i 1 -J > "$tag-rudp.json"
+      else
+        rudp "share-$rcc-$cc-$r-rudp" "$rcc" "$SHARE"
+      fi
       wait $ip
       echo "load after: $(load)"
       down
@@ -125,10 +144,16 @@ import json, sys
 # Mean per-second goodput over seconds 10 .. SHARE-10, where both flows
 # run and the start-up transient is over; Jain over those means.
 share = float(sys.argv[3]); lo, hi = 10, share - 10
-lines = [json.loads(l) for l in open(sys.argv[1]).read().strip().splitlines()]
-ri = [l["goodput_mbps"] for l in lines if "from_s" in l and lo <= l["from_s"] and l["to_s"] <= hi + 0.5]
-ti = [i["sum"]["bits_per_second"] / 1e6 for i in json.load(open(sys.argv[2]))["intervals"]
-      if lo <= i["sum"]["start"] and i["sum"]["end"] <= hi + 0.5]
+def iperf(path):
+    return [i["sum"]["bits_per_second"] / 1e6 for i in json.load(open(path))["intervals"]
+            if lo <= i["sum"]["start"] and i["sum"]["end"] <= hi + 0.5]
+text = open(sys.argv[1]).read()
+if text.lstrip().startswith("{\n"):
+    ri = iperf(sys.argv[1])  # a TCP flow in RUDP's place
+else:
+    lines = [json.loads(l) for l in text.strip().splitlines()]
+    ri = [l["goodput_mbps"] for l in lines if "from_s" in l and lo <= l["from_s"] and l["to_s"] <= hi + 0.5]
+ti = iperf(sys.argv[2])
 r = sum(ri) / len(ri); t = sum(ti) / len(ti)
 jain = (r + t) ** 2 / (2 * (r * r + t * t))
 # Jain per 10 s window, to show whether the split converges or oscillates.
@@ -144,9 +169,56 @@ PY
   done
 }
 
+# Seed 002 Table 1 ("basic performance comparison"): the changing
+# application (frames at a fixed rate, sizes from a trace; the seed's Mbone
+# trace is not available, so a real video frame-size trace stands in) with
+# 18 Mbit/s UDP cross traffic, per transport. The seed's columns: time,
+# throughput (KB/s), inter-arrival and its deviation (jitter) at the
+# receiver; here the test runs for a fixed time, so throughput replaces
+# time, and the write-to-read latency is added.
+table1() {
+  local dur=${T1DUR:-60} ch=${T1CH:-20mbit/50ms} mean=${T1MEAN:-4800kbit} cross=${T1CROSS:-18M}
+  local trace=${DATA:-../shared/data}/video/mmgc2019_live_sports/frame_trace_3
+  [[ -f $trace ]] || { echo "table1: $trace missing" >&2; exit 2; }
+  for r in $(seq "$REPS"); do
+    up "$ch" "t1-$r"
+    echo "## table1 $ch, frames 30/s from $(basename "$trace") at mean $mean, cross UDP $cross, ${dur} s per row, rep $r"
+    for f in tcp:cubic tcp:bbr rudp:newreno rudp:cubic; do
+      local kind=${f%%:*} cc=${f#*:} tag="$OUT/t1-$r-${f/:/-}"
+      echo "load before $kind-$cc: $(load)"
+      $S iperf3 -c 198.18.1.2 -p 5202 -u -b "$cross" -l 1470 -t $((dur + 4)) -J > "$tag-cross.json" &
+      local ip=$!
+      sleep 2
+      local extra=(--congestion "$cc")
+      [[ $kind == tcp ]] && extra=(--transport tcp --tcp-congestion "$cc")
+      $S "$BRAID" perf client --to 198.18.1.2:7401 --duration "${dur}s" --fps 30 \
+        --frame-trace "$trace" --frame-mean "$mean" "${extra[@]}" --format json > "$tag.json"
+      wait $ip || true
+    done
+    sleep 1  # the server prints its line once the last client closed
+    down
+    python3 - "$OUT" "$r" <<'PY'
+import json, sys
+out, r = sys.argv[1], sys.argv[2]
+srv = [json.loads(l) for l in open(f"{out}/srv-t1-{r}.txt") if l.startswith("{")]
+rows = ["tcp-cubic", "tcp-bbr", "rudp-newreno", "rudp-cubic"]
+print("%-14s %9s %9s %12s %9s %9s %9s %9s %9s" % ("row", "KB/s", "frames", "interarr s", "jitter s",
+      "lat mean", "lat p50", "lat p99", "cross Mb"))
+for name, s in zip(rows, srv):
+    c = json.load(open(f"{out}/t1-{r}-{name}-cross.json"))["end"]["sum"]
+    cross = c["bits_per_second"] * (1 - c["lost_percent"] / 100) / 1e6
+    l = s["latency_ms"]
+    print("%-14s %9.1f %9d %12.3f %9.3f %8.2fs %8.2fs %8.2fs %9.2f" % (
+        name, s["bytes"] / s["seconds"] / 1e3, s["messages"], s["inter_arrival_ms"] / 1e3,
+        s["inter_arrival_sd_ms"] / 1e3, l["mean"] / 1e3, l["p50"] / 1e3, l["p99"] / 1e3, cross))
+PY
+  done
+}
+
 case "${1:-all}" in
   alone) alone;;
   share) share;;
-  all) alone; share;;
-  *) echo "usage: bench-rudp-wan.sh alone|share|all" >&2; exit 2;;
+  table1) table1;;
+  all) alone; share; table1;;
+  *) echo "usage: bench-rudp-wan.sh alone|share|table1|all" >&2; exit 2;;
 esac

@@ -153,3 +153,72 @@ fn bad_flag_values_are_one_clear_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--duration"), "{err}");
 }
+
+/// The server's JSON line for its one test (it exits after `--once`).
+fn server_line(srv: &mut Server) -> serde_json::Value {
+    let status = srv.0.wait().expect("server exits after --once");
+    assert!(status.success());
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut srv.0.stdout.take().expect("piped"), &mut out)
+        .expect("read server stdout");
+    serde_json::from_str(out.trim().lines().last().expect("one line")).expect("JSON line")
+}
+
+#[test]
+fn frames_from_a_trace_are_timed_per_message_over_rudp_and_tcp() {
+    let dir = std::env::temp_dir().join(format!("braid-perf-frames-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let trace = dir.join("frames");
+    // MMGC format: time, size in bits, I-frame flag.
+    std::fs::write(&trace, "0.0 80000 1\n0.033 16000 0\n0.066 24000 0\n").expect("trace");
+    for transport in ["rudp", "tcp"] {
+        let port = free_port();
+        let mut srv = server(port);
+        let s = summary(&client(
+            port,
+            &[
+                "--transport",
+                transport,
+                "--fps",
+                "40",
+                "--frame-trace",
+                trace.to_str().expect("utf-8 path"),
+                "--frame-mean",
+                "2mbit",
+            ],
+        ));
+        let sent = s["sent_messages"].as_u64().expect("count");
+        assert!(sent > 1, "{s}");
+        assert_eq!(s["delivered_bytes"], s["sent_bytes"], "{s}");
+        let line = server_line(&mut srv);
+        assert_eq!(line["messages"].as_u64(), Some(sent), "{transport}: {line}");
+        assert_eq!(line["latency_ms"]["samples"].as_u64(), Some(sent), "{line}");
+        assert!(
+            line["inter_arrival_ms"].as_f64().expect("number") > 0.0,
+            "{line}"
+        );
+        assert!(line["latency_ms"]["max"].as_f64().expect("number") >= 0.0);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn frame_flags_need_each_other() {
+    let out = braid()
+        .args([
+            "perf",
+            "client",
+            "--to",
+            "127.0.0.1:9",
+            "--frame-trace",
+            "x",
+        ])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--fps") || err.contains("--frame-mean"),
+        "{err}"
+    );
+}

@@ -138,6 +138,11 @@ pub struct ClientArgs {
     /// (e.g. 12mbit).
     #[arg(long, requires = "frame_trace")]
     pub frame_mean: Option<Bandwidth>,
+    /// TCP congestion control for the client's socket (e.g. cubic, bbr;
+    /// TCP only); default: the network namespace's
+    /// net.ipv4.tcp_congestion_control.
+    #[arg(long)]
+    pub tcp_congestion: Option<String>,
 }
 
 /// Runtime threads, from `BRAID_PERF_THREADS` (default 2; 1 runs
@@ -461,6 +466,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         },
         pacing: !a.no_pacing,
         frames,
+        tcp_congestion: a.tcp_congestion.clone(),
     };
     let mut printer = Printer::new(a.format, transport);
     let summary = match a.transport {

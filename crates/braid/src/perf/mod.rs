@@ -44,8 +44,10 @@ pub const REPORT_EVERY: std::time::Duration = std::time::Duration::from_millis(1
 /// After the client's END, how long the server waits for more non-reliable
 /// data before its final report.
 pub const GRACE: std::time::Duration = std::time::Duration::from_millis(500);
-/// How long the client waits for the final report after it stopped sending.
-pub const FINAL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long the client waits for the final report after it stopped sending:
+/// long enough for a full [`SEND_QUEUE_BYTES`] backlog to drain at
+/// 0.2 Mbit/s (a lossy wide-area path or a shared one).
+pub const FINAL_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Size of one encoded [`Report`].
 pub const REPORT_LEN: usize = 33;
 /// The RUDP client's send queue (the core's `send_queue_bytes`).
@@ -242,6 +244,9 @@ pub struct ClientOptions {
     /// Frames at a fixed rate instead of back-to-back messages: each frame
     /// is one message of the frame's size (`message_size` is then unused).
     pub frames: Option<frames::Frames>,
+    /// TCP congestion control to set on the client's socket (e.g. `cubic`);
+    /// `None` keeps the namespace's default.
+    pub tcp_congestion: Option<String>,
 }
 
 impl ClientOptions {

@@ -70,6 +70,28 @@ impl Framer {
     }
 }
 
+/// Sets the socket's congestion control (`TCP_CONGESTION`): root may pick
+/// any algorithm the kernel has, others only those in
+/// `net.ipv4.tcp_allowed_congestion_control`.
+fn set_congestion(s: &TcpStream, name: &str) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt reads `name.len()` bytes from the string we own.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Writes the frame header of a `len`-byte message into `msg`.
 fn write_header(msg: &mut [u8], len: u64, stamp: u64) {
     if let Some(h) = msg.get_mut(..8) {
@@ -171,6 +193,11 @@ pub async fn client(
         .await
         .map_err(|_| PerfError::Protocol(format!("connecting to {to}: timed out")))?
         .map_err(PerfError::io(format!("connecting to {to}")))?;
+    if let Some(cc) = &o.tcp_congestion {
+        set_congestion(&s, cc).map_err(PerfError::io(format!(
+            "setting TCP congestion control {cc:?}"
+        )))?;
+    }
     // Frames are latency-sensitive messages: send each one's tail at once
     // instead of holding it for Nagle (bulk writes fill segments anyway).
     if o.frames.is_some() {
