@@ -16,7 +16,8 @@
 #   bench-rudp-wan.sh table1  seed 002 Table 1 on the emulated link: frames
 #                             at 30/s with sizes from a real video trace,
 #                             18 Mbit/s CBR UDP cross traffic (iperf3), over
-#                             TCP CUBIC, TCP bbr, RUDP NewReno, RUDP CUBIC:
+#                             TCP CUBIC, TCP bbr, RUDP NewReno, RUDP CUBIC
+#                             (each also with --autotune; T1ROWS):
 #                             throughput, inter-arrival mean/sd, latency
 #   bench-rudp-wan.sh all     alone, share, table1
 #
@@ -183,13 +184,15 @@ table1() {
   for r in $(seq "$REPS"); do
     up "$ch" "t1-$r"
     echo "## table1 $ch, frames 30/s from $(basename "$trace") at mean $mean, cross UDP $cross, ${dur} s per row, rep $r"
-    for f in tcp:cubic tcp:bbr rudp:newreno rudp:cubic; do
-      local kind=${f%%:*} cc=${f#*:} tag="$OUT/t1-$r-${f/:/-}"
+    for f in ${T1ROWS:-tcp:cubic tcp:bbr rudp:newreno rudp:cubic rudp:newreno:autotune rudp:cubic:autotune}; do
+      local kind=${f%%:*} cc=${f#*:} auto=()
+      [[ $cc == *:autotune ]] && { cc=${cc%:autotune}; auto=(--autotune); }
+      local tag="$OUT/t1-$r-${f//:/-}"
       echo "load before $kind-$cc: $(load)"
       $S iperf3 -c 198.18.1.2 -p 5202 -u -b "$cross" -l 1470 -t $((dur + 4)) -J > "$tag-cross.json" &
       local ip=$!
       sleep 2
-      local extra=(--congestion "$cc")
+      local extra=(--congestion "$cc" "${auto[@]}")
       [[ $kind == tcp ]] && extra=(--transport tcp --tcp-congestion "$cc")
       $S "$BRAID" perf client --to 198.18.1.2:7401 --duration "${dur}s" --fps 30 \
         --frame-trace "$trace" --frame-mean "$mean" "${extra[@]}" --format json > "$tag.json"
@@ -197,18 +200,18 @@ table1() {
     done
     sleep 1  # the server prints its line once the last client closed
     down
-    python3 - "$OUT" "$r" <<'PY'
+    python3 - "$OUT" "$r" ${T1ROWS:-tcp:cubic tcp:bbr rudp:newreno rudp:cubic rudp:newreno:autotune rudp:cubic:autotune} <<'PY'
 import json, sys
 out, r = sys.argv[1], sys.argv[2]
 srv = [json.loads(l) for l in open(f"{out}/srv-t1-{r}.txt") if l.startswith("{")]
-rows = ["tcp-cubic", "tcp-bbr", "rudp-newreno", "rudp-cubic"]
-print("%-14s %9s %9s %12s %9s %9s %9s %9s %9s" % ("row", "KB/s", "frames", "interarr s", "jitter s",
+rows = [a.replace(":", "-") for a in sys.argv[3:]]
+print("%-22s %9s %9s %12s %9s %9s %9s %9s %9s" % ("row", "KB/s", "frames", "interarr s", "jitter s",
       "lat mean", "lat p50", "lat p99", "cross Mb"))
 for name, s in zip(rows, srv):
     c = json.load(open(f"{out}/t1-{r}-{name}-cross.json"))["end"]["sum"]
     cross = c["bits_per_second"] * (1 - c["lost_percent"] / 100) / 1e6
     l = s["latency_ms"]
-    print("%-14s %9.1f %9d %12.3f %9.3f %8.2fs %8.2fs %8.2fs %9.2f" % (
+    print("%-22s %9.1f %9d %12.3f %9.3f %8.2fs %8.2fs %8.2fs %9.2f" % (
         name, s["bytes"] / s["seconds"] / 1e3, s["messages"], s["inter_arrival_ms"] / 1e3,
         s["inter_arrival_sd_ms"] / 1e3, l["mean"] / 1e3, l["p50"] / 1e3, l["p99"] / 1e3, cross))
 PY

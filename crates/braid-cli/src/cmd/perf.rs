@@ -143,6 +143,12 @@ pub struct ClientArgs {
     /// net.ipv4.tcp_congestion_control.
     #[arg(long)]
     pub tcp_congestion: Option<String>,
+    /// RUDP: bound the send queue by two congestion windows and hand
+    /// messages to the driver one at a time (like TCP's send-buffer
+    /// autotuning), so a writer faster than the path waits instead of
+    /// queueing seconds of data; default: a fixed 2 MiB queue.
+    #[arg(long)]
+    pub autotune: bool,
 }
 
 /// Runtime threads, from `BRAID_PERF_THREADS` (default 2; 1 runs
@@ -467,6 +473,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         pacing: !a.no_pacing,
         frames,
         tcp_congestion: a.tcp_congestion.clone(),
+        autotune: a.autotune,
     };
     let mut printer = Printer::new(a.format, transport);
     let summary = match a.transport {

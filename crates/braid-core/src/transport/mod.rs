@@ -137,6 +137,10 @@ pub enum CongestionKind {
     Fixed(Bandwidth),
 }
 
+/// Smallest send-queue bound when it follows the congestion window
+/// ([`Config::send_queue_cwnds`]).
+pub const SEND_QUEUE_FLOOR: u64 = 64 << 10;
+
 /// Connection and endpoint settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -151,6 +155,13 @@ pub struct Config {
     pub max_unreliable_buffer: u64,
     /// Bound on queued (unsent or unacknowledged) bytes on send.
     pub send_queue_bytes: u64,
+    /// When positive, the send queue also holds at most this many
+    /// congestion windows (but at least [`SEND_QUEUE_FLOOR`] bytes), like
+    /// TCP's send-buffer autotuning: a writer faster than the path then
+    /// waits with about one round trip of data queued behind what is in
+    /// flight, instead of `send_queue_bytes` worth (seconds on a slow
+    /// wide-area path). 0 (the default) bounds by `send_queue_bytes` only.
+    pub send_queue_cwnds: u64,
     /// Fraction of non-reliable messages this endpoint accepts to lose as a
     /// receiver (seed 002 §2.1); the peer's sender discards within it.
     pub loss_tolerance: Ratio,
@@ -184,6 +195,7 @@ impl Default for Config {
             recv_window: 8 << 20,
             max_unreliable_buffer: 4 << 20,
             send_queue_bytes: 16 << 20,
+            send_queue_cwnds: 0,
             loss_tolerance: Ratio::ZERO,
             idle_timeout: Duration::from_secs(30),
             keep_alive: Some(Duration::from_secs(10)),

@@ -283,6 +283,11 @@ impl SendStreams {
         }
     }
 
+    /// Changes the bound on queued bytes (messages already queued stay).
+    pub fn set_max_queued_bytes(&mut self, max: u64) {
+        self.max_queued_bytes = max;
+    }
+
     /// Queues a message; returns its number within the stream.
     ///
     /// # Errors

@@ -1266,3 +1266,51 @@ fn ack_times_and_transit_bound_follow_the_path() {
         "{transit:?}"
     );
 }
+
+/// With `send_queue_cwnds`, a writer faster than the path is held back once
+/// about two congestion windows are queued (a 20 Mbit/s, 100 ms path with
+/// the fixed 2 MiB bound queued 13 s of frames in `braid perf`; see
+/// docs/bench-rudp.md, issue 11); without it only `send_queue_bytes` binds.
+#[test]
+fn send_queue_follows_the_congestion_window_when_asked() {
+    let msg = 16 << 10;
+    let queued_until_blocked = |config: Config| {
+        let mut net = Net::new(41, config);
+        let (c, _) = net.connect();
+        let now = net.now;
+        let conn = net.client.connection_mut(c).unwrap();
+        let limit = conn.send_queue_limit();
+        let cwnd = conn.stats().cwnd;
+        let mut n = 0u64;
+        while conn
+            .send(
+                now,
+                StreamId(0),
+                patterned(msg, n as u8),
+                SendOptions::RELIABLE,
+            )
+            .is_ok()
+        {
+            n += 1;
+            assert!(n < 10_000, "never blocked");
+        }
+        (n * msg as u64, limit, cwnd)
+    };
+    let coupled = Config {
+        send_queue_cwnds: 2,
+        ..Config::default()
+    };
+    let (queued, limit, cwnd) = queued_until_blocked(coupled);
+    assert_eq!(limit, (2 * cwnd).max(SEND_QUEUE_FLOOR));
+    assert!(
+        queued <= limit && queued + msg as u64 > limit,
+        "{queued} vs {limit}"
+    );
+    let fixed = Config {
+        send_queue_bytes: 1 << 20,
+        ..Config::default()
+    };
+    let (queued, limit, _) = queued_until_blocked(fixed);
+    assert_eq!(limit, 1 << 20);
+    assert_eq!(queued, 1 << 20);
+}

@@ -247,7 +247,16 @@ pub struct ClientOptions {
     /// TCP congestion control to set on the client's socket (e.g. `cubic`);
     /// `None` keeps the namespace's default.
     pub tcp_congestion: Option<String>,
+    /// RUDP: bound the send queue by [`AUTOTUNE_CWNDS`] congestion windows
+    /// (`Config::send_queue_cwnds`) and hand messages to the driver one at
+    /// a time, like TCP's send-buffer autotuning; otherwise the queue holds
+    /// [`SEND_QUEUE_BYTES`] plus the driver's message channel.
+    pub autotune: bool,
 }
+
+/// Congestion windows the RUDP send queue holds with
+/// [`ClientOptions::autotune`].
+pub const AUTOTUNE_CWNDS: u64 = 2;
 
 impl ClientOptions {
     /// The size of message `k`.

@@ -5,7 +5,7 @@
 use super::arrivals::{read_stamp, stamp_ns, write_stamp};
 use super::{
     cpu_us, wait_due, ClientOptions, Counter, PerfError, Progress, Report, Sample, Served, Summary,
-    FINAL_WAIT, GRACE, REPORT_EVERY, SEND_QUEUE_BYTES,
+    AUTOTUNE_CWNDS, FINAL_WAIT, GRACE, REPORT_EVERY, SEND_QUEUE_BYTES,
 };
 use crate::clock;
 use crate::rudp::{Connection, Endpoint, EndpointConfig, ErrorCode, SendOptions, Stats};
@@ -96,6 +96,10 @@ fn endpoint_config(o: &ClientOptions) -> EndpointConfig {
     // WAN rates: the test ends soon after the duration.
     cfg.transport.send_queue_bytes = SEND_QUEUE_BYTES;
     cfg.transport.congestion = o.congestion;
+    if o.autotune {
+        cfg.transport.send_queue_cwnds = AUTOTUNE_CWNDS;
+        cfg.send_queue_messages = 1;
+    }
     cfg
 }
 

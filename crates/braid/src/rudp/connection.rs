@@ -53,7 +53,13 @@ impl Connection {
         cmd: mpsc::Sender<Command>,
         max_message_size: u64,
     ) -> (Connection, DriverSide) {
-        let (h, d) = super::msg::channels(handle, remote, cmd, max_message_size);
+        let (h, d) = super::msg::channels(
+            handle,
+            remote,
+            cmd,
+            max_message_size,
+            super::SEND_QUEUE_MESSAGES,
+        );
         (Connection::from_parts(h), d)
     }
 

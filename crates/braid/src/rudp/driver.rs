@@ -183,7 +183,13 @@ impl Driver {
 
     fn new_handle(&self, h: ConnectionHandle, remote: SocketAddr) -> Option<(HandleSide, Conn)> {
         let cmd = self.cmd_weak.upgrade()?;
-        let (c, side) = msg::channels(h, remote, cmd, self.config.transport.max_message_size);
+        let (c, side) = msg::channels(
+            h,
+            remote,
+            cmd,
+            self.config.transport.max_message_size,
+            self.config.send_queue_messages,
+        );
         Some((c, Conn::new(side)))
     }
 

@@ -112,6 +112,11 @@ pub struct EndpointConfig {
     /// `SO_SNDBUF` and `SO_RCVBUF` requested for the socket (the kernel
     /// may cap it at `net.core.{w,r}mem_max`).
     pub socket_buffer: usize,
+    /// Messages a connection may have queued for the driver before `send`
+    /// awaits (default [`SEND_QUEUE_MESSAGES`]; at least 1). With large
+    /// messages this adds to the core's send queue: keep it small, with
+    /// `Config::send_queue_cwnds`, when a writer's latency matters.
+    pub send_queue_messages: usize,
 }
 
 impl Default for EndpointConfig {
@@ -121,6 +126,7 @@ impl Default for EndpointConfig {
             server: false,
             handshake_timeout: Duration::from_secs(5),
             socket_buffer: 4 << 20,
+            send_queue_messages: SEND_QUEUE_MESSAGES,
         }
     }
 }

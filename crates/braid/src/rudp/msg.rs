@@ -116,8 +116,9 @@ pub(crate) fn channels(
     remote: SocketAddr,
     cmd: mpsc::Sender<Command>,
     max_message_size: u64,
+    send_queue_messages: usize,
 ) -> (HandleSide, DriverSide) {
-    let (data_tx, data_rx) = mpsc::channel(super::SEND_QUEUE_MESSAGES);
+    let (data_tx, data_rx) = mpsc::channel(send_queue_messages.max(1));
     let (msg_tx, msg_rx) = mpsc::channel(super::RECV_QUEUE_MESSAGES);
     let (ev_tx, ev_rx) = mpsc::channel(super::EVENT_QUEUE);
     let flag = Arc::new(AtomicBool::new(false));

@@ -390,9 +390,25 @@ impl Connection {
     }
 
     /// Bytes queued for sending or awaiting acknowledgement (bounded by
-    /// `Config::send_queue_bytes`; `send` returns `Blocked` beyond it).
+    /// [`Connection::send_queue_limit`]; `send` returns `Blocked` beyond it).
     pub fn queued_bytes(&self) -> u64 {
         self.send.queued_bytes()
+    }
+
+    /// The current bound on [`Connection::queued_bytes`]:
+    /// `Config::send_queue_bytes`, and with `Config::send_queue_cwnds` = n
+    /// > 0 at most n congestion windows (at least [`SEND_QUEUE_FLOOR`]).
+    ///
+    /// [`SEND_QUEUE_FLOOR`]: super::SEND_QUEUE_FLOOR
+    pub fn send_queue_limit(&self) -> u64 {
+        let fixed = self.config.send_queue_bytes;
+        match self.config.send_queue_cwnds {
+            0 => fixed,
+            n => fixed.min(
+                n.saturating_mul(self.cc.window())
+                    .max(super::SEND_QUEUE_FLOOR),
+            ),
+        }
     }
 
     // ---- application commands -----------------------------------------
@@ -431,6 +447,7 @@ impl Connection {
         if size > max {
             return refuse(SendError::MessageTooLarge { size, max }, data);
         }
+        self.send.set_max_queued_bytes(self.send_queue_limit());
         let n = self.send.push(now, stream, data, opts)?;
         self.last_message_size = size;
         let ctx = self.coord_context();
