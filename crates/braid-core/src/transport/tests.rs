@@ -1300,12 +1300,28 @@ fn send_queue_follows_the_congestion_window_when_asked() {
         send_queue_cwnds: 2,
         ..Config::default()
     };
-    let (queued, limit, cwnd) = queued_until_blocked(coupled);
+    let (queued, limit, cwnd) = queued_until_blocked(coupled.clone());
     assert_eq!(limit, (2 * cwnd).max(SEND_QUEUE_FLOOR));
+    // Accepted while less than the bound was queued.
     assert!(
-        queued <= limit && queued + msg as u64 > limit,
+        queued >= limit && queued < limit + msg as u64,
         "{queued} vs {limit}"
     );
+    // A message larger than the bound still goes in behind others, as long
+    // as less than the bound is queued: the path never idles for it.
+    let mut net = Net::new(43, coupled);
+    let (c, _) = net.connect();
+    let now = net.now;
+    let conn = net.client.connection_mut(c).unwrap();
+    let limit = conn.send_queue_limit();
+    conn.send(now, StreamId(0), patterned(1000, 1), SendOptions::RELIABLE)
+        .unwrap();
+    let big = patterned(limit as usize + 1, 2);
+    conn.send(now, StreamId(0), big, SendOptions::RELIABLE)
+        .unwrap();
+    assert!(conn.queued_bytes() > limit);
+    let r = conn.send(now, StreamId(0), patterned(10, 3), SendOptions::RELIABLE);
+    assert_eq!(r.unwrap_err().error, SendError::Blocked);
     let fixed = Config {
         send_queue_bytes: 1 << 20,
         ..Config::default()

@@ -398,6 +398,9 @@ impl Connection {
     /// The current bound on [`Connection::queued_bytes`]:
     /// `Config::send_queue_bytes`, and with `Config::send_queue_cwnds` = n
     /// > 0 at most n congestion windows (at least [`SEND_QUEUE_FLOOR`]).
+    /// Under the window-coupled bound `send` accepts a message while less
+    /// than it is queued, so the queue may exceed it by one message (never
+    /// `send_queue_bytes`).
     ///
     /// [`SEND_QUEUE_FLOOR`]: super::SEND_QUEUE_FLOOR
     pub fn send_queue_limit(&self) -> u64 {
@@ -447,7 +450,14 @@ impl Connection {
         if size > max {
             return refuse(SendError::MessageTooLarge { size, max }, data);
         }
-        self.send.set_max_queued_bytes(self.send_queue_limit());
+        // With the window-coupled bound, a message goes in while less than
+        // the bound is queued (as TCP accepts a write while its send buffer
+        // has room): a message larger than the bound must not wait for the
+        // queue to drain empty, which would idle the path before it.
+        let queued = self.send.queued_bytes();
+        if self.config.send_queue_cwnds > 0 && queued > 0 && queued >= self.send_queue_limit() {
+            return refuse(SendError::Blocked, data);
+        }
         let n = self.send.push(now, stream, data, opts)?;
         self.last_message_size = size;
         let ctx = self.coord_context();
