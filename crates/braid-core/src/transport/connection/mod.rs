@@ -396,8 +396,9 @@ impl Connection {
     }
 
     /// The current bound on [`Connection::queued_bytes`]:
-    /// `Config::send_queue_bytes`, and with `Config::send_queue_cwnds` = n
-    /// > 0 at most n congestion windows (at least [`SEND_QUEUE_FLOOR`]).
+    /// `Config::send_queue_bytes`, and when `Config::send_queue_cwnds` is a
+    /// positive n, at most n congestion windows (at least
+    /// [`SEND_QUEUE_FLOOR`]).
     /// Under the window-coupled bound `send` accepts a message while less
     /// than it is queued, so the queue may exceed it by one message (never
     /// `send_queue_bytes`).
