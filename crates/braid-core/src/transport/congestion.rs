@@ -195,8 +195,8 @@ impl WindowRule for Cubic {
         // below the last W_max means the flow is losing ground to others
         // (or to random loss), so aim lower and release bandwidth sooner.
         // Without it, one braid CUBIC flow took 63 % of a 20 Mbit/s, 100 ms
-        // link from a Linux CUBIC flow, and 1.3 x its goodput alone under
-        // 1 % random loss (docs/bench-rudp.md, issue 11).
+        // link from a Linux CUBIC flow; with it, 51 % (docs/bench-rudp.md,
+        // issue 11).
         self.w_max = if w < self.w_max {
             w * (1.0 + Self::BETA) / 2.0
         } else {
