@@ -47,8 +47,12 @@
 //!
 //! # Invariants
 //! - Backpressure: a connection's queued messages move from its bounded
-//!   channel ([`SEND_QUEUE_MESSAGES`]) into the core only while the core's
-//!   send queue has room, so [`SendStream::send`] awaits when it is full.
+//!   channel ([`EndpointConfig::send_queue_messages`], default
+//!   [`SEND_QUEUE_MESSAGES`]) into the core only while the core's send
+//!   queue has room, so [`SendStream::send`] awaits when it is full. What a
+//!   writer faster than the path can have queued is therefore the core's
+//!   bound (`Config::send_queue_bytes`, or a few congestion windows with
+//!   `Config::send_queue_cwnds`) plus that many messages.
 //! - Received messages go to a bounded channel ([`RECV_QUEUE_MESSAGES`]);
 //!   while it is full the driver leaves them in the core, whose
 //!   flow-control credit then stops the peer.
