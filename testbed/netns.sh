@@ -9,6 +9,8 @@
 #   netns.sh rate NAME CH RATE          change channel CH's rate (1-based)
 #   netns.sh set NAME CH KEY VALUE      change an emulated channel: KEY is
 #                                       rate, delay, loss, queue or trace
+#   netns.sh stats NAME CH              an emulated channel's counters (JSON:
+#                                       delivered, queue drops, losses, each way)
 #   netns.sh link NAME CH up|down       take channel CH up or down
 #   netns.sh flap NAME CH PERIOD A B DURATION
 #                                       alternate CH between rates A and B
@@ -105,7 +107,8 @@ up_emulated() { # name i s r
   local args=(emulate --ns-a "$s" --ns-b "$r" --dev-a "s$i" --dev-b "r$i"
     --addr-a "198.18.$i.1/24" --addr-b "198.18.$i.2/24"
     --delay "${C_DELAY:-0ms}" --loss "${C_LOSS:-0}" --back-loss 0
-    --queue "$(emu_queue)" --seed "$i" --watch-pid "$OWNER" --control "$dir/ch$i.ctl")
+    --queue "$(emu_queue)" --seed "$i" --watch-pid "$OWNER" --control "$dir/ch$i.ctl"
+    --every 1s)
   if [[ -n $C_TRACE ]]; then args+=(--trace "$C_TRACE"); else args+=(--rate "$C_RATE"); fi
   "$BRAID" "${args[@]}" >"$dir/ch$i.log" 2>&1 </dev/null &
   echo $! >"$dir/ch$i.pid"
@@ -167,6 +170,14 @@ cmd_rate() {
   fi
   # shellcheck disable=SC2046
   tc -n "$(ns "$name" s)" qdisc change dev "s$ch" root $(tbf "s$ch" "$rate")
+}
+
+cmd_stats() {
+  local name=$1 ch=$2 log
+  log="$(state "$name")/ch$ch.log"
+  [[ -f $log ]] || { echo "netns.sh: channel $ch of $name is not emulated" >&2; exit 2; }
+  # The emulator writes its counters every second (--every 1s).
+  grep '^{' "$log" | tail -1
 }
 
 cmd_set() {
@@ -267,6 +278,7 @@ case "$sub" in
   up) cmd_up "$@";;
   rate) cmd_rate "$@";;
   set) cmd_set "$@";;
+  stats) cmd_stats "$@";;
   link) cmd_link "$@";;
   flap) cmd_flap "$@";;
   mptcp) cmd_mptcp "$@";;
@@ -274,5 +286,5 @@ case "$sub" in
   down) cmd_down "$@";;
   clean) cmd_clean;;
   check) cmd_check;;
-  *) sed -n '2,45p' "$0"; exit 2;;
+  *) sed -n '2,39p' "$0"; exit 2;;
 esac
