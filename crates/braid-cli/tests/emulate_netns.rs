@@ -106,6 +106,17 @@ fn emulate_flag_errors_are_one_line() {
         ("--trace /nonexistent/trace.tsv", "/nonexistent/trace.tsv"),
         ("--rate 10mbit --addr-a 10.0.0.1", "10.0.0.1"),
         ("--rate 10mbit --mtu 100", "MTU"),
+        ("--scenario x.toml", "--link"),
+        ("--scenario x.toml --link l --rate 1mbit", "--rate"),
+        ("--scenario /nonexistent/s.toml --link l", "/nonexistent/s.toml"),
+        (
+            concat!(
+                "--scenario ",
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../scenarios/synthetic_path.toml --link nope"
+            ),
+            "links: path, return",
+        ),
         // Namespaces `a` and `b` do not exist (or, not as root, cannot be
         // entered at all).
         (

@@ -40,7 +40,7 @@ pub struct EmulateArgs {
     #[arg(
         long,
         value_name = "RATE",
-        required_unless_present = "trace",
+        required_unless_present_any = ["trace", "scenario"],
         conflicts_with = "trace"
     )]
     pub rate: Option<Bandwidth>,
@@ -51,6 +51,21 @@ pub struct EmulateArgs {
     /// Rate bins a trace is turned into.
     #[arg(long, default_value = "10ms", value_name = "DURATION")]
     pub trace_bin: Duration,
+    /// Take the model from a braid-sim scenario's `[[link]]` (with
+    /// --link): the same link the simulator runs, on a real kernel.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "link",
+        conflicts_with_all = ["rate", "trace", "delay", "loss", "queue"]
+    )]
+    pub scenario: Option<PathBuf>,
+    /// The scenario's link for A→B.
+    #[arg(long, value_name = "NAME", requires = "scenario")]
+    pub link: Option<String>,
+    /// The scenario's link for B→A (default: --link).
+    #[arg(long, value_name = "NAME", requires = "scenario")]
+    pub back_link: Option<String>,
     /// One-way propagation delay (each direction).
     #[arg(long, default_value = "0ms", value_name = "DURATION")]
     pub delay: Duration,
@@ -206,6 +221,44 @@ fn load_capacity(
     }
 }
 
+/// Both directions' models from `--scenario FILE --link A [--back-link B]`
+/// (the B→A one only when --back-link names another link).
+fn scenario_specs(
+    path: &PathBuf,
+    args: &EmulateArgs,
+) -> anyhow::Result<(DirSpec, Option<DirSpec>)> {
+    let scenario = braid_sim::Scenario::from_path(path)?;
+    let spec_of = |name: &str| -> anyhow::Result<DirSpec> {
+        let Some(i) = scenario.link_index(name) else {
+            let names: Vec<_> = scenario.links.iter().map(|l| l.name.as_str()).collect();
+            bail!(
+                "{}: no [[link]] named {name:?} (links: {})",
+                path.display(),
+                names.join(", ")
+            );
+        };
+        let cfg = scenario.link_config(&scenario.links[i])?;
+        if cfg.duplicate > 0.0 || cfg.reorder > 0.0 {
+            bail!(
+                "{}: link {name:?} duplicates or reorders packets, which braid emulate does not do",
+                path.display()
+            );
+        }
+        Ok(DirSpec {
+            capacity: cfg.capacity,
+            delay: cfg.delay,
+            loss: cfg.loss,
+            queue: QueueBound::Bytes(cfg.queue_bytes),
+        })
+    };
+    let link = args
+        .link
+        .as_deref()
+        .context("--scenario needs --link NAME")?;
+    let back = args.back_link.as_deref().map(spec_of).transpose()?;
+    Ok((spec_of(link)?, back))
+}
+
 /// Set by SIGINT, SIGTERM and SIGHUP.
 static SIGNALLED: AtomicBool = AtomicBool::new(false);
 
@@ -233,21 +286,38 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
     if args.trace_bin.is_zero() {
         bail!("--trace-bin must be positive");
     }
-    let fwd = DirSpec {
-        capacity: load_capacity(args.rate, args.trace.as_ref(), args.trace_bin)?,
-        delay: args.delay,
-        loss: args.loss,
-        queue: args.queue,
+    let (fwd, scenario_back) = match &args.scenario {
+        Some(path) => scenario_specs(path, &args)?,
+        None => (
+            DirSpec {
+                capacity: load_capacity(args.rate, args.trace.as_ref(), args.trace_bin)?,
+                delay: args.delay,
+                loss: args.loss,
+                queue: args.queue,
+            },
+            None,
+        ),
     };
     let back = DirSpec {
-        capacity: if args.back_rate.is_some() || args.back_trace.is_some() {
+        capacity: if let Some(b) = &scenario_back {
+            b.capacity.clone()
+        } else if args.back_rate.is_some() || args.back_trace.is_some() {
             load_capacity(args.back_rate, args.back_trace.as_ref(), args.trace_bin)?
         } else {
             fwd.capacity.clone()
         },
-        delay: args.back_delay.unwrap_or(args.delay),
-        loss: args.back_loss.unwrap_or(args.loss),
-        queue: args.back_queue.unwrap_or(args.queue),
+        delay: args
+            .back_delay
+            .or(scenario_back.as_ref().map(|b| b.delay))
+            .unwrap_or(fwd.delay),
+        loss: args
+            .back_loss
+            .or(scenario_back.as_ref().map(|b| b.loss))
+            .unwrap_or(fwd.loss),
+        queue: args
+            .back_queue
+            .or(scenario_back.as_ref().map(|b| b.queue))
+            .unwrap_or(fwd.queue),
     };
     if let Some(pid) = args.watch_pid {
         if !pid_alive(pid) {
