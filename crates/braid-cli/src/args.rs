@@ -48,7 +48,7 @@ pub enum Command {
     /// (by default B→A is like A→B). The devices vanish when braid exits, is
     /// killed, or the --watch-pid process ends. Needs root and /dev/net/tun.
     #[command(verbatim_doc_comment)]
-    Emulate(crate::cmd::emulate::EmulateArgs),
+    Emulate(Box<crate::cmd::emulate::EmulateArgs>),
     /// Measure one connection (braid RUDP or TCP), iperf-like.
     #[command(subcommand)]
     Perf(crate::cmd::perf::PerfCommand),

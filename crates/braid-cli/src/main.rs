@@ -37,7 +37,7 @@ fn run(command: args::Command) -> anyhow::Result<()> {
         Command::Send(args) => cmd::send::run(args),
         Command::Recv(args) => cmd::recv::run(args),
         Command::Perf(c) => cmd::perf::run(c),
-        Command::Emulate(args) => cmd::emulate::run(args),
+        Command::Emulate(args) => cmd::emulate::run(*args),
     }
 }
 
