@@ -6,6 +6,8 @@
 #   testbed/bench-pipe.sh static   OUTDIR   # seed's static setups, all modes + MPTCP + 1 TCP
 #   testbed/bench-pipe.sh dynamic  OUTDIR   # 100 + 200|300 Mbit/s, switching every 20 s
 #   testbed/bench-pipe.sh loopback OUTDIR   # braid -n N vs iperf3 -P N on loopback
+#   testbed/bench-pipe.sh wan      OUTDIR   # issue 11: RTT-heterogeneous, lossy and
+#                                           # trace-driven channels (braid emulate)
 #   testbed/bench-pipe.sh all      OUTDIR
 #
 # Every run appends one CSV line; testbed/bench-report.py turns OUTDIR into
@@ -13,6 +15,9 @@
 # default 6), DYN_SECS (dynamic run length, default 80), REPS (loopback
 # repetitions, default 3), SETUPS (static: any of A B C R), MODES (modes to
 # run), REFS=0 (static: skip the MPTCP and single-TCP references).
+# wan: WAN_SECS (run length, default 30), WAN_N (connections, default 4),
+# WAN_SETUPS (any of W1 W2 W3 W4 T), TRACES (directory of the mahimahi
+# traces, default /work/shared/data/traces/mahimahi).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BRAID=${BRAID:-$HERE/../target/release/braid}
@@ -20,9 +25,12 @@ NETNS="bash $HERE/netns.sh"
 SECS=${SECS:-6}
 DYN_SECS=${DYN_SECS:-80}
 REPS=${REPS:-3}
+WAN_SECS=${WAN_SECS:-30}
+WAN_N=${WAN_N:-4}
+TRACES=${TRACES:-/work/shared/data/traces/mahimahi}
 PORT=9000
 export BT_OWNER=$$
-what=${1:?static|dynamic|loopback|all}
+what=${1:?static|dynamic|loopback|wan|all}
 OUT=${2:?OUTDIR}
 mkdir -p "$OUT"
 trap '$NETNS down bench >/dev/null 2>&1 || true; $NETNS clean >/dev/null 2>&1 || true' EXIT
@@ -153,8 +161,125 @@ run_loopback() {
   done
 }
 
+# --- issue 11: wide-area channels on `braid emulate` ----------------------
+
+# Capacity in bit/s of a mahimahi trace (one 1500-byte opportunity per line,
+# millisecond timestamps; it loops) over [T0, T0 + DUR) seconds.
+trace_bps() { # FILE T0 DUR
+  python3 - "$@" <<'PY'
+import sys
+f, t0, dur = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+ts = [int(l) for l in open(f) if l.strip()]
+period = max(ts[-1], 1)
+a, b = t0 * 1000, (t0 + dur) * 1000
+n = 0
+for base in range(int(a // period) * period, int(b) + period, period):
+    n += sum(1 for t in ts if a <= base + t < b)
+print(n * 1500 * 8 / dur)
+PY
+}
+
+# wan_one SETUP LABEL N BYTES SUMBITS "channels" "send args" "recv args"
+# Builds the channels afresh (so every run sees the same trace segment and
+# empty queues), runs one transfer, appends one CSV line.
+wan_one() {
+  local setup=$1 label=$2 n=$3 bytes=$4 sum=$5 chans=$6 sargs=$7 rargs=$8
+  local tag="$OUT/wan/${setup//[^A-Za-z0-9+._-]/_}-$label-n$n"
+  # shellcheck disable=SC2086
+  $NETNS up bench $chans
+  local t_up; t_up=$(date +%s.%N)
+  $NETNS mptcp bench
+  local cc; cc=$($NETNS exec bench s sysctl -n net.ipv4.tcp_congestion_control)
+  rm -f "$tag.recv.json" "$tag.send.json"
+  # shellcheck disable=SC2086
+  timeout $((WAN_SECS * 6 + 60)) $NETNS exec bench r /usr/bin/time -f %M -o "$tag.rss" \
+    "$BRAID" recv --no-progress -o /dev/null --idle-limit 5s \
+    --stats-file "$tag.recv.json" --rate-log "$tag.rate" $rargs &
+  local rpid=$!
+  wait_listen r $PORT
+  local t0; t0=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  head -c "$bytes" /dev/zero | timeout $((WAN_SECS * 6 + 30)) $NETNS exec bench s "$BRAID" send \
+    --no-progress --stats-file "$tag.send.json" -n "$n" $sargs || true
+  wait $rpid || true
+  local bps=0 secs=0 peak=0
+  if [[ -s $tag.recv.json ]]; then
+    read -r bps secs peak < <(python3 -c "import json;d=json.load(open('$tag.recv.json'));print(d['bps'],d['seconds'],d['reorder_peak_bytes'])")
+  fi
+  if [[ $sum == trace:* ]]; then  # sum of the traces' capacity over this run
+    local off s2=0 f
+    off=$(python3 -c "print($t0 - $t_up)")
+    for f in ${sum#trace:}; do
+      s2=$(python3 -c "print($s2 + $(trace_bps "$f" "$off" "$secs"))")
+    done
+    sum=$s2
+  fi
+  local rss=0; [[ -s $tag.rss ]] && rss=$(tail -1 "$tag.rss")
+  echo "$setup,$label,$n,$bps,$sum,$secs,$peak,$rss,$cc,$(cut -d' ' -f1 /proc/loadavg)" \
+    | tee -a "$OUT/wan.csv"
+  $NETNS down bench
+}
+
+# wan_setup NAME SUM CHANNEL... (fastest first; SUM in bit/s, or
+# "trace:FILE FILE" to take the traces' capacity over each run)
+wan_setup() {
+  local name=$1 sum=$2; shift 2
+  local chans="$*" to="" i nb bytes
+  for ((i = 1; i <= $#; i++)); do to+="198.18.$i.2:$PORT,"; done
+  to=${to%,}
+  if [[ $sum == trace:* ]]; then
+    nb=0
+    for f in ${sum#trace:}; do nb=$(python3 -c "print($nb + $(trace_bps "$f" 0 "$WAN_SECS"))"); done
+    bytes=$(python3 -c "print(int($nb / 8 * $WAN_SECS))")
+  else
+    bytes=$(( sum / 8 * WAN_SECS ))
+  fi
+  local mode
+  for mode in ${MODES:-adaptive weighted round-robin}; do
+    wan_one "$name" "$mode" "$WAN_N" "$bytes" "$sum" "$chans" "--mode $mode --to $to" "--listen $to"
+  done
+  [[ ${REFS:-1} == 1 ]] || return 0
+  wan_one "$name" mptcp 1 "$bytes" "$sum" "$chans" "--mptcp --to 198.18.1.2:$PORT" \
+    "--mptcp --listen 0.0.0.0:$PORT"
+  # One TCP connection on each channel alone, WAN_SECS long at that
+  # channel's rate: their sum is the most any TCP-based scheme gets here.
+  local spec bi
+  i=1
+  for spec in "$@"; do
+    if [[ $spec == trace:* ]]; then
+      spec=${spec#trace:}
+      [[ ${spec##*/} =~ ^[0-9.]+(us|ms|s)$ ]] && spec=${spec%/*}
+      bi=$(trace_bps "$spec" 0 "$WAN_SECS")
+    else
+      bi=$(bits "${spec%%/*}")
+    fi
+    local lab=single-tcp; (( i > 1 )) && lab="single-tcp-$i"
+    wan_one "$name" "$lab" 1 "$(python3 -c "print(int($bi / 8 * $WAN_SECS))")" "$sum" "$chans" \
+      "--to 198.18.$i.2:$PORT" "--listen 198.18.$i.2:$PORT"
+    i=$((i + 1))
+  done
+}
+
+run_wan() {
+  mkdir -p "$OUT/wan"
+  [[ -s $OUT/wan.csv ]] ||
+    echo "setup,label,connections,bps,sum_bps,seconds,reorder_peak_bytes,recv_rss_kib,cc,load" > "$OUT/wan.csv"
+  local s tm="$TRACES/TMobile-LTE-driving.down" att="$TRACES/ATT-LTE-driving.down"
+  for s in ${WAN_SETUPS:-W1 W2 W3 W4 T}; do
+    case $s in
+      # DELAY is one-way: RTT = 2 x DELAY.
+      W1) wan_setup "20+10 rtt 10+10" 30000000 20mbit/5ms 10mbit/5ms;;
+      W2) wan_setup "20+10 rtt 10+50" 30000000 20mbit/5ms 10mbit/25ms;;
+      W3) wan_setup "20+10 rtt 10+150" 30000000 20mbit/5ms 10mbit/75ms;;
+      W4) wan_setup "100+50 rtt 20+100 loss 0+0.1%" 150000000 100mbit/10ms 50mbit/50ms/0.1%;;
+      T) wan_setup "trace TMobile+ATT rtt 20+80" "trace:$tm $att" "trace:$tm/10ms" "trace:$att/40ms";;
+    esac
+  done
+}
+
 case "$what" in
   static) run_static;;
+  wan) run_wan;;
   dynamic) run_dynamic;;
   loopback) run_loopback;;
   all) run_loopback; run_static; run_dynamic;;

@@ -2,6 +2,7 @@
 """Turns a bench-pipe.sh output directory into markdown tables and an SVG.
 
 usage: testbed/bench-report.py OUTDIR [SVG_PATH]
+(OUTDIR/wan.csv, from `bench-pipe.sh wan`, gives the issue 11 tables.)
 Prints markdown to stdout. Standard library only.
 """
 import csv
@@ -175,9 +176,52 @@ def loopback(out):
         f"{r['tool']} N={r['connections']}: {float(r['bps']) / 1e9:.1f} (load {r['load']})" for r in rows))
 
 
+def wan(out):
+    """Issue 11: one table, one row per setup, columns per mode (utilization of
+    the channel sum), plus receiver memory per point."""
+    path = os.path.join(out, "wan.csv")
+    if not os.path.exists(path):
+        return
+    rows = list(csv.DictReader(open(path)))
+    setups = []
+    for r in rows:
+        if r["setup"] not in setups:
+            setups.append(r["setup"])
+    labels = ("adaptive", "weighted", "round-robin", "mptcp", "single-tcp")
+    ccs = sorted({r["cc"] for r in rows})
+    print(f"\n### Wide-area channels: utilization of the channel sum "
+          f"(congestion control: {', '.join(ccs)})\n")
+    print("| setup | sum (Mbit/s) | " + " | ".join(labels) + " | adaptive ≥ 90 %? | adaptive > MPTCP? |")
+    print("| --- | --- | " + " | ".join("---" for _ in labels) + " | --- | --- |")
+    for setup in setups:
+        rs = {r["label"]: r for r in rows if r["setup"] == setup}
+        util = {k: float(r["bps"]) / float(r["sum_bps"]) for k, r in rs.items() if float(r["sum_bps"]) > 0}
+        sums = sorted(float(r["sum_bps"]) / 1e6 for r in rs.values())
+        sumtxt = f"{sums[0]:.1f}" if sums[-1] - sums[0] < 0.05 else f"{sums[0]:.1f}–{sums[-1]:.1f}"
+        cells = [f"{util[k] * 100:.1f} %" if k in util else "–" for k in labels]
+        a = util.get("adaptive")
+        m = util.get("mptcp")
+        ok90 = "–" if a is None else ("yes" if a >= 0.9 else "**no**")
+        okm = "–" if a is None or m is None else ("yes" if a > m else "**no**")
+        print(f"| {setup} | {sumtxt} | " + " | ".join(cells) + f" | {ok90} | {okm} |")
+    print("\nReceiver memory per point: reorder-window peak (`reorder_peak_bytes`) / "
+          "peak RSS (`/usr/bin/time -f %M`), MiB; 1-minute load average at the end of each run.\n")
+    print("| setup | " + " | ".join(labels) + " |")
+    print("| --- | " + " | ".join("---" for _ in labels) + " |")
+    for setup in setups:
+        rs = {r["label"]: r for r in rows if r["setup"] == setup}
+        cells = []
+        for k in labels:
+            r = rs.get(k)
+            cells.append("–" if r is None else
+                         f"{int(r['reorder_peak_bytes']) / 2**20:.1f} / {int(r['recv_rss_kib']) / 1024:.0f} (load {r['load']})")
+        print(f"| {setup} | " + " | ".join(cells) + " |")
+
+
 if __name__ == "__main__":
     out = sys.argv[1]
     svg = sys.argv[2] if len(sys.argv) > 2 else None
     static_tables(out)
     dynamic(out, svg)
     loopback(out)
+    wan(out)

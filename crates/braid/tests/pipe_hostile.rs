@@ -77,6 +77,7 @@ fn junk_and_strangers_do_not_disturb_a_good_transfer() {
         layout: Layout::Interleaved,
         block_size: 4096,
         window_bytes: 1 << 20,
+        auto_window: true,
         total_size: None,
         sock: sock(),
         reconnect_attempts: 1,

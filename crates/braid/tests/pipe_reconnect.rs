@@ -102,6 +102,7 @@ fn cut_connection_reconnects_and_stream_completes() {
         layout: Layout::Interleaved,
         block_size: 64 << 10,
         window_bytes: 4 << 20,
+        auto_window: true,
         total_size: None,
         sock: sock(),
         reconnect_attempts: 4,

@@ -60,9 +60,15 @@ pub struct SendArgs {
     /// Block size (e.g. 256KiB, 1MiB).
     #[arg(long, default_value = "256KiB", value_parser = parse_size)]
     pub block_size: u64,
-    /// Reorder window to ask the receiver for (the receiver may grant less).
+    /// Largest reorder window to ask the receiver for (the receiver may
+    /// grant less); adaptive mode uses only what the measured paths need
+    /// (sum of rates × longest block latency, with headroom).
     #[arg(long, default_value = "64MiB", value_parser = parse_size)]
     pub window: u64,
+    /// Adaptive mode: use the whole --window instead of sizing it from the
+    /// measured rates and latencies.
+    #[arg(long)]
+    pub fixed_window: bool,
     /// Fixed socket buffer size (default: kernel autotuning to the BDP).
     #[arg(long, value_parser = parse_size)]
     pub sockbuf: Option<u64>,
@@ -236,6 +242,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         },
         block_size: block,
         window_bytes: args.window,
+        auto_window: !args.fixed_window,
         total_size: total,
         sock: SockOpts {
             mptcp: args.mptcp,

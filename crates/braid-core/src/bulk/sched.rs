@@ -16,9 +16,20 @@
 //!   it is throttled; an idle connection re-sends the head-of-line block when
 //!   it would deliver it sooner than the connection holding it.
 //!
+//! The reorder window: the receiver grants a window (blocks and bytes; the
+//! user's `--window` is its upper bound). With
+//! [`Scheduler::set_auto_window`] the adaptive mode uses only as much of it
+//! as the measured paths need: [`WINDOW_HEADROOM`] × the sum of the live
+//! connections' rates × (the longest block latency, send to ack, +
+//! [`BLOCK_TIME`]), at least [`WINDOW_MIN_BLOCKS`] blocks per connection
+//! ([`Scheduler::effective_window_bytes`]). That is the data in flight on
+//! the slowest path plus what the faster paths deliver meanwhile (which the
+//! receiver must hold), with room for a loss or a queue to double it.
+//!
 //! Invariants: the driver reads block `seq` only while
 //! `seq < written + window` ([`Scheduler::may_read`]), so the sender holds and
-//! the receiver buffers at most `window` blocks; a block is sent on at most
+//! the receiver buffers at most `window` blocks (and at most the effective
+//! window's bytes); a block is sent on at most
 //! [`MAX_COPIES`] connections at once; blocks in flight on a connection that
 //! died go back to the unsent set unless already acknowledged.
 
@@ -53,6 +64,13 @@ pub const READ_AHEAD_MIN: u64 = 8;
 pub const BLOCK_TIME: Duration = Duration::from_millis(50);
 /// ... but never smaller than this.
 pub const MIN_ADAPTIVE_BLOCK: u32 = 16 << 10;
+/// The automatic window is this many times the data the paths hold in
+/// flight (see the module docs); 2 also makes the throttle's horizon
+/// ([`THROTTLE_FRACTION`] of the window's time) equal to the slowest path's
+/// latency, so no path that delivers within it is throttled.
+pub const WINDOW_HEADROOM: f64 = 2.0;
+/// The automatic window is never below this many full blocks per connection.
+pub const WINDOW_MIN_BLOCKS: u64 = 4;
 /// Weight of a new rate sample in the moving average.
 ///
 /// The average is kept here in bytes per second as an `f64`
@@ -115,6 +133,10 @@ pub struct ConnCounters {
     pub resent: u64,
     /// Current rate estimate in bytes per second (0 if none yet).
     pub rate: f64,
+    /// Moving average of a block's latency on this connection, from being
+    /// handed to the socket to its acknowledgement, in seconds (0 if none
+    /// yet).
+    pub latency: f64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -125,6 +147,7 @@ struct Conn {
     last_progress: Instant,
     prev_ack: Instant,
     rate: Option<f64>,
+    latency: Option<f64>,
     acc_bytes: u64,
     acc_time: Duration,
     counters: ConnCounters,
@@ -138,6 +161,8 @@ pub struct Scheduler {
     block: u32,
     window: u64,
     window_bytes: u64,
+    auto_window: bool,
+    window_peak: u64,
     read_bytes: u64,
     starts: BTreeMap<u64, u64>,
     total_hint: Option<u64>,
@@ -172,6 +197,8 @@ impl Scheduler {
             block,
             window: window.max(1),
             window_bytes: window.max(1).saturating_mul(u64::from(block)),
+            auto_window: false,
+            window_peak: 0,
             read_bytes: 0,
             starts: BTreeMap::new(),
             total_hint: total_blocks,
@@ -193,12 +220,70 @@ impl Scheduler {
         self.window_bytes = window_bytes.max(u64::from(self.block));
     }
 
+    /// The byte window granted by the receiver (the upper bound).
+    pub fn granted_window_bytes(&self) -> u64 {
+        self.window_bytes
+    }
+
+    /// In adaptive mode, use only the part of the granted byte window the
+    /// measured paths need ([`Self::effective_window_bytes`]); the granted
+    /// window stays the upper bound. Other modes always use the granted
+    /// window.
+    pub fn set_auto_window(&mut self, on: bool) {
+        self.auto_window = on;
+    }
+
+    /// The byte window the sender keeps to now: the granted one, or in
+    /// adaptive mode with [`Self::set_auto_window`] and once every live
+    /// connection has a rate and a latency, [`WINDOW_HEADROOM`] × (sum of
+    /// their rates) × (longest latency + [`BLOCK_TIME`]), between
+    /// [`WINDOW_MIN_BLOCKS`] full blocks per connection and the granted
+    /// window.
+    pub fn effective_window_bytes(&self) -> u64 {
+        self.auto_window_bytes().unwrap_or(self.window_bytes)
+    }
+
+    /// The automatic window, if it is on and every live path is measured.
+    fn auto_window_bytes(&self) -> Option<u64> {
+        if !self.auto_window || self.mode != Mode::Adaptive {
+            return None;
+        }
+        let mut rate = 0.0;
+        let mut latency: f64 = 0.0;
+        let mut live = 0u64;
+        for k in self.conns.iter().filter(|k| k.alive) {
+            match (k.rate, k.latency) {
+                (Some(r), Some(d)) => {
+                    rate += r;
+                    latency = latency.max(d);
+                    live += 1;
+                }
+                // A path not measured yet could need any window.
+                _ => return None,
+            }
+        }
+        if live == 0 || rate <= 0.0 {
+            return None;
+        }
+        let want = WINDOW_HEADROOM * rate * (latency + BLOCK_TIME.as_secs_f64());
+        let floor = (WINDOW_MIN_BLOCKS * live).saturating_mul(u64::from(self.block));
+        // f64 → u64 saturates; the clamp keeps it within the granted window.
+        Some((want as u64).clamp(floor.min(self.window_bytes), self.window_bytes))
+    }
+
+    /// The largest automatic window computed so far (0: none yet, or the
+    /// automatic window is off), for reports.
+    pub fn window_peak_bytes(&self) -> u64 {
+        self.window_peak
+    }
+
     /// True if the receiver's window (not the input) keeps the reader from
     /// reading the next block.
     fn window_blocked(&self) -> bool {
         self.eof.is_none()
             && (self.read_upto >= self.written.saturating_add(self.window)
-                || self.bytes_in_window() + u64::from(self.next_len()) > self.window_bytes)
+                || self.bytes_in_window() + u64::from(self.next_len())
+                    > self.effective_window_bytes())
     }
 
     /// Bytes of the blocks read but not yet written by the receiver.
@@ -222,7 +307,7 @@ impl Scheduler {
         self.eof.is_none()
             && ahead_ok
             && self.read_upto < self.written.saturating_add(self.window)
-            && self.bytes_in_window() + u64::from(self.next_len()) <= self.window_bytes
+            && self.bytes_in_window() + u64::from(self.next_len()) <= self.effective_window_bytes()
     }
 
     /// Number of the next block to read.
@@ -365,6 +450,13 @@ impl Scheduler {
                     k.prev_ack
                 };
                 let service = now.saturating_duration_since(start);
+                let latency = now.saturating_duration_since(f.sent).as_secs_f64();
+                let avg = match k.latency {
+                    Some(d) => d + RATE_GAIN * (latency - d),
+                    None => latency,
+                };
+                k.latency = Some(avg);
+                k.counters.latency = avg;
                 k.prev_ack = now;
                 k.last_progress = now;
                 k.acc_bytes += u64::from(f.len);
@@ -392,6 +484,9 @@ impl Scheduler {
             // own ack: its bytes are still in that pipe, and its ack is a
             // rate sample for that connection.
             k.counters.acked_bytes += u64::from(len);
+        }
+        if let Some(w) = self.auto_window_bytes() {
+            self.window_peak = self.window_peak.max(w);
         }
     }
 
@@ -519,7 +614,7 @@ impl Scheduler {
                 }
             }
         }
-        let window_bytes = self.window_bytes as f64;
+        let window_bytes = self.effective_window_bytes() as f64;
         let horizon = if sum_rate > 0.0 {
             THROTTLE_FRACTION * window_bytes / sum_rate
         } else {
@@ -718,6 +813,64 @@ mod tests {
         assert_eq!(s.poll_timeout(due), None);
         s.handle_ack(0, 0, 1, ms(20));
         assert_eq!(s.poll_timeout(ms(20)), None);
+    }
+
+    /// Connection 0: 1000 bytes acknowledged after 100 ms; connection 1:
+    /// after 10 ms.
+    fn measured(s: &mut Scheduler) {
+        s.handle_block_read(1000);
+        s.handle_block_read(1000);
+        let a = s.poll_send(0, ms(0)).unwrap();
+        let b = s.poll_send(1, ms(0)).unwrap();
+        s.handle_ack(1, b.seq, 0, ms(10));
+        s.handle_ack(0, a.seq, 2, ms(100));
+    }
+
+    #[test]
+    fn auto_window_follows_rates_and_latency() {
+        let mut s = sched(Mode::Adaptive, 2, 400);
+        s.set_auto_window(true);
+        // Nothing measured yet: the granted window.
+        assert_eq!(s.effective_window_bytes(), 400_000);
+        measured(&mut s);
+        // 2 × (10 kB/s + 100 kB/s) × (0.1 s + 0.05 s) ≈ 33 kB.
+        let w = s.effective_window_bytes();
+        assert!((32_000..=34_000).contains(&w), "{w}");
+        assert_eq!(s.window_peak_bytes(), w);
+        // The reader stops at the automatic window, not the granted one.
+        let mut read = 0;
+        while s.may_read() {
+            s.handle_block_read(1000);
+            read += 1;
+            assert!(read <= 40, "read past the automatic window");
+        }
+        // The granted window stays the upper bound.
+        s.set_window(400, 20_000);
+        assert_eq!(s.effective_window_bytes(), 20_000);
+    }
+
+    #[test]
+    fn auto_window_has_a_floor_and_is_off_by_default() {
+        let mut s = sched(Mode::Adaptive, 2, 400);
+        measured(&mut s);
+        assert_eq!(s.effective_window_bytes(), 400_000);
+        assert_eq!(s.window_peak_bytes(), 0);
+        // Slow paths (2 × 1 kB/s, 1 s): 2 × 2 kB/s × 1.05 s = 4.2 kB is
+        // below the floor of four blocks per connection.
+        let mut f = sched(Mode::Adaptive, 2, 400);
+        f.set_auto_window(true);
+        f.handle_block_read(1000);
+        f.handle_block_read(1000);
+        let a = f.poll_send(0, ms(0)).unwrap();
+        let b = f.poll_send(1, ms(0)).unwrap();
+        f.handle_ack(0, a.seq, 0, ms(1000));
+        f.handle_ack(1, b.seq, 2, ms(1000));
+        assert_eq!(f.effective_window_bytes(), 8_000);
+        // The fixed modes always use the granted window.
+        let mut r = sched(Mode::RoundRobin, 2, 400);
+        r.set_auto_window(true);
+        measured(&mut r);
+        assert_eq!(r.effective_window_bytes(), 400_000);
     }
 
     #[test]

@@ -40,6 +40,13 @@ pub struct SendReport {
     pub wire_overhead: f64,
     /// The receiver's window in blocks.
     pub window_blocks: u64,
+    /// The window granted by the receiver, bytes (the upper bound).
+    pub window_bytes: u64,
+    /// The largest automatic window the sender computed (0: off or never
+    /// measured), bytes.
+    pub window_auto_peak_bytes: u64,
+    /// The window in use at the end, bytes.
+    pub window_final_bytes: u64,
     /// Re-weightings (weighted mode).
     pub reweights: u64,
     /// BLAKE3 of the stream (hex).

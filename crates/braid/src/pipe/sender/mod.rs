@@ -77,8 +77,12 @@ pub struct SendConfig {
     pub layout: Layout,
     /// Block size in bytes.
     pub block_size: u32,
-    /// Reorder window to ask for, bytes.
+    /// Reorder window to ask for, bytes: the upper bound of the window the
+    /// sender uses.
     pub window_bytes: u64,
+    /// Adaptive mode: use only the part of the window the measured paths
+    /// need ([`Scheduler::set_auto_window`]).
+    pub auto_window: bool,
     /// Input size if known.
     pub total_size: Option<u64>,
     /// Socket options.
@@ -225,7 +229,7 @@ pub async fn send_async(
     {
         return Err(ConfigError::PartitionedNeedsSize.into());
     }
-    let sched = Scheduler::new(
+    let mut sched = Scheduler::new(
         cfg.mode,
         cfg.layout,
         cfg.connections,
@@ -234,6 +238,7 @@ pub async fn send_async(
         total_blocks,
         start,
     );
+    sched.set_auto_window(cfg.auto_window);
     let cfg = Arc::new(cfg);
     let session = session_id(&cfg);
     let (pub_tx, pub_rx) = watch::channel(Published {

@@ -291,6 +291,9 @@ impl Owner {
             bps: self.acked_bytes as f64 * 8.0 / secs,
             wire_overhead: self.sent_wire as f64 / (self.acked_bytes.max(1)) as f64,
             window_blocks: self.window_blocks,
+            window_bytes: self.sched.granted_window_bytes(),
+            window_auto_peak_bytes: self.sched.window_peak_bytes(),
+            window_final_bytes: self.sched.effective_window_bytes(),
             reweights: self.sched.reweights(),
             blake3: blake3::Hash::from_bytes(digest).to_hex().to_string(),
             connections: (0..self.slots.len())
