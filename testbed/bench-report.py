@@ -6,7 +6,9 @@ usage: testbed/bench-report.py OUTDIR [SVG_PATH]
 Prints markdown to stdout. Standard library only.
 """
 import csv
+import json
 import os
+import re
 import sys
 from collections import defaultdict
 
@@ -57,6 +59,28 @@ def static_tables(out):
               f"{refs.get('single-tcp', 0) * 100:.1f} % of the sum "
               f"(= {ceiling * 100:.1f} % of that channel's rate: the goodput ceiling of a "
               f"tbf-shaped channel, headers included in the rate).")
+        extra = [r for r in rs if r["label"] in ("iperf3-tbf", "iperf3-veth", "adaptive-veth")]
+        if extra:
+            print("\nWhat the machine carries, same run (Gbit/s; % of the sum; 1-minute load): "
+                  + "; ".join(f"{r['label']} {float(r['bps']) / 1e9:.2f} ({float(r['bps']) / total * 100:.1f} %; "
+                              f"load {r['load']})" for r in extra)
+                  + ". iperf3: one stream per channel at once; -veth: the tbf qdiscs removed.")
+
+
+def mbit(rate):
+    """'300mbit' or '3gbit' in Mbit/s."""
+    r = rate.lower()
+    return int(r[:-4]) * 1000 if r.endswith("gbit") else int(r.replace("mbit", ""))
+
+
+def dyn_meta(out):
+    """(static channel, flapping channel's first rate) in Mbit/s; issue 4's
+    runs (no dyn.meta) were 100 and 200."""
+    p = os.path.join(out, "dyn.meta")
+    if os.path.exists(p):
+        a, b = open(p).read().split()
+        return int(a), int(b)
+    return 100, 200
 
 
 def load_series(out, mode):
@@ -82,7 +106,7 @@ def load_series(out, mode):
     for line in open(fp):
         p = line.split()
         if len(p) == 3:
-            flaps.append((float(p[0]) - start, int(p[2].replace("mbit", ""))))
+            flaps.append((float(p[0]) - start, mbit(p[2])))
     return series, flaps
 
 
@@ -90,7 +114,10 @@ def dynamic(out, svg_path):
     modes = [m for m in ("weighted", "adaptive", "round-robin") if load_series(out, m)]
     if not modes:
         return
-    print("\n### Dynamic: 100 Mbit/s + 200|300 Mbit/s switching every 20 s, 8 connections\n")
+    base, low = dyn_meta(out)
+    high = max((r for _, r in load_series(out, modes[0])[1]), default=low)
+    u = (lambda v: f"{v / 1000:g} Gbit/s") if base >= 1000 else (lambda v: f"{v} Mbit/s")
+    print(f"\n### Dynamic: {u(base)} + {u(low)}|{u(high)} switching every 20 s, 8 connections\n")
     print("| mode | mean of momentary sum | time to ≥ 90 % after each change (s) | receiver peak RSS |")
     print("| --- | --- | --- | --- |")
     data = {}
@@ -99,17 +126,17 @@ def dynamic(out, svg_path):
         data[m] = (series, flaps)
 
         def cap(t):
-            c = 200
+            c = low
             for ft, r in flaps:
                 if ft <= t:
                     c = r
-            return 100 + c
+            return base + c
 
         usable = [(t, v) for t, v in series if t > 2 and t < series[-1][0] - 1]
         util = sum(v / cap(t) for t, v in usable) / max(1, len(usable))
         delays = []
         for ft, r in flaps:
-            hit = next((t - ft for t, v in series if t >= ft and v >= 0.9 * (100 + r)), None)
+            hit = next((t - ft for t, v in series if t >= ft and v >= 0.9 * (base + r)), None)
             delays.append("–" if hit is None else f"{hit:.1f}")
         rp = os.path.join(out, f"dyn-{m}.rss")
         words = open(rp).read().split() if os.path.exists(rp) else []
@@ -117,30 +144,30 @@ def dynamic(out, svg_path):
         print(f"| {m} | {util * 100:.1f} % | {', '.join(delays)} | {int(rss) / 1024:.0f} MiB |"
               if rss.isdigit() else f"| {m} | {util * 100:.1f} % | {', '.join(delays)} | ? |")
     if svg_path:
-        write_svg(svg_path, data)
+        write_svg(svg_path, data, base, low)
 
 
-def write_svg(path, data):
+def write_svg(path, data, base=100, low=200):
     w, h, pad = 800, 360, 50
     tmax = max(s[-1][0] for s, _ in data.values())
-    vmax = 450.0
+    vmax = 450.0 * base / 100
     X = lambda t: pad + (w - 2 * pad) * t / tmax
     Y = lambda v: h - pad - (h - 2 * pad) * v / vmax
     colors = {"weighted": "#d62728", "adaptive": "#1f77b4", "round-robin": "#7f7f7f"}
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
            f'<rect width="{w}" height="{h}" fill="white"/>']
-    for v in range(0, 451, 100):
+    for v in range(0, int(vmax) + 1, 100 * base // 100):
         out.append(f'<line x1="{pad}" x2="{w - pad}" y1="{Y(v)}" y2="{Y(v)}" stroke="#ddd"/>')
         out.append(f'<text x="{pad - 8}" y="{Y(v) + 4}" text-anchor="end">{v}</text>')
     for t in range(0, int(tmax) + 1, 20):
         out.append(f'<text x="{X(t)}" y="{h - pad + 16}" text-anchor="middle">{t}</text>')
     # Capacity (sum of channel rates).
     _, flaps = next(iter(data.values()))
-    pts, c, t0 = [], 300, 0.0
+    pts, c, t0 = [], base + low, 0.0
     for ft, r in flaps + [(tmax, None)]:
         pts += [(t0, c), (min(ft, tmax), c)]
         if r is not None:
-            c, t0 = 100 + r, ft
+            c, t0 = base + r, ft
     out.append('<polyline fill="none" stroke="black" stroke-dasharray="4 3" points="'
                + " ".join(f"{X(t):.1f},{Y(v):.1f}" for t, v in pts) + '"/>')
     for m, (series, _) in data.items():
@@ -176,9 +203,16 @@ def loopback(out):
         f"{r['tool']} N={r['connections']}: {float(r['bps']) / 1e9:.1f} (load {r['load']})" for r in rows))
 
 
+def wan_tag(out, setup, label, n):
+    """The per-run file stem bench-pipe.sh wan_one writes."""
+    safe = re.sub(r"[^A-Za-z0-9+._-]", "_", setup)
+    return os.path.join(out, "wan", f"{safe}-{label}-n{n}")
+
+
 def wan(out):
-    """Issue 11: one table, one row per setup, columns per mode (utilization of
-    the channel sum), plus receiver memory per point."""
+    """Issue 11: one row per setup, columns per mode (utilization of the
+    channel sum), the TCP ceiling (sum of one TCP connection per channel
+    alone), and receiver memory per point."""
     path = os.path.join(out, "wan.csv")
     if not os.path.exists(path):
         return
@@ -187,27 +221,40 @@ def wan(out):
     for r in rows:
         if r["setup"] not in setups:
             setups.append(r["setup"])
-    labels = ("adaptive", "weighted", "round-robin", "mptcp", "single-tcp")
+    labels = ("adaptive", "weighted", "round-robin", "mptcp")
     ccs = sorted({r["cc"] for r in rows})
     print(f"\n### Wide-area channels: utilization of the channel sum "
           f"(congestion control: {', '.join(ccs)})\n")
-    print("| setup | sum (Mbit/s) | " + " | ".join(labels) + " | adaptive ≥ 90 %? | adaptive > MPTCP? |")
-    print("| --- | --- | " + " | ".join("---" for _ in labels) + " | --- | --- |")
+    print("| setup | sum (Mbit/s) | " + " | ".join(labels)
+          + " | TCP ceiling | adaptive / ceiling | adaptive ≥ 90 %? | adaptive > MPTCP? |")
+    print("| --- | --- | " + " | ".join("---" for _ in labels) + " | --- | --- | --- | --- |")
     for setup in setups:
         rs = {r["label"]: r for r in rows if r["setup"] == setup}
         util = {k: float(r["bps"]) / float(r["sum_bps"]) for k, r in rs.items() if float(r["sum_bps"]) > 0}
         sums = sorted(float(r["sum_bps"]) / 1e6 for r in rs.values())
         sumtxt = f"{sums[0]:.1f}" if sums[-1] - sums[0] < 0.05 else f"{sums[0]:.1f}–{sums[-1]:.1f}"
         cells = [f"{util[k] * 100:.1f} %" if k in util else "–" for k in labels]
+        singles = [v for k, v in util.items() if k.startswith("single-tcp")]
+        ceil = sum(singles) if len(singles) >= 2 else None
         a = util.get("adaptive")
         m = util.get("mptcp")
-        ok90 = "–" if a is None else ("yes" if a >= 0.9 else "**no**")
-        okm = "–" if a is None or m is None else ("yes" if a > m else "**no**")
-        print(f"| {setup} | {sumtxt} | " + " | ".join(cells) + f" | {ok90} | {okm} |")
+        cells.append("–" if ceil is None else f"{ceil * 100:.1f} %")
+        cells.append("–" if ceil is None or a is None else f"{a / ceil * 100:.1f} %")
+        cells.append("–" if a is None else ("yes" if a >= 0.9 else "**no**"))
+        cells.append("–" if a is None or m is None else ("yes" if a > m else "**no**"))
+        print(f"| {setup} | {sumtxt} | " + " | ".join(cells) + " |")
+    print("\nTCP ceiling: one TCP connection alone on each channel (same run, same "
+          "length at that channel's rate), summed; single-TCP shares of the sum per channel: "
+          + "; ".join(
+              f"{setup}: " + " + ".join(
+                  f"{float(r['bps']) / float(r['sum_bps']) * 100:.1f} %"
+                  for r in rows if r["setup"] == setup and r["label"].startswith("single-tcp"))
+              for setup in setups) + ".")
     print("\nReceiver memory per point: reorder-window peak (`reorder_peak_bytes`) / "
-          "peak RSS (`/usr/bin/time -f %M`), MiB; 1-minute load average at the end of each run.\n")
-    print("| setup | " + " | ".join(labels) + " |")
-    print("| --- | " + " | ".join("---" for _ in labels) + " |")
+          "peak RSS (`/usr/bin/time -f %M`) in MiB, and the 1-minute load average at the end of "
+          "the run; adaptive also the largest automatic window the sender computed.\n")
+    print("| setup | " + " | ".join(labels) + " | adaptive: auto window peak |")
+    print("| --- | " + " | ".join("---" for _ in labels) + " | --- |")
     for setup in setups:
         rs = {r["label"]: r for r in rows if r["setup"] == setup}
         cells = []
@@ -215,7 +262,15 @@ def wan(out):
             r = rs.get(k)
             cells.append("–" if r is None else
                          f"{int(r['reorder_peak_bytes']) / 2**20:.1f} / {int(r['recv_rss_kib']) / 1024:.0f} (load {r['load']})")
-        print(f"| {setup} | " + " | ".join(cells) + " |")
+        auto = "–"
+        r = rs.get("adaptive")
+        if r is not None:
+            sj = wan_tag(out, setup, "adaptive", r["connections"]) + ".send.json"
+            if os.path.exists(sj):
+                d = json.load(open(sj))
+                if "window_auto_peak_bytes" in d:
+                    auto = f"{d['window_auto_peak_bytes'] / 2**20:.1f} MiB"
+        print(f"| {setup} | " + " | ".join(cells) + f" | {auto} |")
 
 
 if __name__ == "__main__":

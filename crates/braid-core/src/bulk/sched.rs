@@ -71,6 +71,11 @@ pub const MIN_ADAPTIVE_BLOCK: u32 = 16 << 10;
 pub const WINDOW_HEADROOM: f64 = 2.0;
 /// The automatic window is never below this many full blocks per connection.
 pub const WINDOW_MIN_BLOCKS: u64 = 4;
+/// Adaptive mode asks each connection's socket to hold at most this much of
+/// its measured rate unsent (see [`Scheduler::notsent_lowat`]) ...
+pub const LOWAT_TIME: Duration = Duration::from_millis(50);
+/// ... but never less than this.
+pub const MIN_LOWAT: u32 = 16 << 10;
 /// Weight of a new rate sample in the moving average.
 ///
 /// The average is kept here in bytes per second as an `f64`
@@ -269,6 +274,30 @@ impl Scheduler {
         let floor = (WINDOW_MIN_BLOCKS * live).saturating_mul(u64::from(self.block));
         // f64 → u64 saturates; the clamp keeps it within the granted window.
         Some((want as u64).clamp(floor.min(self.window_bytes), self.window_bytes))
+    }
+
+    /// How much unsent data connection `c`'s socket should hold at most
+    /// (`TCP_NOTSENT_LOWAT`), given the driver's upper bound `max`: in
+    /// adaptive mode [`LOWAT_TIME`] of its measured rate, at least
+    /// [`MIN_LOWAT`]; `max` in the other modes or before a rate is known.
+    ///
+    /// A socket asks for its next block only when its unsent data falls
+    /// below this mark, so on a slow path a fixed mark of one 256 KiB block
+    /// is a queue of up to half a second (at 5 Mbit/s) in front of every
+    /// block: head-of-line delay, reorder memory and a longer tail. Fast
+    /// connections keep `max` (a writer that is not scheduled in time must
+    /// not starve them).
+    pub fn notsent_lowat(&self, c: usize, max: u32) -> u32 {
+        if self.mode != Mode::Adaptive {
+            return max;
+        }
+        match self.conns.get(c).and_then(|k| k.rate) {
+            Some(r) if r > 0.0 => {
+                // f64 → u32 saturates; the clamp keeps it within bounds.
+                ((r * LOWAT_TIME.as_secs_f64()) as u32).clamp(MIN_LOWAT.min(max), max)
+            }
+            _ => max,
+        }
     }
 
     /// The largest automatic window computed so far (0: none yet, or the
@@ -871,6 +900,29 @@ mod tests {
         r.set_auto_window(true);
         measured(&mut r);
         assert_eq!(r.effective_window_bytes(), 400_000);
+    }
+
+    #[test]
+    fn notsent_lowat_follows_the_rate_in_adaptive_mode() {
+        let mut s = sched(Mode::Adaptive, 2, 400);
+        assert_eq!(s.notsent_lowat(0, 256 << 10), 256 << 10);
+        s.handle_block_read(1000);
+        s.handle_block_read(1000);
+        let a = s.poll_send(0, ms(0)).unwrap();
+        let b = s.poll_send(1, ms(0)).unwrap();
+        // Connection 0: 1000 bytes in 1 ms (1 MB/s: 50 ms = 50 kB);
+        // connection 1: 1000 bytes in 100 ms (10 kB/s: the floor).
+        s.handle_ack(0, a.seq, 0, ms(1));
+        s.handle_ack(1, b.seq, 2, ms(100));
+        let fast = s.notsent_lowat(0, 256 << 10);
+        assert!((49_000..=51_000).contains(&fast), "{fast}");
+        assert_eq!(s.notsent_lowat(1, 256 << 10), MIN_LOWAT);
+        // Never above the driver's bound.
+        assert_eq!(s.notsent_lowat(0, 20_000), 20_000);
+        // The fixed modes keep the bound.
+        let mut r = sched(Mode::RoundRobin, 2, 400);
+        measured(&mut r);
+        assert_eq!(r.notsent_lowat(1, 256 << 10), 256 << 10);
     }
 
     #[test]

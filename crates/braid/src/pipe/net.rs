@@ -5,7 +5,9 @@
 //! connection's buffers to its measured BDP (up to `tcp_wmem`/`tcp_rmem`
 //! max), and `TCP_NOTSENT_LOWAT` keeps the *unsent* part of the send buffer
 //! to about one block, so a connection asks the scheduler for its next block
-//! only when the network has taken the previous one. `TCP_USER_TIMEOUT`
+//! only when the network has taken the previous one; in adaptive mode the
+//! sender lowers it on slow connections to 50 ms of their measured rate
+//! (`Scheduler::notsent_lowat`). `TCP_USER_TIMEOUT`
 //! bounds how long unacknowledged data may sit before the kernel declares the
 //! connection dead (a path that went down).
 
@@ -84,8 +86,9 @@ pub fn listen(addr: &SocketAddr, o: &SockOpts) -> std::io::Result<TcpListener> {
     Ok(s.into())
 }
 
-fn set_notsent_lowat(s: &Socket, bytes: u32) {
-    use std::os::fd::AsRawFd;
+/// Sets `TCP_NOTSENT_LOWAT` (how much unsent data makes the socket
+/// writable); a failure is logged, not fatal (MPTCP on older kernels).
+pub fn set_notsent_lowat(s: &impl std::os::fd::AsRawFd, bytes: u32) {
     let v: libc::c_int = bytes.min(i32::MAX as u32) as libc::c_int;
     // SAFETY: setsockopt with a valid fd, a pointer to a live c_int and its
     // size; the kernel copies the value and keeps no pointer.

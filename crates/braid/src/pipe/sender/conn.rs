@@ -140,6 +140,8 @@ async fn run_conn(
     mut kill: oneshot::Receiver<()>,
     events: &mpsc::Sender<Event>,
 ) -> Option<String> {
+    // The mark the socket was opened with (net::connect_async).
+    let mut lowat = cfg.sock.notsent_lowat;
     loop {
         if events.send(Event::Want { c, gen }).await.is_err() {
             return None;
@@ -148,6 +150,16 @@ async fn run_conn(
             j = jobs.recv() => j?,
             _ = &mut kill => return None,
         };
+        if let Job::Block {
+            lowat: Some(want), ..
+        } = job
+        {
+            // Only a change of more than a quarter is worth a system call.
+            if lowat.is_none_or(|have| want.abs_diff(have) > have / 4) {
+                net::set_notsent_lowat(s.as_ref(), want);
+                lowat = Some(want);
+            }
+        }
         let res = tokio::select! {
             r = write_job(cfg, &mut s, job) => r,
             _ = &mut kill => return None,
@@ -160,7 +172,9 @@ async fn run_conn(
 
 async fn write_job(cfg: &SendConfig, s: &mut OwnedWriteHalf, job: Job) -> std::io::Result<()> {
     match job {
-        Job::Block { seq, block, copy } => {
+        Job::Block {
+            seq, block, copy, ..
+        } => {
             let h = DataHeader {
                 kind: DataKind::Data,
                 seq,

@@ -125,6 +125,8 @@ enum Job {
         seq: u64,
         block: Arc<Block>,
         copy: bool,
+        /// TCP_NOTSENT_LOWAT the socket should have from now on (bytes).
+        lowat: Option<u32>,
     },
     End {
         blocks: u64,

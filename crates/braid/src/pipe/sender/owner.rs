@@ -121,10 +121,16 @@ impl Owner {
         if let Some(t) = self.sched.poll_send(c, now) {
             if let Some(b) = self.blocks.get(&t.seq) {
                 self.sent_wire += u64::from(t.len);
+                let lowat = self
+                    .cfg
+                    .sock
+                    .notsent_lowat
+                    .map(|max| self.sched.notsent_lowat(c, max));
                 return Some(Job::Block {
                     seq: t.seq,
                     block: Arc::clone(b),
                     copy: t.copy,
+                    lowat,
                 });
             }
         }
