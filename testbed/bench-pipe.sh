@@ -8,6 +8,8 @@
 #   testbed/bench-pipe.sh loopback OUTDIR   # braid -n N vs iperf3 -P N on loopback
 #   testbed/bench-pipe.sh wan      OUTDIR   # issue 11: RTT-heterogeneous, lossy and
 #                                           # trace-driven channels (braid emulate)
+#   testbed/bench-pipe.sh gbit     OUTDIR   # issue 11: seed's 2+1, 3+2+1 Gbit/s static and
+#                                           # 1+2|3, 10+20|30 Gbit/s dynamic (tbf), iperf3 beside
 #   testbed/bench-pipe.sh all      OUTDIR
 #
 # Every run appends one CSV line; testbed/bench-report.py turns OUTDIR into
@@ -15,6 +17,7 @@
 # default 6), DYN_SECS (dynamic run length, default 80), REPS (loopback
 # repetitions, default 3), SETUPS (static: any of A B C R), MODES (modes to
 # run), REFS=0 (static: skip the MPTCP and single-TCP references).
+# gbit: GBIT_SETUPS (any of G2 G3 D1 D10), SECS, DYN_SECS.
 # wan: WAN_SECS (run length, default 30), WAN_N (connections, default 4),
 # WAN_SETUPS (any of W1 W2 W3 W4 T), TRACES (directory of the mahimahi
 # traces, default /work/shared/data/traces/mahimahi).
@@ -108,21 +111,23 @@ run_static() {
   done
 }
 
-run_dynamic() {
+run_dynamic() { # [STATIC LOW HIGH] (default 100mbit 200mbit 300mbit)
   # Seed Fig. 11/12: 8 connections, 4 on a 100 Mbit/s channel, 4 on a
   # channel switching between 200 and 300 Mbit/s every 20 s.
+  local static=${1:-100mbit} low=${2:-200mbit} high=${3:-300mbit}
   local to="198.18.1.2:$PORT,198.18.2.2:$PORT"
+  echo "$(( $(bits "$static") / 1000000 )) $(( $(bits "$low") / 1000000 ))" > "$OUT/dyn.meta"
   for mode in ${MODES:-weighted adaptive round-robin}; do
-    $NETNS up bench 200mbit 100mbit
+    $NETNS up bench "$low" "$static"
     timeout $((DYN_SECS + 30)) $NETNS exec bench r /usr/bin/time -f %M -o "$OUT/dyn-$mode.rss" \
       "$BRAID" recv --no-progress -o /dev/null --idle-limit 2s --listen "$to" \
       --rate-log "$OUT/dyn-$mode.log" &
     local rpid=$!
     wait_listen r $PORT
     date +%s.%N > "$OUT/dyn-$mode.start"
-    $NETNS flap bench 1 20 300mbit 200mbit "$DYN_SECS" > "$OUT/dyn-$mode.flaps" &
+    $NETNS flap bench 1 20 "$high" "$low" "$DYN_SECS" > "$OUT/dyn-$mode.flaps" &
     local fpid=$!
-    head -c 8000000000 /dev/zero | timeout "$DYN_SECS" $NETNS exec bench s "$BRAID" send \
+    head -c "${DYN_BYTES:-8000000000}" /dev/zero | timeout "$DYN_SECS" $NETNS exec bench s "$BRAID" send \
       --no-progress -n 8 --mode "$mode" --to "$to" || true
     wait $rpid || true
     kill "$fpid" 2>/dev/null || true
@@ -277,7 +282,76 @@ run_wan() {
   done
 }
 
+# --- issue 11 §3: seed 003's Gbit/s setups -----------------------------------
+
+# iperf3 with one stream per channel at once (servers in r, clients in s);
+# prints the sum of received bit/s.
+iperf_channels() { # NCHANNELS SECS
+  local n=$1 secs=$2 i pids=()
+  for ((i = 1; i <= n; i++)); do
+    $NETNS exec bench r iperf3 -s -1 -B "198.18.$i.2" -p $((5200 + i)) >/dev/null 2>&1 &
+    pids+=($!)
+  done
+  sleep 0.5
+  for ((i = 1; i <= n; i++)); do
+    $NETNS exec bench s iperf3 -c "198.18.$i.2" -p $((5200 + i)) -t "$secs" -J \
+      > "$OUT/iperf-$i.json" 2>/dev/null &
+  done
+  wait "${pids[@]}" 2>/dev/null || true
+  sleep 0.5
+  local f sum=0
+  for ((i = 1; i <= n; i++)); do
+    f=$(python3 -c "import json;print(json.load(open('$OUT/iperf-$i.json'))['end']['sum_received']['bits_per_second'])" 2>/dev/null || echo 0)
+    sum=$(python3 -c "print($sum + $f)")
+  done
+  echo "$sum"
+}
+
+# gbit_static NAME RATE... : all modes (2 connections per channel) + MPTCP +
+# single TCP + iperf3 (one stream per channel) on the tbf channels, then
+# iperf3 and adaptive braid with the tbf qdiscs removed (plain veth).
+gbit_static() {
+  local name=$1; shift
+  local rates=("$@") sum=0 to="" i n=$(( 2 * $# ))
+  $NETNS up bench "${rates[@]}"
+  $NETNS mptcp bench
+  for i in "${!rates[@]}"; do
+    sum=$(( sum + $(bits "${rates[$i]}") ))
+    to+="198.18.$((i + 1)).2:$PORT,"
+  done
+  to=${to%,}
+  local bytes=$(( sum / 8 * SECS ))
+  local ib; ib=$(iperf_channels "$#" "$SECS")
+  echo "$name,iperf3-tbf,$#,$ib,$sum,$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$OUT/static.csv"
+  for mode in ${MODES:-adaptive weighted round-robin}; do
+    one "$name" "$mode" "$n" "$bytes" "$sum" "--mode $mode --to $to" "--listen $to"
+  done
+  one "$name" mptcp 1 "$bytes" "$sum" "--mptcp --to 198.18.1.2:$PORT" "--mptcp --listen 0.0.0.0:$PORT"
+  one "$name" single-tcp 1 "$bytes" "$sum" "--to 198.18.1.2:$PORT" "--listen 198.18.1.2:$PORT"
+  for ((i = 1; i <= $#; i++)); do
+    $NETNS exec bench s tc qdisc del dev "s$i" root 2>/dev/null || true
+  done
+  ib=$(iperf_channels "$#" "$SECS")
+  echo "$name,iperf3-veth,$#,$ib,$sum,$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$OUT/static.csv"
+  one "$name" adaptive-veth "$n" "$bytes" "$sum" "--mode adaptive --to $to" "--listen $to"
+  $NETNS down bench
+}
+
+run_gbit() {
+  [[ -s $OUT/static.csv ]] || echo "setup,label,connections,bps,sum_bps,load" > "$OUT/static.csv"
+  local s
+  for s in ${GBIT_SETUPS:-G2 G3 D1 D10}; do
+    case $s in
+      G2) gbit_static "2000+1000" 2gbit 1gbit;;
+      G3) gbit_static "3000+2000+1000" 3gbit 2gbit 1gbit;;
+      D1) (OUT=$OUT/dyn-1g; DYN_BYTES=1000000000000; mkdir -p "$OUT"; run_dynamic 1gbit 2gbit 3gbit);;
+      D10) (OUT=$OUT/dyn-10g; DYN_BYTES=1000000000000; mkdir -p "$OUT"; run_dynamic 10gbit 20gbit 30gbit);;
+    esac
+  done
+}
+
 case "$what" in
+  gbit) run_gbit;;
   static) run_static;;
   wan) run_wan;;
   dynamic) run_dynamic;;
