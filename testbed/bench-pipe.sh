@@ -19,7 +19,8 @@
 # run), REFS=0 (static: skip the MPTCP and single-TCP references).
 # gbit: GBIT_SETUPS (any of G2 G3 D1 D10), SECS, DYN_SECS.
 # wan: WAN_SECS (run length, default 30), WAN_N (connections, default 4),
-# WAN_SETUPS (any of W1 W2 W3 W4 T), TRACES (directory of the mahimahi
+# WAN_SETUPS (any of W1 W2 W3 W4 T), REFS=mptcp (only the MPTCP
+# reference, not one TCP per channel), TRACES (directory of the mahimahi
 # traces, default /work/shared/data/traces/mahimahi).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -243,9 +244,10 @@ wan_setup() {
   for mode in ${MODES:-adaptive weighted round-robin}; do
     wan_one "$name" "$mode" "$WAN_N" "$bytes" "$sum" "$chans" "--mode $mode --to $to" "--listen $to"
   done
-  [[ ${REFS:-1} == 1 ]] || return 0
+  [[ ${REFS:-1} != 0 ]] || return 0
   wan_one "$name" mptcp 1 "$bytes" "$sum" "$chans" "--mptcp --to 198.18.1.2:$PORT" \
     "--mptcp --listen 0.0.0.0:$PORT"
+  [[ ${REFS:-1} != mptcp ]] || return 0
   # One TCP connection on each channel alone, WAN_SECS long at that
   # channel's rate: their sum is the most any TCP-based scheme gets here.
   local spec bi

@@ -228,9 +228,15 @@ def wan(out):
     print("| setup | sum (Mbit/s) | " + " | ".join(labels)
           + " | TCP ceiling | adaptive / ceiling | adaptive ≥ 90 %? | adaptive > MPTCP? |")
     print("| --- | --- | " + " | ".join("---" for _ in labels) + " | --- | --- | --- | --- |")
+    many = False
     for setup in setups:
         rs = {r["label"]: r for r in rows if r["setup"] == setup}
-        util = {k: float(r["bps"]) / float(r["sum_bps"]) for k, r in rs.items() if float(r["sum_bps"]) > 0}
+        runs = defaultdict(list)
+        for r in rows:
+            if r["setup"] == setup and float(r["sum_bps"]) > 0:
+                runs[r["label"]].append(float(r["bps"]) / float(r["sum_bps"]))
+        many |= any(len(v) > 1 for v in runs.values())
+        util = {k: sorted(v)[len(v) // 2] for k, v in runs.items()}
         sums = sorted(float(r["sum_bps"]) / 1e6 for r in rs.values())
         sumtxt = f"{sums[0]:.1f}" if sums[-1] - sums[0] < 0.05 else f"{sums[0]:.1f}–{sums[-1]:.1f}"
         cells = [f"{util[k] * 100:.1f} %" if k in util else "–" for k in labels]
@@ -243,25 +249,40 @@ def wan(out):
         cells.append("–" if a is None else ("yes" if a >= 0.9 else "**no**"))
         cells.append("–" if a is None or m is None else ("yes" if a > m else "**no**"))
         print(f"| {setup} | {sumtxt} | " + " | ".join(cells) + " |")
+    if many:
+        print("\nA setup run more than once shows the median run (the upper one of an even "
+              "count); every run (utilization, 1-minute load): " + "; ".join(
+                  f"{setup} {k}: " + ", ".join(
+                      f"{float(r['bps']) / float(r['sum_bps']) * 100:.1f} % ({r['load']})"
+                      for r in rows if r["setup"] == setup and r["label"] == k)
+                  for setup in setups for k in ("adaptive", "mptcp")
+                  if sum(1 for r in rows if r["setup"] == setup and r["label"] == k) > 1) + ".")
+    def share(setup, label):
+        v = sorted(float(r["bps"]) / float(r["sum_bps"]) for r in rows
+                   if r["setup"] == setup and r["label"] == label)
+        return v[len(v) // 2]
+
     print("\nTCP ceiling: one TCP connection alone on each channel (same run, same "
           "length at that channel's rate), summed; single-TCP shares of the sum per channel: "
           + "; ".join(
               f"{setup}: " + " + ".join(
-                  f"{float(r['bps']) / float(r['sum_bps']) * 100:.1f} %"
-                  for r in rows if r["setup"] == setup and r["label"].startswith("single-tcp"))
+                  f"{share(setup, k) * 100:.1f} %"
+                  for k in sorted({r["label"] for r in rows
+                                   if r["setup"] == setup and r["label"].startswith("single-tcp")}))
               for setup in setups) + ".")
     print("\nReceiver memory per point: reorder-window peak (`reorder_peak_bytes`) / "
-          "peak RSS (`/usr/bin/time -f %M`) in MiB, and the 1-minute load average at the end of "
-          "the run; adaptive also the largest automatic window the sender computed.\n")
+          "peak RSS (`/usr/bin/time -f %M`) in MiB, the largest over the setup's runs; "
+          "adaptive also the largest automatic window the sender computed (last run).\n")
     print("| setup | " + " | ".join(labels) + " | adaptive: auto window peak |")
     print("| --- | " + " | ".join("---" for _ in labels) + " | --- |")
     for setup in setups:
         rs = {r["label"]: r for r in rows if r["setup"] == setup}
         cells = []
         for k in labels:
-            r = rs.get(k)
-            cells.append("–" if r is None else
-                         f"{int(r['reorder_peak_bytes']) / 2**20:.1f} / {int(r['recv_rss_kib']) / 1024:.0f} (load {r['load']})")
+            mine = [r for r in rows if r["setup"] == setup and r["label"] == k]
+            cells.append("–" if not mine else
+                         f"{max(int(r['reorder_peak_bytes']) for r in mine) / 2**20:.1f} / "
+                         f"{max(int(r['recv_rss_kib']) for r in mine) / 1024:.0f}")
         auto = "–"
         r = rs.get("adaptive")
         if r is not None:
