@@ -108,7 +108,10 @@ fn emulate_flag_errors_are_one_line() {
         ("--rate 10mbit --mtu 100", "MTU"),
         ("--scenario x.toml", "--link"),
         ("--scenario x.toml --link l --rate 1mbit", "--rate"),
-        ("--scenario /nonexistent/s.toml --link l", "/nonexistent/s.toml"),
+        (
+            "--scenario /nonexistent/s.toml --link l",
+            "/nonexistent/s.toml",
+        ),
         (
             concat!(
                 "--scenario ",
