@@ -35,10 +35,6 @@ pub const READ_BATCH: usize = 64;
 /// Packets due this soon are written now (saves a wake-up per packet at
 /// high rates; far below the 1 ms fidelity target).
 pub const DELIVER_EARLY: Duration = Duration::from_micros(20);
-/// After a wake-up that read packets, how long to let more gather before
-/// reading again (unless something is due sooner). A packet enters the
-/// model at most this late; the fidelity target is 1 ms.
-pub const COALESCE: Duration = Duration::from_micros(50);
 /// Longest sleep, so stop requests and new configurations are seen.
 pub const MAX_SLEEP: Duration = Duration::from_millis(20);
 /// Most packets between the link and the far device (in propagation): the
@@ -106,7 +102,7 @@ impl Pump {
             let now = self.now();
             self.serve(&mut st, now);
             // 2. Read.
-            let read = self.read_batch(&mut st)?;
+            self.read_batch(&mut st)?;
             // 3. Deliver.
             let now = self.now();
             self.deliver(&mut st, now);
@@ -125,15 +121,7 @@ impl Pump {
             }
             let now = self.now();
             if wake > now {
-                if read > 0 {
-                    // Busy: let packets gather for up to COALESCE instead of
-                    // waking for each one (each wake-up costs a context
-                    // switch on both sides; packets wait at most this long
-                    // before entering the model).
-                    pause((wake - now).min(COALESCE))?;
-                } else {
-                    wait_readable(Some(&self.from), wake - now)?;
-                }
+                wait_readable(&self.from, wake - now)?;
             }
         }
         Ok(())
@@ -165,8 +153,8 @@ impl Pump {
     /// the time it was read: the clock is read after each `read`, and the
     /// model is served up to then first, so a packet never enters the link
     /// before it reached this process (however late this thread ran).
-    fn read_batch(&mut self, st: &mut State) -> io::Result<usize> {
-        for n in 0..READ_BATCH {
+    fn read_batch(&mut self, st: &mut State) -> io::Result<()> {
+        for _ in 0..READ_BATCH {
             let mut buf = st
                 .pool
                 .pop()
@@ -185,7 +173,7 @@ impl Pump {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     st.pool.push(buf);
-                    return Ok(n);
+                    break;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => st.pool.push(buf),
                 Err(e) => {
@@ -196,7 +184,7 @@ impl Pump {
                 }
             }
         }
-        Ok(READ_BATCH)
+        Ok(())
     }
 
     /// Writes every packet due by `now` (within [`DELIVER_EARLY`]).
@@ -268,26 +256,19 @@ fn set_timer_slack() {
     }
 }
 
-/// Sleeps for `d` (with this thread's 1 µs timer slack).
-fn pause(d: Duration) -> io::Result<()> {
-    wait_readable(None, d)
-}
-
-/// Blocks until `tun` is readable or `timeout` passes (only the timeout
-/// with `None`).
-fn wait_readable(tun: Option<&Tun>, timeout: Duration) -> io::Result<()> {
+/// Blocks until `tun` is readable or `timeout` passes.
+fn wait_readable(tun: &Tun, timeout: Duration) -> io::Result<()> {
     let ns = timeout.as_nanos();
     let ts = libc::timespec {
         tv_sec: (ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (ns % 1_000_000_000) as libc::c_long,
     };
-    // A negative descriptor is ignored by ppoll: then it only sleeps.
     let mut pfd = libc::pollfd {
-        fd: tun.map_or(-1, Tun::raw_fd),
+        fd: tun.raw_fd(),
         events: libc::POLLIN,
         revents: 0,
     };
-    // SAFETY: one pollfd, a valid timespec, no signal mask.
+    // SAFETY: one valid pollfd, a valid timespec, no signal mask.
     let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
     if rc < 0 {
         let e = io::Error::last_os_error();
