@@ -10,39 +10,20 @@
 //! cannot drop one in front of the model (which would shift the seeded
 //! draws). Nothing here depends on timing.
 
+mod common;
+
 use braid::emulate::netns::in_namespace;
 use braid::emulate::{Direction, Emulator, EmulatorConfig, Side};
 use braid_core::link::{Capacity, LinkConfig};
 use braid_core::{Bandwidth, Duration};
+use common::{skip_reason, testbed};
 use std::collections::BTreeSet;
 use std::net::UdpSocket;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 const NAME: &str = "emutest";
 const DATAGRAMS: u64 = 2000;
 const LOSS: f64 = 0.05;
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testbed/netns.sh")
-}
-
-fn testbed(args: &[&str]) -> Output {
-    Command::new("bash")
-        .arg(script())
-        .args(args)
-        .env("BT_OWNER", std::process::id().to_string())
-        .output()
-        .expect("run testbed/netns.sh")
-}
-
-fn skip_reason() -> Option<String> {
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("no /dev/net/tun".into());
-    }
-    let out = testbed(&["check"]);
-    (!out.status.success()).then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
 
 /// The two namespaces (no channels: the emulator makes the link), torn
 /// down on drop.
@@ -181,7 +162,9 @@ fn run(ns: &Namespaces, seed: u64) -> (BTreeSet<u64>, u64) {
 
 #[test]
 fn seeded_loss_is_exact_and_repeatable() {
-    if let Some(why) = skip_reason() {
+    if let Some(why) = skip_reason().or_else(|| {
+        (!std::path::Path::new("/dev/net/tun").exists()).then(|| "no /dev/net/tun".to_string())
+    }) {
         eprintln!("SKIP: emulator test needs root, ip netns and /dev/net/tun: {why}");
         return;
     }

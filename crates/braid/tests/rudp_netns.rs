@@ -11,12 +11,13 @@
 //! 198.18.1.1 (sender) and 198.18.1.2 (receiver), RFC 2544 benchmarking
 //! range, existing only inside the namespaces.
 
+mod common;
+
 use braid::clock;
 use braid::emulate::netns::in_namespace;
 use braid::rudp::{Endpoint, EndpointConfig, SendOptions};
+use common::{skip_reason, testbed};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 const LINK: &str = "20mbit";
 const LINK_BPS: f64 = 20e6;
@@ -24,24 +25,6 @@ const LINK_BPS: f64 = 20e6;
 const WARMUP_S: f64 = 1.0;
 const MEASURE_S: f64 = 5.0;
 const MESSAGE: usize = 64 << 10;
-
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testbed/netns.sh")
-}
-
-fn testbed(args: &[&str]) -> Output {
-    Command::new("bash")
-        .arg(script())
-        .args(args)
-        .env("BT_OWNER", std::process::id().to_string())
-        .output()
-        .expect("run testbed/netns.sh")
-}
-
-fn skip_reason() -> Option<String> {
-    let out = testbed(&["check"]);
-    (!out.status.success()).then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
 
 /// The two namespaces and their link, torn down on drop.
 struct Topology {
