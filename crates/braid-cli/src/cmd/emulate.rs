@@ -405,8 +405,10 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
     }
     let result = emu.stop();
     drop(control);
-    let reason = reason.context("emulated link stopped")?;
+    // A direction's own error (the device failed) says more than the
+    // check that noticed it, so it comes first.
     let [ab, ba] = result.context("emulated link failed")?;
+    let reason = reason.context("emulated link stopped")?;
     eprintln!(
         "braid emulate: stopped ({reason}) after {:.1} s; a>b delivered {} packets ({} B), {} queue drops, {} lost; b>a delivered {} packets ({} B), {} queue drops, {} lost",
         elapsed.as_secs_f64(),

@@ -46,18 +46,14 @@ macro_rules! require_netns {
     };
 }
 
-/// Sleeps `ms` without `thread::sleep` (banned in this workspace).
-pub fn pause(ms: u64) {
-    std::thread::park_timeout(Duration::from_millis(ms));
-}
-
-/// Polls `cond` every 10 ms for up to `ms`; whether it held.
+/// Polls `cond` every 10 ms for up to `ms`; whether it held. The only
+/// wait these tests have: always on a condition, always bounded.
 pub fn eventually(ms: u64, mut cond: impl FnMut() -> bool) -> bool {
     for _ in 0..ms / 10 {
         if cond() {
             return true;
         }
-        pause(10);
+        std::thread::park_timeout(Duration::from_millis(10));
     }
     cond()
 }

@@ -61,6 +61,9 @@ pub enum EmulateError {
     /// A bad configuration.
     #[error("{0}")]
     Config(String),
+    /// A direction's thread ended ([`Emulator::stop`] returns its error).
+    #[error("a direction of the link stopped")]
+    DirectionStopped,
     /// A namespace was deleted while the link ran.
     #[error("network namespace {0} was deleted")]
     NamespaceGone(String),
@@ -306,9 +309,8 @@ impl Emulator {
     /// says which.
     pub fn check(&self) -> Result<(), EmulateError> {
         if self.threads.iter().any(|t| t.is_finished()) {
-            return Err(EmulateError::Config(
-                "a direction of the link stopped (device failed)".into(),
-            ));
+            // The direction's own error comes out of `stop`.
+            return Err(EmulateError::DirectionStopped);
         }
         for d in &self.devices {
             if !d.namespace_present() {

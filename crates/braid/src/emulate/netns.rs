@@ -46,10 +46,22 @@ pub fn open_namespace(ns: &str) -> io::Result<File> {
 /// The namespace cannot be opened or entered (missing; entering needs
 /// CAP_SYS_ADMIN), or what `f` returns.
 pub fn in_namespace<T: Send>(ns: &str, f: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
-    let file = open_namespace(ns)?;
+    in_namespace_file(&open_namespace(ns)?, ns, f)
+}
+
+/// [`in_namespace`] for a namespace file already open (`ns` names it in
+/// errors), so a caller that also inspects the file opens it once.
+///
+/// # Errors
+/// The namespace cannot be entered, or what `f` returns.
+pub fn in_namespace_file<T: Send>(
+    file: &File,
+    ns: &str,
+    f: impl FnOnce() -> io::Result<T> + Send,
+) -> io::Result<T> {
     std::thread::scope(|s| {
         s.spawn(move || {
-            // SAFETY: `file` is an open namespace file owned here; setns
+            // SAFETY: `file` is an open namespace file; setns
             // changes only this thread, which ends after `f`.
             let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
             if rc != 0 {

@@ -1,7 +1,7 @@
 //! TUN devices created inside a network namespace.
 //!
 //! [`Tun::create`] enters the namespace on a short-lived thread
-//! ([`in_namespace`]), opens `/dev/net/tun`, creates a
+//! ([`in_namespace_file`]), opens `/dev/net/tun`, creates a
 //! non-persistent layer-3 device without packet information (`IFF_TUN |
 //! IFF_NO_PI`), sets its MTU and an optional IPv4 address, and brings it up.
 //! The device lives exactly as long as the file descriptor: dropping the
@@ -11,7 +11,7 @@
 //! This is the only unsafe code of the emulator: `setns` and the `ioctl`s,
 //! each on a descriptor this module owns and a zero-initialised `ifreq`.
 
-use super::netns::{in_namespace, namespace_path, open_namespace};
+use super::netns::{in_namespace_file, namespace_path, open_namespace};
 use std::ffi::CString;
 use std::io;
 use std::net::Ipv4Addr;
@@ -83,9 +83,10 @@ impl Tun {
             ));
         }
         let path = namespace_path(ns);
-        let ns_id = file_id(&open_namespace(ns)?.metadata()?);
+        let ns_file = open_namespace(ns)?;
+        let ns_id = file_id(&ns_file.metadata()?);
         let name_owned = name.to_string();
-        let fd = in_namespace(ns, move || {
+        let fd = in_namespace_file(&ns_file, ns, move || {
             let fd = open_tun(&name_owned)?;
             configure(&name_owned, mtu, addr)?;
             Ok(fd)
