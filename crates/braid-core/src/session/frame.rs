@@ -10,7 +10,9 @@
 //!
 //! Main types: [`Frame`], [`FrameError`], [`SessionId`].
 
-use super::stream::{Delivery, PathBound, StreamConfig, StreamConfigError, MAX_PINNED};
+use super::stream::{
+    Delivery, PathBound, StreamConfig, StreamConfigError, MAX_PINNED, MAX_STREAM_NAME,
+};
 use crate::id::{PathId, StreamId, MAX_STREAMS};
 use crate::scheduler::StreamSpec;
 use crate::time::Duration;
@@ -294,7 +296,8 @@ const SPEC_BEST_EFFORT: u8 = 3;
 const FLAG_RTT: u8 = 1;
 const FLAG_LOSS: u8 = 2;
 const FLAG_PINNED: u8 = 4;
-const FLAGS_KNOWN: u8 = FLAG_RTT | FLAG_LOSS | FLAG_PINNED;
+const FLAG_NAME: u8 = 8;
+const FLAGS_KNOWN: u8 = FLAG_RTT | FLAG_LOSS | FLAG_PINNED | FLAG_NAME;
 
 fn encode_config(c: &StreamConfig, out: &mut Vec<u8>) {
     match c.spec {
@@ -352,6 +355,9 @@ fn encode_config(c: &StreamConfig, out: &mut Vec<u8>) {
     if c.pinned.is_some() {
         flags |= FLAG_PINNED;
     }
+    if c.name.is_some() {
+        flags |= FLAG_NAME;
+    }
     out.push(flags);
     if let Some(b) = c.rtt {
         put_varint(out, b.max.as_micros());
@@ -369,6 +375,10 @@ fn encode_config(c: &StreamConfig, out: &mut Vec<u8>) {
     }
     out.push(c.copies);
     put_varint(out, u64::from(c.window));
+    if let Some(n) = &c.name {
+        put_varint(out, n.len() as u64);
+        out.extend_from_slice(n.as_bytes());
+    }
 }
 
 fn decode_config(r: &mut Reader<'_>) -> Result<StreamConfig, FrameError> {
@@ -441,6 +451,15 @@ fn decode_config(r: &mut Reader<'_>) -> Result<StreamConfig, FrameError> {
         pinned,
         copies: r.u8()?,
         window: u32_field(r, "window")?,
+        name: None,
+    };
+    let config = if flags & FLAG_NAME != 0 {
+        let n = r.varint_max(MAX_STREAM_NAME as u64, "stream name length")?;
+        let name = std::str::from_utf8(r.bytes(n as usize)?)
+            .map_err(|_| FrameError::UnknownValue("stream name (not UTF-8)"))?;
+        config.with_name(name)
+    } else {
+        config
     };
     config.validate()?;
     Ok(config)
@@ -464,7 +483,8 @@ mod tests {
             .with_loss(0.01, 0.9)
             .pinned_to(vec![PathId(1), PathId(7)])
             .with_copies(2)
-            .with_window(64),
+            .with_window(64)
+            .with_name("atoms.v2-1"),
             StreamConfig::new(
                 StreamSpec::violation_bound(5, Duration::from_millis(40), 1200, 0.5).unwrap(),
             )

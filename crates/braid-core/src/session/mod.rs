@@ -30,6 +30,7 @@
 //! | `sink` | the sink side: reassembly, duplicates, deadlines, acks, statistics |
 //! | [`relay`] | [`relay::Relay`]: forwards a path's messages hop by hop, each hop its own connection |
 //! | [`event`] | [`Event`]s and [`StreamStats`] |
+//! | [`snapshot`] | [`Snapshot`]: every path and stream now, as plain data |
 //! | [`error`] | [`SessionError`], [`SendRefused`], [`CloseReason`] |
 //!
 //! # Driving
@@ -71,6 +72,7 @@ pub mod fuzzing;
 mod path;
 pub mod relay;
 mod sink;
+pub mod snapshot;
 mod source;
 pub mod stream;
 
@@ -81,8 +83,9 @@ pub use event::{Event, PathPromise, StreamStats, MAX_SESSION_EVENTS};
 pub use frame::{Frame, FrameError, SessionId, SESSION_VERSION};
 pub use path::PathInfo;
 pub use sink::Delivered;
+pub use snapshot::{HopSnapshot, PathSnapshot, Snapshot, StreamSnapshot};
 pub use source::DISPATCH_SLACK;
-pub use stream::{Delivery, PathBound, StreamConfig, StreamConfigError};
+pub use stream::{Delivery, PathBound, StreamConfig, StreamConfigError, MAX_STREAM_NAME};
 
 use crate::estimate::PathEstimate;
 use crate::id::{PathId, StreamId};

@@ -32,6 +32,8 @@ pub const MAX_STREAM_WINDOW: u32 = 1 << 16;
 pub const DEFAULT_STREAM_WINDOW: u32 = 4096;
 /// Most paths a stream may be pinned to.
 pub const MAX_PINNED: usize = 16;
+/// Longest stream name, in bytes.
+pub const MAX_STREAM_NAME: usize = 64;
 /// The longest deadline a stream may ask for (the transport's TTL bound).
 pub const MAX_TTL: Duration = Duration::from_secs(3600);
 
@@ -98,6 +100,10 @@ pub enum StreamConfigError {
     /// More than [`MAX_PINNED`] pinned paths, or none.
     #[error("pinned to {0} paths (need 1..={max})", max = MAX_PINNED)]
     Pinned(usize),
+    /// A name that is empty, longer than [`MAX_STREAM_NAME`] bytes, or has
+    /// a character other than ASCII letters, digits, `.`, `_` and `-`.
+    #[error("stream name {0:?}: use 1-{max} ASCII letters, digits, '.', '_' or '-'", max = MAX_STREAM_NAME)]
+    Name(String),
 }
 
 /// Everything a session needs to know about one stream (see the module docs).
@@ -117,6 +123,10 @@ pub struct StreamConfig {
     pub copies: u8,
     /// Messages sent and not yet consumed by the sink application, at most.
     pub window: u32,
+    /// A name the application chose (the sink sees it; `braid serve`
+    /// names its files after it). Safe as a file name: see
+    /// [`StreamConfigError::Name`].
+    pub name: Option<String>,
 }
 
 impl StreamConfig {
@@ -131,7 +141,14 @@ impl StreamConfig {
             pinned: None,
             copies: 1,
             window: DEFAULT_STREAM_WINDOW,
+            name: None,
         }
+    }
+
+    /// Named `name`.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
     }
 
     /// With `delivery`.
@@ -203,6 +220,17 @@ impl StreamConfig {
                 return Err(StreamConfigError::Pinned(p.len()));
             }
         }
+        if let Some(n) = &self.name {
+            let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+            // Not "." or "..", so the name is a plain file name.
+            if n.is_empty()
+                || n.len() > MAX_STREAM_NAME
+                || !n.chars().all(ok)
+                || n.chars().all(|c| c == '.')
+            {
+                return Err(StreamConfigError::Name(n.clone()));
+            }
+        }
         Ok(())
     }
 }
@@ -245,6 +273,14 @@ mod tests {
             (
                 StreamConfig::new(rate()).pinned_to(vec![]),
                 StreamConfigError::Pinned(0),
+            ),
+            (
+                StreamConfig::new(rate()).with_name("../etc"),
+                StreamConfigError::Name("../etc".into()),
+            ),
+            (
+                StreamConfig::new(rate()).with_name(".."),
+                StreamConfigError::Name("..".into()),
             ),
         ];
         for (c, e) in bad {

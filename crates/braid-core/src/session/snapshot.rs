@@ -1,0 +1,119 @@
+//! What a session looks like now, as plain data: every path and every
+//! stream, for live views, JSON lines and metrics.
+//!
+//! Main types: [`Snapshot`], [`PathSnapshot`], [`HopSnapshot`],
+//! [`StreamSnapshot`]. [`Session::snapshot`](super::Session::snapshot)
+//! builds one; it reads state and changes nothing.
+//!
+//! Rates named "delivered" cover the last finished statistics interval
+//! ([`SessionConfig::stats_interval`](super::SessionConfig)); counters
+//! (`messages`, `bytes`, …) run from the start.
+
+use super::event::{PathPromise, StreamStats};
+use super::frame::SessionId;
+use super::stream::StreamConfig;
+use super::{Role, SessionStats};
+use crate::id::{PathId, StreamId};
+use crate::scheduler::BestAchievable;
+use crate::time::{Duration, Instant};
+use crate::transport::FourTuple;
+use crate::units::Bandwidth;
+
+/// A session's state at one instant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// When it was taken.
+    pub at: Instant,
+    /// Source or sink.
+    pub role: Role,
+    /// The session.
+    pub session: SessionId,
+    /// The scheduler's short name (source; the sink runs none).
+    pub scheduler: &'static str,
+    /// Every path, in id order.
+    pub paths: Vec<PathSnapshot>,
+    /// Every stream the session knows, in id order.
+    pub streams: Vec<StreamSnapshot>,
+    /// Session-wide counters.
+    pub stats: SessionStats,
+}
+
+/// One path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PathSnapshot {
+    /// The path.
+    pub id: PathId,
+    /// Its first hop's addresses (the relay's, on a relayed path).
+    pub addr: FourTuple,
+    /// Established and answering.
+    pub up: bool,
+    /// Sum of the rates the scheduler promised streams on this path.
+    pub promised: Bandwidth,
+    /// What the estimator guarantees with probability 0.95 (its
+    /// 5th-percentile sample), once it has samples.
+    pub guaranteed: Option<Bandwidth>,
+    /// Rate the path delivered in the last interval (acknowledged bytes).
+    pub delivered: Bandwidth,
+    /// Smoothed RTT of the whole path: the first hop's plus every hop
+    /// a relay reported.
+    pub srtt: Duration,
+    /// Loss ratio of the last interval, over the whole path.
+    pub loss: f64,
+    /// Usable samples in its bandwidth estimate.
+    pub samples: usize,
+    /// The hops after the first, as their relays reported them (empty on
+    /// a direct path).
+    pub hops: Vec<HopSnapshot>,
+    /// Bytes sent on the path's connections (payload and headers).
+    pub bytes_sent: u64,
+    /// Packets declared lost on the path's connections.
+    pub packets_lost: u64,
+}
+
+/// One hop of a relayed path beyond the first, as its relay measured it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HopSnapshot {
+    /// Its place on the path: 1 is the hop leaving the first relay.
+    pub index: u8,
+    /// Smoothed RTT of the hop.
+    pub srtt: Duration,
+    /// Loss ratio in the relay's last interval.
+    pub loss: f64,
+    /// Rate the hop delivered in the relay's last interval.
+    pub delivered: Bandwidth,
+    /// Bytes the relay holds for this path towards the hop.
+    pub queued_bytes: u64,
+    /// How long ago the report arrived.
+    pub age: Duration,
+}
+
+/// One stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamSnapshot {
+    /// The stream.
+    pub id: StreamId,
+    /// Its configuration (spec, delivery, name …).
+    pub config: StreamConfig,
+    /// Last interval: the source's rate handed to connections, or the
+    /// sink's rate delivered to the application.
+    pub last: StreamStats,
+    /// Share of the spec's windows that met the spec since the stream
+    /// opened: the sink's own figure, or on a source the last figure the
+    /// sink reported (`None` before its first report).
+    pub windows_met: Option<f64>,
+    /// What each path promises the stream now (source).
+    pub paths: Vec<PathPromise>,
+    /// The guarantee cannot be met: the best the paths could do, from the
+    /// last upcall not yet answered or superseded by a mapping (source).
+    pub unmet: Option<BestAchievable>,
+    /// Messages sent (source) or delivered (sink) in all.
+    pub messages: u64,
+    /// Payload bytes likewise.
+    pub bytes: u64,
+    /// The stream has ended (source: closed by the application; sink: the
+    /// source's close arrived).
+    pub finished: bool,
+    /// Sink: every message the source sent was delivered (reliable) or
+    /// accounted for. `false` on a source.
+    pub complete: bool,
+}
