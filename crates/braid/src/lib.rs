@@ -9,3 +9,4 @@ pub mod emulate;
 pub mod perf;
 pub mod pipe;
 pub mod rudp;
+pub mod session;

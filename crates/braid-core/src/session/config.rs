@@ -113,6 +113,11 @@ pub struct SessionConfig {
     pub stats_interval: Duration,
     /// Interval of the sink's acknowledgements.
     pub ack_interval: Duration,
+    /// Close the session ([`CloseReason::PeerLost`](super::CloseReason))
+    /// once every path has been down this long, after at least one was
+    /// up. `None` (the default): keep trying for ever, as braid-sim's
+    /// outage scenarios need; the runtime sets a few seconds.
+    pub peer_timeout: Option<Duration>,
 }
 
 impl Default for SessionConfig {
@@ -128,6 +133,7 @@ impl Default for SessionConfig {
             max_message: 1 << 20,
             stats_interval: Duration::from_secs(1),
             ack_interval: Duration::from_millis(5),
+            peer_timeout: None,
         }
     }
 }
@@ -135,7 +141,7 @@ impl Default for SessionConfig {
 #[derive(Debug)]
 pub(super) enum Sched {
     Pgos(Box<Pgos>),
-    Other(Box<dyn Scheduler>),
+    Other(Box<dyn Scheduler + Send>),
 }
 
 impl Sched {

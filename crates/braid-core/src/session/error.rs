@@ -42,6 +42,10 @@ pub enum SessionError {
     /// The session is closed.
     #[error("session closed: {0}")]
     Closed(CloseReason),
+    /// A relayed path's route is empty or longer than
+    /// [`MAX_ROUTE_HOPS`](super::route::MAX_ROUTE_HOPS).
+    #[error("a route of {0} hops (need 1..={max})", max = super::route::MAX_ROUTE_HOPS)]
+    Route(usize),
     /// The stream is closing; nothing more may be sent on it.
     #[error("{0} is closing")]
     StreamClosing(StreamId),
@@ -160,6 +164,11 @@ pub enum CloseReason {
         /// Why, in words (lossy UTF-8).
         reason: String,
     },
+    /// Every path has been down for [`SessionConfig::peer_timeout`]
+    /// (super::SessionConfig::peer_timeout): the peer is gone (killed, or
+    /// every network path to it cut).
+    #[error("every path has been down for {0}: the peer is gone")]
+    PeerLost(crate::time::Duration),
 }
 
 impl From<FrameError> for CloseReason {

@@ -10,6 +10,7 @@
 //!
 //! Main types: [`Frame`], [`FrameError`], [`SessionId`].
 
+use super::route::{HopReport, Route};
 use super::stream::{
     Delivery, PathBound, StreamConfig, StreamConfigError, MAX_PINNED, MAX_STREAM_NAME,
 };
@@ -34,6 +35,9 @@ const T_DATA: u8 = 0x04;
 const T_ACK: u8 = 0x05;
 const T_PATH_STATUS: u8 = 0x06;
 const T_CLOSE: u8 = 0x07;
+const T_ROUTE: u8 = 0x08;
+const T_HOP_REPORT: u8 = 0x09;
+const T_STREAM_REPORT: u8 = 0x0a;
 
 /// A session's identity, chosen by the source and named in every path's
 /// first frame.
@@ -94,6 +98,24 @@ pub enum Frame<'a> {
         path: PathId,
         /// Up or down.
         up: bool,
+    },
+    /// Source → relay, relay → relay: where a relayed path goes next
+    /// (the first message on the connection; see [`super::route`]).
+    Route(Route),
+    /// Relay → source: what the relay measured on the hop it sends on.
+    HopReport(HopReport),
+    /// Sink → source, once per statistics interval: how a stream fares
+    /// at the sink.
+    StreamReport {
+        /// The stream.
+        stream: StreamId,
+        /// Share of the spec's windows met since the stream opened, in
+        /// parts per million.
+        windows_met_ppm: u32,
+        /// Rate delivered to the sink application in the last interval.
+        rate: Bandwidth,
+        /// Messages lost or dropped late, since the stream opened.
+        lost: u64,
     },
     /// Either way: the session is over (`code` 0 = normal end).
     Close {
@@ -179,6 +201,15 @@ impl<'a> Frame<'a> {
                     reason: r.bytes(n as usize)?,
                 }
             }
+            T_ROUTE => Frame::Route(Route::decode(&mut r)?),
+            T_HOP_REPORT => Frame::HopReport(HopReport::decode(&mut r)?),
+            T_STREAM_REPORT => Frame::StreamReport {
+                stream: stream_id(&mut r)?,
+                // 10^6 fits in u32; the bound makes the cast exact.
+                windows_met_ppm: r.varint_max(1_000_000, "windows met")? as u32,
+                rate: Bandwidth::from_bps(r.varint()?),
+                lost: r.varint()?,
+            },
             other => return Err(FrameError::UnknownType(other)),
         };
         if !r.is_empty() {
@@ -226,6 +257,26 @@ impl<'a> Frame<'a> {
                 out.push(T_PATH_STATUS);
                 put_varint(out, u64::from(path.0));
                 out.push(u8::from(*up));
+            }
+            Frame::Route(route) => {
+                out.push(T_ROUTE);
+                route.encode(out);
+            }
+            Frame::HopReport(report) => {
+                out.push(T_HOP_REPORT);
+                report.encode(out);
+            }
+            Frame::StreamReport {
+                stream,
+                windows_met_ppm,
+                rate,
+                lost,
+            } => {
+                out.push(T_STREAM_REPORT);
+                put_varint(out, u64::from(stream.0));
+                put_varint(out, u64::from((*windows_met_ppm).min(1_000_000)));
+                put_varint(out, rate.bps().min(crate::wire::VARINT_MAX));
+                put_varint(out, (*lost).min(crate::wire::VARINT_MAX));
             }
             Frame::Close { code, reason } => {
                 out.push(T_CLOSE);
@@ -503,6 +554,26 @@ mod tests {
                 stream: StreamId(1023),
                 sent: 1 << 40,
             },
+            Frame::Route(Route {
+                index: 2,
+                hops: vec![
+                    "10.1.2.3:7000".parse().unwrap(),
+                    "[2001:db8::1]:9000".parse().unwrap(),
+                ],
+            }),
+            Frame::StreamReport {
+                stream: StreamId(3),
+                windows_met_ppm: 987_654,
+                rate: Bandwidth::from_bps(3_200_000),
+                lost: 12,
+            },
+            Frame::HopReport(HopReport {
+                index: 1,
+                srtt: Duration::from_micros(40_123),
+                loss: 0.0125,
+                delivered: Bandwidth::from_bps(98_765_432),
+                queued_bytes: 65_536,
+            }),
             Frame::Data {
                 stream: StreamId(5),
                 seq: 77,

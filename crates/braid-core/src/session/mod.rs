@@ -28,6 +28,7 @@
 //! | `path` | one path: its connection, estimator, RTT and loss history, liveness |
 //! | `source` | the source side: stream queues, dispatch, session acks, failover |
 //! | `sink` | the sink side: reassembly, duplicates, deadlines, acks, statistics |
+//! | [`route`] | [`route::Route`] and [`route::HopReport`]: where a relayed path goes, what its relays measure |
 //! | [`relay`] | [`relay::Relay`]: forwards a path's messages hop by hop, each hop its own connection |
 //! | [`event`] | [`Event`]s and [`StreamStats`] |
 //! | [`snapshot`] | [`Snapshot`]: every path and stream now, as plain data |
@@ -71,6 +72,7 @@ pub mod frame;
 pub mod fuzzing;
 mod path;
 pub mod relay;
+pub mod route;
 mod sink;
 pub mod snapshot;
 mod source;
@@ -98,6 +100,18 @@ use path::PathState;
 use sink::InStream;
 use source::OutStream;
 use std::collections::{BTreeMap, VecDeque};
+
+/// Words for why a path's connection closed.
+fn describe_close(r: &crate::transport::CloseReason) -> String {
+    use crate::transport::CloseReason as C;
+    match r {
+        C::Local(code) => format!("closed here ({code:?})"),
+        C::Peer { reason, .. } if !reason.is_empty() => format!("the peer closed it: {reason}"),
+        C::Peer { code, .. } => format!("the peer closed it ({code:?})"),
+        C::IdleTimeout => "no answer (idle timeout)".to_string(),
+        C::ProtocolViolation(code) => format!("the peer broke the protocol ({code:?})"),
+    }
+}
 
 /// The transport stream that carries session control frames; stream `s`
 /// of the session travels on transport stream `s` (so ids start at 1).
@@ -192,6 +206,12 @@ pub struct Session {
     /// Reused buffers for the per-datagram walks over paths and connections.
     scratch_paths: Vec<PathId>,
     scratch_conns: Vec<ConnectionHandle>,
+    /// A path has been up at least once.
+    ever_up: bool,
+    /// Every path has been down since then.
+    all_down_since: Option<Instant>,
+    /// Every stream this side has known (for [`Session::snapshot`]).
+    ledger: BTreeMap<StreamId, snapshot::StreamLedger>,
 }
 
 impl Session {
@@ -253,6 +273,9 @@ impl Session {
             stats: SessionStats::default(),
             scratch_paths: Vec::new(),
             scratch_conns: Vec::new(),
+            ledger: BTreeMap::new(),
+            ever_up: false,
+            all_down_since: None,
             config,
         })
     }
@@ -334,6 +357,39 @@ impl Session {
         Ok(())
     }
 
+    /// Source: adds path `id` through relays. The connection goes from
+    /// `first_hop.local` to the first relay at `first_hop.remote`; `route`
+    /// lists the hops after it, the sink last (so a path through one relay
+    /// has `route = [sink]`). The relays learn it from a
+    /// [`Frame::Route`] and report each hop's measurements back.
+    ///
+    /// # Errors
+    /// As [`Session::add_path`]; [`SessionError::Route`] for an empty route
+    /// or one longer than [`route::MAX_ROUTE_HOPS`].
+    pub fn add_relayed_path(
+        &mut self,
+        now: Instant,
+        id: PathId,
+        first_hop: FourTuple,
+        route: Vec<std::net::SocketAddr>,
+    ) -> Result<(), SessionError> {
+        self.check_role(Role::Source, "add_relayed_path")?;
+        if route.is_empty() || route.len() > route::MAX_ROUTE_HOPS {
+            return Err(SessionError::Route(route.len()));
+        }
+        if self.paths.contains_key(&id) {
+            return Err(SessionError::DuplicatePath(id));
+        }
+        if self.paths.len() >= MAX_PATHS {
+            return Err(SessionError::TooManyPaths(MAX_PATHS));
+        }
+        let mut p = self.new_path(id, first_hop, now);
+        p.route = route;
+        self.paths.insert(id, p);
+        self.connect(now, id)?;
+        Ok(())
+    }
+
     fn new_path(&self, id: PathId, addr: FourTuple, now: Instant) -> PathState {
         let interval = self.config.transport.stats_interval;
         // The transport validated stats_interval (non-zero) and the window
@@ -356,6 +412,14 @@ impl Session {
         let h = self.endpoint.connect_on(now, p.addr)?;
         p.conn = Some(h);
         p.reconnect_at = None;
+        p.hops.clear();
+        let route = (!p.route.is_empty()).then(|| {
+            Frame::Route(route::Route {
+                index: 1,
+                hops: p.route.clone(),
+            })
+            .to_vec()
+        });
         self.conns.insert(h, id);
         let hello = Frame::PathHello {
             session: self.id,
@@ -363,7 +427,10 @@ impl Session {
         }
         .to_vec();
         if let Some(c) = self.endpoint.connection_mut(h) {
-            // A fresh connection with an empty queue takes a small message.
+            // A fresh connection with an empty queue takes small messages.
+            if let Some(r) = route {
+                let _ = c.send(now, CONTROL_STREAM, r, SendOptions::RELIABLE);
+            }
             let _ = c.send(now, CONTROL_STREAM, hello, SendOptions::RELIABLE);
         }
         Ok(())
@@ -493,6 +560,13 @@ impl Session {
     fn close_with(&mut self, now: Instant, r: CloseReason) {
         if let CloseReason::Local { code, reason } = r {
             self.close(now, code, &reason);
+        } else if let CloseReason::PeerLost(after) = r {
+            // Tell whatever may still hear, then end.
+            self.close(now, CloseCode::Application, "peer lost");
+            self.closed = Some(CloseReason::PeerLost(after));
+            if let Some(Event::Closed(last)) = self.events.back_mut() {
+                *last = CloseReason::PeerLost(after);
+            }
         } else if self.closed.is_none() {
             self.closed = Some(r.clone());
             self.push_event(Event::Closed(r));
@@ -536,19 +610,25 @@ impl Session {
                 .copied()
                 .chain(self.pending.iter().copied()),
         );
-        for &h in &handles {
+        'conns: for &h in &handles {
             while let Some(m) = self.endpoint.connection_mut(h).and_then(|c| c.recv(now)) {
                 if let Err(e) = self.handle_message(now, h, m.data) {
+                    if !self.conns.contains_key(&h) {
+                        // Not a path of the session (yet): only this
+                        // connection goes, not the session.
+                        self.refuse_connection(now, h, &e);
+                        continue 'conns;
+                    }
                     self.close_with(now, e);
                     return;
                 }
             }
-            let mut closed = false;
+            let mut closed = None;
             let mut samples = Vec::new();
             if let Some(c) = self.endpoint.connection_mut(h) {
                 while let Some(e) = c.poll_event() {
-                    if let crate::transport::Event::Closed(_) = e {
-                        closed = true;
+                    if let crate::transport::Event::Closed(r) = e {
+                        closed = Some(describe_close(&r));
                     }
                 }
                 let srtt = c.stats().srtt;
@@ -556,23 +636,45 @@ impl Session {
                     samples.push((s, srtt));
                 }
             } else {
-                closed = true;
+                closed = Some("connection gone".to_string());
             }
             if let Some(&id) = self.conns.get(&h) {
                 if let Some(p) = self.paths.get_mut(&id) {
                     for (s, srtt) in samples {
                         p.handle_sample(s, srtt);
                     }
+                    if closed.is_some() {
+                        p.last_error = closed.clone();
+                    }
                 }
-                if closed {
+                if closed.is_some() {
                     self.path_closed(now, h, id);
                 }
-            } else if closed {
+            } else if closed.is_some() {
                 self.pending.retain(|&x| x != h);
                 self.endpoint.remove(h);
             }
         }
         self.scratch_conns = handles;
+    }
+
+    /// Closes connection `h`, which is not a path, for breaking the
+    /// protocol (e.g. a relay's ROUTE at a sink); the session goes on.
+    fn refuse_connection(&mut self, now: Instant, h: ConnectionHandle, why: &CloseReason) {
+        self.stats.stray_connections += 1;
+        self.pending.retain(|&x| x != h);
+        let reason = match why {
+            CloseReason::Local { reason, .. } => reason.clone(),
+            other => other.to_string(),
+        };
+        tracing::debug!(%reason, "session: connection refused");
+        if let Some(c) = self.endpoint.connection_mut(h) {
+            c.close(
+                now,
+                crate::transport::ErrorCode::PROTOCOL_VIOLATION,
+                reason.as_bytes(),
+            );
+        }
     }
 
     /// One message from connection `h`.
@@ -610,6 +712,12 @@ impl Session {
                 self.push_event(Event::Closed(r));
                 Ok(())
             }
+            Frame::HopReport(r) if self.role == Role::Source => {
+                if let Some(p) = self.conns.get(&h).and_then(|id| self.paths.get_mut(id)) {
+                    p.handle_hop_report(r, now);
+                }
+                Ok(())
+            }
             Frame::PathStatus { path, up } => {
                 // The sink's answer to PATH_HELLO: the path is bound there,
                 // so data may flow on it.
@@ -635,6 +743,14 @@ impl Session {
             let Some(p) = self.paths.get(&id) else {
                 continue;
             };
+            if !p.hops.is_empty() {
+                if let Some(p) = self.paths.get_mut(&id) {
+                    p.refresh_hops(now, path::HOP_REPORT_MAX_AGE);
+                }
+            }
+            let Some(p) = self.paths.get(&id) else {
+                continue;
+            };
             if p.reconnect_at.is_some_and(|t| now >= t) {
                 if let Err(e) = self.connect(now, id) {
                     tracing::debug!(path = id.0, %e, "session: reconnect failed");
@@ -654,6 +770,27 @@ impl Session {
         if self.role == Role::Source {
             self.refresh_scheduler_paths(now);
         }
+        self.check_peer(now);
+    }
+
+    /// Closes the session once every path has been down for
+    /// [`SessionConfig::peer_timeout`] (after one was up).
+    fn check_peer(&mut self, now: Instant) {
+        let Some(limit) = self.config.peer_timeout else {
+            return;
+        };
+        if self.paths.values().any(PathState::is_up) {
+            self.all_down_since = None;
+            return;
+        }
+        if !self.ever_up {
+            return;
+        }
+        let since = *self.all_down_since.get_or_insert(now);
+        if now.saturating_duration_since(since) >= limit {
+            tracing::debug!(session = self.id.0, "session: peer lost");
+            self.close_with(now, CloseReason::PeerLost(limit));
+        }
     }
 
     fn path_established(&mut self, now: Instant, id: PathId) {
@@ -665,6 +802,7 @@ impl Session {
         }
         p.established = true;
         p.down_since = None;
+        self.ever_up = true;
         self.push_event(Event::PathUp { path: id });
         self.announce_streams(now, id);
     }
@@ -740,13 +878,19 @@ impl Session {
             match batch[i].clone() {
                 SchedulerEvent::Mapped { stream, parts } => {
                     self.held_upcalls.retain(|&s| s != stream);
-                    self.push_event(Event::StreamMapped {
-                        stream,
-                        paths: parts.iter().map(PathPromise::from_part).collect(),
-                    });
+                    let paths: Vec<PathPromise> =
+                        parts.iter().map(PathPromise::from_part).collect();
+                    if let Some(l) = self.ledger.get_mut(&stream) {
+                        l.promises = paths.clone();
+                        l.unmet = None;
+                    }
+                    self.push_event(Event::StreamMapped { stream, paths });
                 }
                 SchedulerEvent::Upcall { stream, spec, best } => {
                     if self.warmed_up {
+                        if let Some(l) = self.ledger.get_mut(&stream) {
+                            l.unmet = Some(best);
+                        }
                         self.push_event(Event::GuaranteeUnmet { stream, spec, best });
                     } else if !self.held_upcalls.contains(&stream) {
                         self.held_upcalls.push(stream);

@@ -18,6 +18,7 @@
 //! acknowledgement, whichever is later; it is up again once an
 //! acknowledgement arrives after it went down.
 
+use super::route::HopReport;
 use crate::estimate::{PathEstimate, RateSample};
 use crate::id::PathId;
 use crate::scheduler::PathView;
@@ -64,7 +65,25 @@ pub(crate) struct PathState {
     pub srtt: Duration,
     /// Reconnect at this instant (its connection closed).
     pub reconnect_at: Option<Instant>,
+    /// Source: where the path goes after its first hop (relays, then the
+    /// sink); empty on a direct path.
+    pub route: Vec<std::net::SocketAddr>,
+    /// Source: the last report of each hop after the first (index − 1),
+    /// with when it arrived.
+    pub hops: Vec<Option<(HopReport, Instant)>>,
+    /// Why its connection last closed, in words.
+    pub last_error: Option<String>,
+    /// Delivered bytes and loss of the last finished interval.
+    pub last_rate: Bandwidth,
+    pub last_loss: f64,
+    /// Sum of the fresh hop reports' RTTs, and their combined loss.
+    pub hops_srtt: Duration,
+    pub hops_loss: f64,
 }
+
+/// A hop report older than this no longer counts (its relay stopped
+/// reporting; the path's liveness rule judges the rest).
+pub(crate) const HOP_REPORT_MAX_AGE: Duration = Duration::from_secs(2);
 
 impl PathState {
     pub fn new(
@@ -88,7 +107,58 @@ impl PathState {
             history,
             srtt: initial_rtt,
             reconnect_at: None,
+            route: Vec::new(),
+            hops: Vec::new(),
+            last_error: None,
+            last_rate: Bandwidth::ZERO,
+            last_loss: 0.0,
+            hops_srtt: Duration::ZERO,
+            hops_loss: 0.0,
         }
+    }
+
+    /// Takes a relay's report on a hop of this path (ignored unless the
+    /// path is relayed and the index is one of its hops).
+    pub fn handle_hop_report(&mut self, r: HopReport, now: Instant) {
+        // A route of n addresses has n − 1 relays after the first, each
+        // reporting with index 2..=n; the first relay reports index 1.
+        let i = usize::from(r.index);
+        if i == 0 || i > self.route.len() {
+            return;
+        }
+        if self.hops.len() < i {
+            self.hops.resize(i, None);
+        }
+        self.hops[i - 1] = Some((r, now));
+        self.refresh_hops(now, HOP_REPORT_MAX_AGE);
+    }
+
+    /// Forgets hop reports older than `max_age` (a relay that stopped
+    /// reporting) and re-adds the rest into `hops_srtt` and `hops_loss`.
+    pub fn refresh_hops(&mut self, now: Instant, max_age: Duration) {
+        let mut srtt = Duration::ZERO;
+        let mut keep = 1.0;
+        for slot in &mut self.hops {
+            if slot.is_some_and(|(_, at)| now.saturating_duration_since(at) > max_age) {
+                *slot = None;
+            }
+            if let Some((r, _)) = slot {
+                srtt += r.srtt;
+                keep *= 1.0 - r.loss;
+            }
+        }
+        self.hops_srtt = srtt;
+        self.hops_loss = (1.0 - keep).clamp(0.0, 1.0);
+    }
+
+    /// Smoothed RTT of the whole path: the first hop's plus the relays'.
+    pub fn path_srtt(&self) -> Duration {
+        self.srtt + self.hops_srtt
+    }
+
+    /// Loss of the whole path in the last interval: 1 − Π(1 − loss of each hop).
+    pub fn path_loss(&self) -> f64 {
+        (1.0 - (1.0 - self.last_loss) * (1.0 - self.hops_loss)).clamp(0.0, 1.0)
     }
 
     /// Usable now: established and not down.
@@ -99,17 +169,20 @@ impl PathState {
     /// Takes one finished interval of the connection.
     pub fn handle_sample(&mut self, s: RateSample, srtt: Duration) {
         self.srtt = srtt;
+        self.last_rate = s.rate;
+        self.last_loss = s.loss_ratio();
         self.estimate.handle_sample(s);
         if s.app_limited {
             return;
         }
-        push_bounded(&mut self.rtt_us, srtt.as_micros(), self.history);
+        let rtt = self.path_srtt().as_micros();
+        push_bounded(&mut self.rtt_us, rtt, self.history);
         push_bounded(&mut self.loss, s.loss_ratio(), self.history);
     }
 
     /// The scheduler's view of the path.
     pub fn view(&self) -> PathView {
-        PathView::new(self.estimate.window().clone(), self.srtt)
+        PathView::new(self.estimate.window().clone(), self.path_srtt())
     }
 
     pub fn samples(&self) -> usize {
@@ -160,7 +233,7 @@ impl PathState {
                 .window()
                 .mean()
                 .map(|m| Bandwidth::from_bps(m as u64)),
-            srtt: self.srtt,
+            srtt: self.path_srtt(),
         }
     }
 }

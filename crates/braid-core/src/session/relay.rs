@@ -2,30 +2,56 @@
 //! forwards a session's messages hop by hop, without reassembling streams.
 //!
 //! Each hop is its own IQ-RUDP connection with its own congestion control:
-//! for every connection a previous hop opens to the relay, the relay opens
-//! one to its next hop ([`Relay::new`]'s `next_hop`) and forwards every
-//! message both ways, unchanged (the session frames inside are opaque here),
-//! on the same transport stream and with the same reliability class.
+//! for every connection a previous hop opens to the relay (the *up*
+//! connection), the relay opens one to the next hop (the *down*
+//! connection) and forwards every message both ways, unchanged (the session
+//! frames inside are opaque here), on the same transport stream and with
+//! the same reliability class. Where the next hop is depends on the mode:
+//!
+//! * [`Relay::routed`] (the runtime's `braid relay`): the first message on
+//!   an up connection must be a [`Frame::Route`]; the relay connects to the
+//!   route's first address and passes the rest of the route on
+//!   ([`Route::next`]). Until then the relay holds the up connection and
+//!   nothing else for it. A routed relay also reports, once per transport
+//!   statistics interval, what it measures on each down connection
+//!   ([`Frame::HopReport`], sent up towards the source), and ties the two
+//!   connections' lives together: when one closes, or the down connection
+//!   stops answering (data in flight and no acknowledgement for
+//!   max(3 × SRTT, [`SILENCE_MIN`])), the other is closed with the reason,
+//!   so the source learns of a failure beyond the first hop at once.
+//! * [`Relay::new`] (braid-sim's relay nodes): one fixed next hop for every
+//!   up connection; no routes, reports or tied lives.
 //!
 //! Backpressure: a message the next connection cannot queue now waits as
 //! the pair's one pending message, and the relay reads nothing more from
 //! that side until it has gone; the previous hop's flow control then slows
 //! the sender, so a slow hop shows up in the source's measurements of the
-//! whole path. Memory is bounded by the connections' own buffers plus one
-//! message per direction per pair, and at most [`MAX_RELAY_PAIRS`] pairs.
+//! whole path. Memory per pair is bounded by its two connections' buffers
+//! (each `Config::send_queue_bytes` queued plus the receive window) plus one
+//! message per direction; at most [`MAX_RELAY_PAIRS`] pairs
+//! (`Config::max_connections` bounds the connections too).
 //!
 //! Driving: as [`Endpoint`] — `handle_datagram`, `poll_transmit`,
 //! `handle_timeout` at `poll_timeout`.
 
-use crate::time::Instant;
+use super::frame::Frame;
+use super::route::HopReport;
+use super::CONTROL_STREAM;
+use crate::id::StreamId;
+use crate::time::{Duration, Instant};
 use crate::transport::{
-    Config, ConfigError, ConnectionHandle, Endpoint, FourTuple, ReceivedMessage, Reliability,
-    SendOptions, Transmit,
+    Config, ConfigError, ConnectionHandle, Endpoint, ErrorCode, FourTuple, ReceivedMessage,
+    Reliability, SendOptions, Transmit,
 };
+use crate::units::Bandwidth;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 
 /// Most forwarding pairs (previous-hop connections) a relay serves.
 pub const MAX_RELAY_PAIRS: usize = 256;
+/// Lower bound of the silence after which a routed relay gives up on a
+/// next hop (with 3 × its SRTT), as a session's path liveness rule.
+pub const SILENCE_MIN: Duration = Duration::from_millis(200);
 
 /// Counters of a relay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,46 +64,123 @@ pub struct RelayStats {
     pub forwarded_up: u64,
     /// Bytes forwarded towards the next hop.
     pub bytes_down: u64,
-    /// Connections refused (pair bound reached).
+    /// Bytes forwarded back towards the previous hop.
+    pub bytes_up: u64,
+    /// Connections refused (pair bound reached, or no route).
     pub refused: u64,
     /// Messages dropped because the other side's connection was gone.
     pub dropped: u64,
+    /// Hop reports sent towards sources.
+    pub reports: u64,
+    /// Pairs ended (either side closed).
+    pub closed: u64,
 }
+
+/// One forwarding pair as the operator sees it (see [`Relay::pairs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairInfo {
+    /// The previous hop.
+    pub from: SocketAddr,
+    /// The next hop, once known.
+    pub to: Option<SocketAddr>,
+    /// This relay's place on the path (routed mode).
+    pub index: Option<u8>,
+    /// Smoothed RTT of the next hop.
+    pub srtt: Duration,
+    /// Rate the next hop delivered in the last interval.
+    pub delivered: Bandwidth,
+    /// Loss ratio of the next hop in the last interval.
+    pub loss: f64,
+    /// Bytes held for the pair (both connections' queues and waiting messages).
+    pub queued_bytes: u64,
+    /// Bytes forwarded towards the next hop.
+    pub bytes_down: u64,
+    /// Bytes forwarded back.
+    pub bytes_up: u64,
+}
+
+type Pending = (StreamId, Vec<u8>, SendOptions);
 
 #[derive(Debug)]
 struct Pair {
     up: ConnectionHandle,
-    down: ConnectionHandle,
+    /// Known once routed (at once in fixed mode).
+    down: Option<ConnectionHandle>,
+    index: Option<u8>,
     /// A message waiting for the downstream connection.
-    to_down: Option<(crate::id::StreamId, Vec<u8>, SendOptions)>,
+    to_down: Option<Pending>,
     /// A message waiting for the upstream connection.
-    to_up: Option<(crate::id::StreamId, Vec<u8>, SendOptions)>,
+    to_up: Option<Pending>,
+    delivered: Bandwidth,
+    loss: f64,
+    bytes_down: u64,
+    bytes_up: u64,
+    /// One side is gone; the pair goes once both are.
+    ending: bool,
+}
+
+impl Pair {
+    fn new(up: ConnectionHandle, down: Option<ConnectionHandle>) -> Pair {
+        Pair {
+            up,
+            down,
+            index: None,
+            to_down: None,
+            to_up: None,
+            delivered: Bandwidth::ZERO,
+            loss: 0.0,
+            bytes_down: 0,
+            bytes_up: 0,
+            ending: false,
+        }
+    }
 }
 
 /// A relay (see the module docs).
 #[derive(Debug)]
 pub struct Relay {
     endpoint: Endpoint,
-    next_hop: FourTuple,
+    /// `None`: routed mode.
+    next_hop: Option<FourTuple>,
     send_queue_bytes: u64,
-    pairs: Vec<Pair>,
-    by_conn: BTreeMap<ConnectionHandle, usize>,
+    pairs: BTreeMap<u64, Pair>,
+    next_pair: u64,
+    by_conn: BTreeMap<ConnectionHandle, u64>,
     stats: RelayStats,
 }
 
 impl Relay {
-    /// A relay that accepts connections from previous hops and forwards
-    /// each over its own connection on `next_hop`. `secret`: 32 random bytes.
+    /// A relay that forwards every connection from a previous hop over its
+    /// own connection on `next_hop` (braid-sim's relays). `secret`: 32
+    /// random bytes.
     ///
     /// # Errors
     /// An invalid transport configuration.
     pub fn new(config: Config, secret: [u8; 32], next_hop: FourTuple) -> Result<Self, ConfigError> {
+        Self::build(config, secret, Some(next_hop))
+    }
+
+    /// A relay that learns each path's next hop from its ROUTE frame (see
+    /// the module docs). `secret`: 32 random bytes.
+    ///
+    /// # Errors
+    /// An invalid transport configuration.
+    pub fn routed(config: Config, secret: [u8; 32]) -> Result<Self, ConfigError> {
+        Self::build(config, secret, None)
+    }
+
+    fn build(
+        config: Config,
+        secret: [u8; 32],
+        next_hop: Option<FourTuple>,
+    ) -> Result<Self, ConfigError> {
         let send_queue_bytes = config.send_queue_bytes;
         Ok(Relay {
             endpoint: Endpoint::new(config, secret, true)?,
             next_hop,
             send_queue_bytes,
-            pairs: Vec::new(),
+            pairs: BTreeMap::new(),
+            next_pair: 0,
             by_conn: BTreeMap::new(),
             stats: RelayStats::default(),
         })
@@ -86,6 +189,38 @@ impl Relay {
     /// Counters.
     pub fn stats(&self) -> RelayStats {
         self.stats
+    }
+
+    /// The transport endpoint's counters (handshakes refused, datagrams
+    /// dropped …).
+    pub fn endpoint_stats(&self) -> crate::transport::EndpointStats {
+        self.endpoint.stats()
+    }
+
+    /// Every pair now.
+    pub fn pairs(&self) -> Vec<PairInfo> {
+        self.pairs
+            .values()
+            .filter_map(|p| {
+                let up = self.endpoint.connection(p.up)?;
+                let down = p.down.and_then(|h| self.endpoint.connection(h));
+                let waiting = |m: &Option<Pending>| m.as_ref().map_or(0, |m| m.1.len() as u64);
+                Some(PairInfo {
+                    from: up.remote(),
+                    to: down.map(|c| c.remote()),
+                    index: p.index,
+                    srtt: down.map_or(Duration::ZERO, |c| c.stats().srtt),
+                    delivered: p.delivered,
+                    loss: p.loss,
+                    queued_bytes: up.queued_bytes()
+                        + down.map_or(0, |c| c.queued_bytes())
+                        + waiting(&p.to_down)
+                        + waiting(&p.to_up),
+                    bytes_down: p.bytes_down,
+                    bytes_up: p.bytes_up,
+                })
+            })
+            .collect()
     }
 
     /// A datagram arrived over `path`.
@@ -116,38 +251,214 @@ impl Relay {
             if self.pairs.len() >= MAX_RELAY_PAIRS {
                 self.stats.refused += 1;
                 if let Some(c) = self.endpoint.connection_mut(up) {
-                    c.close(now, crate::transport::ErrorCode(0), b"relay full");
+                    c.close(now, ErrorCode::SERVER_BUSY, b"relay full");
                 }
                 continue;
             }
-            let Ok(down) = self.endpoint.connect_on(now, self.next_hop) else {
-                self.stats.refused += 1;
-                continue;
+            let down = match self.next_hop {
+                Some(next) => match self.endpoint.connect_on(now, next) {
+                    Ok(h) => Some(h),
+                    Err(_) => {
+                        self.stats.refused += 1;
+                        continue;
+                    }
+                },
+                None => None,
             };
-            let i = self.pairs.len();
-            self.pairs.push(Pair {
-                up,
-                down,
-                to_down: None,
-                to_up: None,
-            });
-            self.by_conn.insert(up, i);
-            self.by_conn.insert(down, i);
+            let id = self.next_pair;
+            self.next_pair += 1;
+            self.pairs.insert(id, Pair::new(up, down));
+            self.by_conn.insert(up, id);
+            if let Some(d) = down {
+                self.by_conn.insert(d, id);
+            }
             self.stats.pairs += 1;
         }
-        for i in 0..self.pairs.len() {
-            self.pump_pair(now, i, true);
-            self.pump_pair(now, i, false);
+        let ids: Vec<u64> = self.pairs.keys().copied().collect();
+        for id in ids {
+            if self.next_hop.is_none() {
+                self.route_pair(now, id);
+                self.watch_pair(now, id);
+            }
+            self.pump_pair(now, id, true);
+            self.pump_pair(now, id, false);
         }
     }
 
-    /// Moves messages from one side of pair `i` to the other (`down`:
-    /// upstream → downstream).
-    fn pump_pair(&mut self, now: Instant, i: usize, down: bool) {
-        let Some(p) = self.pairs.get_mut(i) else {
+    /// Routed mode: takes a new pair's ROUTE and opens its next hop.
+    fn route_pair(&mut self, now: Instant, id: u64) {
+        let Some(p) = self.pairs.get(&id) else {
             return;
         };
-        let (from, to) = if down { (p.up, p.down) } else { (p.down, p.up) };
+        if p.down.is_some() || p.ending {
+            return;
+        }
+        let up = p.up;
+        let Some(m) = self.endpoint.connection_mut(up).and_then(|c| c.recv(now)) else {
+            return;
+        };
+        let route = match Frame::decode(&m.data) {
+            Ok(Frame::Route(r)) if m.stream == CONTROL_STREAM => r,
+            _ => {
+                self.stats.refused += 1;
+                self.end_pair(
+                    now,
+                    id,
+                    "this is a braid relay: a path through it starts with a ROUTE frame",
+                );
+                return;
+            }
+        };
+        let next = FourTuple {
+            local: None,
+            remote: route.hops[0],
+        };
+        let down = match self.endpoint.connect_on(now, next) {
+            Ok(h) => h,
+            Err(_) => {
+                self.stats.refused += 1;
+                self.end_pair(now, id, "relay full");
+                return;
+            }
+        };
+        if let Some(r) = route.next() {
+            if let Some(c) = self.endpoint.connection_mut(down) {
+                // A fresh connection takes a small message.
+                let _ = c.send(
+                    now,
+                    CONTROL_STREAM,
+                    Frame::Route(r).to_vec(),
+                    SendOptions::RELIABLE,
+                );
+            }
+        }
+        tracing::debug!(index = route.index, next = %route.hops[0], "relay: path routed");
+        self.by_conn.insert(down, id);
+        if let Some(p) = self.pairs.get_mut(&id) {
+            p.down = Some(down);
+            p.index = Some(route.index);
+        }
+    }
+
+    /// Routed mode: reports on the next hop, and ends the pair when a side
+    /// is gone or the next hop has gone silent.
+    fn watch_pair(&mut self, now: Instant, id: u64) {
+        let Some(p) = self.pairs.get(&id) else {
+            return;
+        };
+        let (up, down, index) = (p.up, p.down, p.index);
+        let up_open = self.endpoint.connection(up).is_some_and(|c| !c.is_closed());
+        let Some(down) = down else {
+            if !up_open {
+                self.remove_pair(id);
+            }
+            return;
+        };
+        let mut report = None;
+        let mut why: Option<String> = None;
+        match self.endpoint.connection_mut(down) {
+            Some(c) if !c.is_closed() => {
+                let mut last = None;
+                while let Some(s) = c.poll_rate_sample() {
+                    last = Some(s);
+                }
+                let st = c.stats();
+                if let Some(s) = last {
+                    report = Some(HopReport {
+                        index: index.unwrap_or(1),
+                        srtt: st.srtt,
+                        loss: s.loss_ratio(),
+                        delivered: s.rate,
+                        queued_bytes: c.queued_bytes(),
+                    });
+                }
+                let since = c
+                    .oldest_unacked_sent_at()
+                    .map(|o| c.last_ack_at().map_or(o, |a| a.max(o)));
+                let limit = st.srtt.saturating_mul(3).max(SILENCE_MIN);
+                if since.is_some_and(|s| now.saturating_duration_since(s) > limit) {
+                    why = Some(format!("next hop {} stopped answering", c.remote()));
+                }
+            }
+            Some(c) => why = Some(format!("next hop {} closed", c.remote())),
+            None => why = Some("next hop gone".to_string()),
+        }
+        if let Some(r) = report {
+            if let Some(p) = self.pairs.get_mut(&id) {
+                p.delivered = r.delivered;
+                p.loss = r.loss;
+            }
+            if let Some(c) = self.endpoint.connection_mut(up) {
+                // Best effort: a report lost or refused is replaced next interval.
+                if c.send(
+                    now,
+                    CONTROL_STREAM,
+                    Frame::HopReport(r).to_vec(),
+                    SendOptions::UNRELIABLE,
+                )
+                .is_ok()
+                {
+                    self.stats.reports += 1;
+                }
+            }
+        }
+        if !up_open {
+            why = Some("previous hop closed".to_string());
+        }
+        if let Some(why) = why {
+            self.end_pair(now, id, &why);
+        }
+    }
+
+    /// Closes both sides of pair `id` with `why`, and forgets it once
+    /// both are closed.
+    fn end_pair(&mut self, now: Instant, id: u64, why: &str) {
+        let Some(p) = self.pairs.get_mut(&id) else {
+            return;
+        };
+        if !p.ending {
+            p.ending = true;
+            self.stats.closed += 1;
+            tracing::debug!(reason = why, "relay: pair ended");
+        }
+        let (up, down) = (p.up, p.down);
+        for h in [Some(up), down].into_iter().flatten() {
+            if let Some(c) = self.endpoint.connection_mut(h) {
+                c.close(now, ErrorCode::NO_ERROR, why.as_bytes());
+            }
+        }
+        let closed = |e: &Endpoint, h: Option<ConnectionHandle>| {
+            h.is_none_or(|h| e.connection(h).is_none_or(|c| c.is_closed()))
+        };
+        if closed(&self.endpoint, Some(up)) && closed(&self.endpoint, down) {
+            self.remove_pair(id);
+        }
+    }
+
+    fn remove_pair(&mut self, id: u64) {
+        let Some(p) = self.pairs.remove(&id) else {
+            return;
+        };
+        for h in [Some(p.up), p.down].into_iter().flatten() {
+            self.by_conn.remove(&h);
+            // Removing a closing connection forgets it; its CLOSE was
+            // sent (or the peer is gone).
+            if self.endpoint.connection(h).is_none_or(|c| c.is_closed()) {
+                self.endpoint.remove(h);
+            }
+        }
+    }
+
+    /// Moves messages from one side of pair `id` to the other (`down`:
+    /// upstream → downstream).
+    fn pump_pair(&mut self, now: Instant, id: u64, down: bool) {
+        let Some(p) = self.pairs.get_mut(&id) else {
+            return;
+        };
+        let Some(d) = p.down else {
+            return;
+        };
+        let (from, to) = if down { (p.up, d) } else { (d, p.up) };
         let slot = if down { &mut p.to_down } else { &mut p.to_up };
         loop {
             let next = match slot.take() {
@@ -181,18 +492,45 @@ impl Relay {
             if down {
                 self.stats.forwarded_down += 1;
                 self.stats.bytes_down += len;
+                p.bytes_down += len;
             } else {
                 self.stats.forwarded_up += 1;
+                self.stats.bytes_up += len;
+                p.bytes_up += len;
             }
         }
     }
 }
 
-fn options_of(m: ReceivedMessage) -> (crate::id::StreamId, Vec<u8>, SendOptions) {
+fn options_of(m: ReceivedMessage) -> Pending {
     let opts = match m.reliability {
         Reliability::Reliable => SendOptions::RELIABLE,
         Reliability::Discardable => SendOptions::DISCARDABLE,
         _ => SendOptions::UNRELIABLE,
     };
     (m.stream, m.data, opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::route::Route;
+
+    #[test]
+    fn a_route_passes_on_one_hop_shorter() {
+        let a: SocketAddr = "10.0.0.1:7000".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:9000".parse().unwrap();
+        let r = Route {
+            index: 1,
+            hops: vec![a, b],
+        };
+        assert_eq!(
+            r.next(),
+            Some(Route {
+                index: 2,
+                hops: vec![b]
+            })
+        );
+        assert_eq!(r.next().unwrap().next(), None);
+    }
 }

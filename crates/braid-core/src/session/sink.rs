@@ -211,6 +211,9 @@ impl Session {
             }
             self.stats.messages += 1;
             self.stats.bytes += m.data.len() as u64;
+            if let Some(l) = self.ledger.get_mut(&m.stream) {
+                l.count(m.data.len());
+            }
             let stream = m.stream;
             self.maybe_finish_in(stream);
             return Some(m);
@@ -234,6 +237,11 @@ impl Session {
                 return self.handle_hello(now, h, *session, *path);
             }
             (true, _) => {}
+            (false, Frame::Route(_)) => {
+                return Err(violation(
+                    "this is a braid session sink, not a relay".to_string(),
+                ));
+            }
             (false, _) => {
                 return Err(violation("a frame before PATH_HELLO".to_string()));
             }
@@ -250,6 +258,8 @@ impl Session {
                     }
                     Some(_) => {}
                     None => {
+                        self.ledger
+                            .insert(stream, super::snapshot::StreamLedger::new(config.clone()));
                         self.inc.insert(stream, InStream::new(config));
                     }
                 }
@@ -338,6 +348,7 @@ impl Session {
             p.established = true;
             p.down_since = None;
         }
+        self.ever_up = true;
         if let Some(c) = self.endpoint.connection_mut(h) {
             let status = Frame::PathStatus { path, up: true }.to_vec();
             let _ = c.send(now, CONTROL_STREAM, status, SendOptions::RELIABLE);
@@ -439,6 +450,10 @@ impl Session {
         if s.finished() && s.in_ready == 0 {
             self.inc.remove(&stream);
             self.finished.insert(stream);
+            if let Some(l) = self.ledger.get_mut(&stream) {
+                l.finished = true;
+                l.complete = true;
+            }
             self.push_event(Event::StreamClosed { stream });
         }
     }
@@ -540,7 +555,24 @@ impl Session {
             super::Role::Source => self.source_stats(),
             super::Role::Sink => self.sink_stats(now),
         };
+        let report_on = match self.role {
+            super::Role::Sink => self.paths.values().find(|p| p.is_up()).and_then(|p| p.conn),
+            super::Role::Source => None,
+        };
         for (stream, stats) in v {
+            if let Some(l) = self.ledger.get_mut(&stream) {
+                l.last = stats;
+            }
+            if let Some(c) = report_on.and_then(|h| self.endpoint.connection_mut(h)) {
+                let f = Frame::StreamReport {
+                    stream,
+                    windows_met_ppm: (stats.windows_met.clamp(0.0, 1.0) * 1e6).round() as u32,
+                    rate: stats.rate,
+                    lost: stats.lost,
+                };
+                // Best effort: a report lost or refused is replaced next interval.
+                let _ = c.send(now, CONTROL_STREAM, f.to_vec(), SendOptions::UNRELIABLE);
+            }
             self.push_event(Event::Stats { stream, stats });
         }
     }

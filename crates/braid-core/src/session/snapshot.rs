@@ -68,6 +68,8 @@ pub struct PathSnapshot {
     pub bytes_sent: u64,
     /// Packets declared lost on the path's connections.
     pub packets_lost: u64,
+    /// Why its connection last closed, if it did.
+    pub error: Option<String>,
 }
 
 /// One hop of a relayed path beyond the first, as its relay measured it.
@@ -116,4 +118,120 @@ pub struct StreamSnapshot {
     /// Sink: every message the source sent was delivered (reliable) or
     /// accounted for. `false` on a source.
     pub complete: bool,
+}
+
+/// What a session remembers of every stream it has known, for
+/// [`Session::snapshot`]: at most [`MAX_STREAMS`](crate::id::MAX_STREAMS)
+/// entries, kept after the stream ends.
+#[derive(Debug, Clone)]
+pub(super) struct StreamLedger {
+    pub config: StreamConfig,
+    pub last: StreamStats,
+    pub promises: Vec<PathPromise>,
+    pub unmet: Option<BestAchievable>,
+    /// Source: the sink's last STREAM_REPORT (windows met, rate, lost).
+    pub reported: Option<(f64, Bandwidth, u64)>,
+    pub messages: u64,
+    pub bytes: u64,
+    pub finished: bool,
+    pub complete: bool,
+}
+
+impl StreamLedger {
+    pub fn new(config: StreamConfig) -> Self {
+        StreamLedger {
+            config,
+            last: StreamStats::default(),
+            promises: Vec::new(),
+            unmet: None,
+            reported: None,
+            messages: 0,
+            bytes: 0,
+            finished: false,
+            complete: false,
+        }
+    }
+
+    pub fn count(&mut self, bytes: usize) {
+        self.messages += 1;
+        self.bytes += bytes as u64;
+    }
+}
+
+impl super::Session {
+    /// Every path and stream now (see [`Snapshot`]).
+    pub fn snapshot(&self, now: Instant) -> Snapshot {
+        let mut promised: std::collections::BTreeMap<PathId, u64> = Default::default();
+        for l in self.ledger.values() {
+            for p in &l.promises {
+                *promised.entry(p.path).or_default() += p.rate.bps();
+            }
+        }
+        let paths = self
+            .paths
+            .values()
+            .map(|p| {
+                let conn = p.conn.and_then(|h| self.endpoint.connection(h));
+                let stats = conn.map(|c| c.stats());
+                PathSnapshot {
+                    id: p.id,
+                    addr: p.addr,
+                    up: p.is_up(),
+                    promised: Bandwidth::from_bps(promised.get(&p.id).copied().unwrap_or(0)),
+                    guaranteed: p.estimate.window().quantile(0.05),
+                    delivered: p.last_rate,
+                    srtt: p.path_srtt(),
+                    loss: p.path_loss(),
+                    samples: p.samples(),
+                    hops: p
+                        .hops
+                        .iter()
+                        .flatten()
+                        .map(|(r, at)| HopSnapshot {
+                            index: r.index,
+                            srtt: r.srtt,
+                            loss: r.loss,
+                            delivered: r.delivered,
+                            queued_bytes: r.queued_bytes,
+                            age: now.saturating_duration_since(*at),
+                        })
+                        .collect(),
+                    bytes_sent: stats.map_or(0, |s| s.bytes_sent),
+                    packets_lost: stats.map_or(0, |s| s.packets_lost),
+                    error: p.last_error.clone(),
+                }
+            })
+            .collect();
+        let streams = self
+            .ledger
+            .iter()
+            .map(|(&id, l)| StreamSnapshot {
+                id,
+                config: l.config.clone(),
+                last: l.last,
+                windows_met: match self.role {
+                    Role::Sink => Some(l.last.windows_met),
+                    Role::Source => l.reported.map(|(m, _, _)| m),
+                },
+                paths: l.promises.clone(),
+                unmet: l.unmet,
+                messages: l.messages,
+                bytes: l.bytes,
+                finished: l.finished,
+                complete: l.complete,
+            })
+            .collect();
+        Snapshot {
+            at: now,
+            role: self.role,
+            session: self.id,
+            scheduler: match self.role {
+                Role::Source => self.scheduler_name(),
+                Role::Sink => "",
+            },
+            paths,
+            streams,
+            stats: self.stats,
+        }
+    }
 }

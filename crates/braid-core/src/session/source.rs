@@ -124,6 +124,8 @@ impl Session {
         }
         let id = StreamId(self.next_stream);
         self.next_stream += 1;
+        self.ledger
+            .insert(id, super::snapshot::StreamLedger::new(config.clone()));
         self.out.insert(
             id,
             OutStream {
@@ -216,6 +218,9 @@ impl Session {
         self.held += data.len() as u64;
         self.stats.messages += 1;
         self.stats.bytes += data.len() as u64;
+        if let Some(l) = self.ledger.get_mut(&stream) {
+            l.count(data.len());
+        }
         s.queue.push_back(OutMsg {
             seq,
             data,
@@ -245,6 +250,12 @@ impl Session {
         self.out.get(&stream).map_or(0, OutStream::outstanding)
     }
 
+    /// Source: `stream` was opened, closed by the application, and every
+    /// message of it is through (reliable: consumed by the sink).
+    pub fn is_stream_finished(&self, stream: StreamId) -> bool {
+        !self.out.contains_key(&stream) && self.ledger.get(&stream).is_some_and(|l| l.finished)
+    }
+
     /// True when every stream the source opened has been closed and
     /// acknowledged.
     pub fn is_idle(&self) -> bool {
@@ -256,6 +267,17 @@ impl Session {
     pub(super) fn source_frame(&mut self, now: Instant, f: Frame<'_>) -> Result<(), CloseReason> {
         match f {
             Frame::Ack { stream, consumed } => self.handle_ack(now, stream, consumed),
+            Frame::StreamReport {
+                stream,
+                windows_met_ppm,
+                rate,
+                lost,
+            } => {
+                if let Some(l) = self.ledger.get_mut(&stream) {
+                    l.reported = Some((f64::from(windows_met_ppm) / 1e6, rate, lost));
+                }
+                Ok(())
+            }
             other => Err(violation(format!(
                 "a sink sent a frame only a source may send: {other:?}"
             ))),
@@ -332,6 +354,11 @@ impl Session {
             let _ = self.sched.get().handle_stream_close(stream, now);
         }
         self.out.remove(&stream);
+        if let Some(l) = self.ledger.get_mut(&stream) {
+            l.finished = true;
+            l.promises.clear();
+            l.unmet = None;
+        }
         let frame = Frame::StreamClose { stream, sent }.to_vec();
         let ids: Vec<PathId> = self
             .paths

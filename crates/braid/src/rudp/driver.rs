@@ -10,9 +10,8 @@
 //! Invariants:
 //! - The driver is the only owner of the core endpoint and its sockets;
 //!   handles reach it only through bounded channels.
-//! - A datagram received on socket `s` travels the [`FourTuple`] (`s`'s
-//!   local address, sender); a datagram to send leaves on the socket whose
-//!   local address is its path's `local` (the first socket when unset).
+//! - Sockets, batching and the timer are [`super::sockets::SocketSet`]'s
+//!   (shared with the session and relay drivers), with its invariants.
 //! - A message is taken from a connection's channel only when the core's
 //!   send queue has room for it (the core's `send` would otherwise consume
 //!   it and fail), so at most one message per connection waits in the
@@ -25,15 +24,14 @@
 //!   woken itself.
 //! - The driver ends when no handle is left and every connection is gone.
 
-use super::io::{poll_flush, AsyncUdpSocket, Flushed, GsoBatch, RecvBuffers};
 use super::msg::{self, Command, DriverSide, HandleSide, Outgoing};
+use super::sockets::{Socket, SocketSet};
 use super::stats::{DriverStats, IoStats};
-use super::{EndpointConfig, RudpError, MAX_ROUNDS, RECV_BATCH, SEND_BATCH, SPIN_THRESHOLD};
+use super::{EndpointConfig, RudpError, MAX_ROUNDS};
 use crate::clock;
 use braid_core::transport::{
     CloseReason, Connection as CoreConnection, ConnectionHandle, Endpoint as CoreEndpoint,
-    ErrorCode, Event, FourTuple, ReceivedMessage, SendError, SendOptions, SendRefused, StreamId,
-    Transmit,
+    ErrorCode, Event, ReceivedMessage, SendError, SendOptions, SendRefused, StreamId,
 };
 use braid_core::Instant;
 use std::collections::HashMap;
@@ -75,36 +73,9 @@ impl Conn {
     }
 }
 
-/// One socket the driver owns and the local address paths name it by.
-#[derive(Debug)]
-pub(crate) struct Socket {
-    io: Box<dyn AsyncUdpSocket>,
-    local: SocketAddr,
-}
-
-impl Socket {
-    /// Wraps a socket.
-    ///
-    /// # Errors
-    /// The socket's error reading its local address.
-    pub(crate) fn new(io: Box<dyn AsyncUdpSocket>) -> std::io::Result<Socket> {
-        let local = io.local_addr()?;
-        Ok(Socket { io, local })
-    }
-
-    /// The address it is bound to.
-    pub(crate) fn local(&self) -> SocketAddr {
-        self.local
-    }
-}
-
 /// The task that owns an endpoint and its sockets.
 pub(crate) struct Driver {
-    /// At least one; paths name them by local address.
-    sockets: Vec<Socket>,
-    /// Socket whose turn it is to be read first.
-    recv_next: usize,
-    rx: RecvBuffers,
+    sockets: SocketSet,
     core: CoreEndpoint,
     config: EndpointConfig,
     cmd_rx: mpsc::Receiver<Command>,
@@ -114,25 +85,13 @@ pub(crate) struct Driver {
     cmd_weak: mpsc::WeakSender<Command>,
     accept_tx: Option<mpsc::Sender<HandleSide>>,
     conns: HashMap<ConnectionHandle, Conn>,
-    batch: GsoBatch,
-    /// The socket `batch` leaves through.
-    batch_socket: usize,
-    /// The datagram `poll_transmit` wrote last; it belongs to `held` when
-    /// that is set.
-    scratch: Vec<u8>,
-    held: Option<Transmit>,
-    sleep: Pin<Box<tokio::time::Sleep>>,
-    /// One instant on both time lines, to map braid deadlines to tokio's.
-    tokio_base: tokio::time::Instant,
-    braid_base: Instant,
-    io: IoStats,
 }
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
             .field("connections", &self.conns.len())
-            .field("io", &self.io)
+            .field("sockets", &self.sockets)
             .finish_non_exhaustive()
     }
 }
@@ -148,16 +107,8 @@ impl Driver {
         cmd_weak: mpsc::WeakSender<Command>,
         accept_tx: Option<mpsc::Sender<HandleSide>>,
     ) -> Driver {
-        // A zero sleep's deadline is tokio's "now"; reading braid's clock
-        // right after pairs the two time lines (to within microseconds)
-        // without a second clock site.
-        let sleep = Box::pin(tokio::time::sleep(std::time::Duration::ZERO));
-        let tokio_base = sleep.deadline();
-        let braid_base = clock::now();
         Driver {
-            sockets,
-            recv_next: 0,
-            rx: RecvBuffers::default(),
+            sockets: SocketSet::new(sockets),
             core,
             config,
             cmd_rx,
@@ -165,20 +116,7 @@ impl Driver {
             cmd_weak,
             accept_tx,
             conns: HashMap::new(),
-            batch: GsoBatch::default(),
-            batch_socket: 0,
-            scratch: Vec::with_capacity(super::RECV_BUFFER),
-            held: None,
-            sleep,
-            tokio_base,
-            braid_base,
-            io: IoStats::default(),
         }
-    }
-
-    fn to_tokio(&self, t: Instant) -> tokio::time::Instant {
-        let d = t.saturating_duration_since(self.braid_base);
-        self.tokio_base + std::time::Duration::from(d)
     }
 
     fn new_handle(&self, h: ConnectionHandle, remote: SocketAddr) -> Option<(HandleSide, Conn)> {
@@ -191,14 +129,6 @@ impl Driver {
             self.config.send_queue_messages,
         );
         Some((c, Conn::new(side)))
-    }
-
-    /// The socket a path leaves through: the one bound to its local
-    /// address, else the first.
-    fn socket_for(&self, path: &FourTuple) -> usize {
-        path.local
-            .and_then(|l| self.sockets.iter().position(|s| s.local == l))
-            .unwrap_or(0)
     }
 
     // ---- commands --------------------------------------------------------
@@ -227,7 +157,7 @@ impl Driver {
             Command::Connect { path, reply } => {
                 let remote = path.remote;
                 if let Some(local) = path.local {
-                    if !self.sockets.iter().any(|s| s.local == local) {
+                    if !self.sockets.has_local(local) {
                         let _ = reply.send(Err(RudpError::UnknownLocalAddress(local)));
                         return;
                     }
@@ -256,7 +186,7 @@ impl Driver {
             Command::EndpointStats { reply } => {
                 let _ = reply.send(DriverStats {
                     endpoint: self.core.stats(),
-                    io: self.io,
+                    io: self.sockets.io,
                     connections: self.core.connection_count(),
                 });
             }
@@ -287,90 +217,18 @@ impl Driver {
 
     // ---- socket ------------------------------------------------------------
 
-    /// Reads up to [`RECV_BATCH`] datagrams, the sockets taking turns,
-    /// into the core; true if any arrived.
+    /// Reads datagrams into the core; true if any arrived.
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> bool {
-        let mut got = 0;
-        let n = self.sockets.len();
-        let mut idle = 0;
-        while got < RECV_BATCH && idle < n {
-            let i = self.recv_next % n;
-            self.recv_next = (i + 1) % n;
-            let now = clock::now();
-            let (core, io) = (&mut self.core, &mut self.io);
-            let sock = &mut self.sockets[i];
-            let local = Some(sock.local);
-            let r = self.rx.poll_recv_from(&mut *sock.io, cx, |remote, d| {
-                io.datagrams_received += 1;
-                core.handle_datagram(now, FourTuple { local, remote }, d);
-            });
-            match r {
-                Poll::Ready(Ok(k)) => {
-                    got += k.max(1);
-                    idle = 0;
-                }
-                Poll::Ready(Err(e)) => {
-                    got += 1;
-                    idle = 0;
-                    self.io.recv_errors += 1;
-                    tracing::debug!(error = %e, "udp receive error");
-                }
-                Poll::Pending => idle += 1,
-            }
-        }
-        got > 0
-    }
-
-    /// Collects datagrams from the core into the next (GSO) batch: one
-    /// socket, one destination.
-    fn fill_batch(&mut self) {
-        loop {
-            let t = match self.held.take() {
-                Some(t) => t,
-                None => match self.core.poll_transmit(clock::now(), &mut self.scratch) {
-                    Some(t) => t,
-                    None => return,
-                },
-            };
-            let socket = self.socket_for(&t.path);
-            if self.batch.is_empty() {
-                self.batch_socket = socket;
-            }
-            let max = self.sockets[self.batch_socket].io.max_gso_segments();
-            let size = t.size.min(self.scratch.len());
-            if socket != self.batch_socket
-                || !self.batch.push(t.path.remote, &self.scratch[..size], max)
-            {
-                // Starts the next batch; its bytes stay in `scratch`.
-                self.held = Some(t);
-                return;
-            }
-        }
+        let core = &mut self.core;
+        self.sockets
+            .poll_recv(cx, |now, path, d| core.handle_datagram(now, path, d))
     }
 
     /// Writes what the core has to send; true if anything was written.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> bool {
-        let mut progress = false;
-        let mut sends = 0;
-        loop {
-            if self.batch.is_empty() {
-                if sends >= SEND_BATCH {
-                    return true;
-                }
-                self.fill_batch();
-                if self.batch.is_empty() {
-                    return progress;
-                }
-            }
-            let sock = &mut self.sockets[self.batch_socket];
-            match poll_flush(&mut *sock.io, cx, &mut self.batch) {
-                Poll::Ready(Flushed::Sent(n)) => self.io.datagrams_sent += n as u64,
-                Poll::Ready(Flushed::Failed(n)) => self.io.send_errors += n as u64,
-                Poll::Pending => return progress,
-            }
-            progress = true;
-            sends += 1;
-        }
+        let core = &mut self.core;
+        self.sockets
+            .poll_send(cx, |now, buf| core.poll_transmit(now, buf))
     }
 
     // ---- timers ------------------------------------------------------------
@@ -410,25 +268,6 @@ impl Driver {
         }
     }
 
-    /// Arms the timer for the next deadline (or yields for a close one).
-    fn arm_timer(&mut self, cx: &mut Context<'_>) {
-        let Some(t) = self.next_deadline() else {
-            return;
-        };
-        let now = clock::now();
-        if t <= now + SPIN_THRESHOLD {
-            cx.waker().wake_by_ref();
-            return;
-        }
-        let when = self.to_tokio(t);
-        if self.sleep.deadline() != when {
-            self.sleep.as_mut().reset(when);
-        }
-        if self.sleep.as_mut().poll(cx).is_ready() {
-            cx.waker().wake_by_ref();
-        }
-    }
-
     // ---- connections ---------------------------------------------------
 
     fn accept_new(&mut self) {
@@ -451,7 +290,7 @@ impl Driver {
                 }
                 Err(_) => {
                     // Nobody accepts (queue full or endpoint handle gone).
-                    self.io.accept_refused += 1;
+                    self.sockets.io.accept_refused += 1;
                     self.refuse(h);
                 }
             }
@@ -481,9 +320,9 @@ impl Driver {
                 gone.push(h);
                 continue;
             };
-            progress |= deliver_events(st, c, &mut self.io);
+            progress |= deliver_events(st, c, &mut self.sockets.io);
             progress |= deliver_messages(st, c, now);
-            progress |= take_sends(st, c, cx, now, &mut self.io);
+            progress |= take_sends(st, c, cx, now, &mut self.sockets.io);
             if c.is_closed() && st.stalled_rx.is_none() {
                 gone.push(h);
             }
@@ -540,7 +379,8 @@ impl Future for Driver {
                 return Poll::Pending;
             }
         }
-        this.arm_timer(cx);
+        let deadline = this.next_deadline();
+        this.sockets.arm_timer(cx, deadline);
         Poll::Pending
     }
 }

@@ -9,9 +9,10 @@
 //! every connection closed.
 
 use super::connection::Connection;
-use super::driver::{Driver, Socket as DriverSocket};
+use super::driver::Driver;
 use super::io::{AsyncUdpSocket, UdpIo};
 use super::msg::{Command, HandleSide};
+use super::sockets::Socket as DriverSocket;
 use super::stats::DriverStats;
 use super::{os_secret, EndpointConfig, RudpError, ACCEPT_QUEUE, COMMAND_QUEUE};
 use braid_core::transport::{Endpoint as CoreEndpoint, FourTuple};
@@ -28,14 +29,16 @@ pub struct Endpoint {
     local_addrs: Vec<SocketAddr>,
 }
 
-/// Binds a non-blocking UDP socket to `addr` with the configured buffers.
-fn bind_udp(addr: SocketAddr, config: &EndpointConfig) -> Result<UdpIo, RudpError> {
+/// Binds a non-blocking UDP socket to `addr` with `socket_buffer` bytes of
+/// send and receive buffer (the session and relay drivers bind theirs here
+/// too).
+pub(crate) fn bind_udp(addr: SocketAddr, socket_buffer: usize) -> Result<UdpIo, RudpError> {
     let bind_err = |source| RudpError::Bind { addr, source };
     let sock = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))
         .map_err(bind_err)?;
     // Best effort: the kernel caps these at net.core.{w,r}mem_max.
-    let _ = sock.set_send_buffer_size(config.socket_buffer);
-    let _ = sock.set_recv_buffer_size(config.socket_buffer);
+    let _ = sock.set_send_buffer_size(socket_buffer);
+    let _ = sock.set_recv_buffer_size(socket_buffer);
     sock.set_nonblocking(true).map_err(bind_err)?;
     sock.bind(&addr.into()).map_err(bind_err)?;
     UdpIo::new(sock.into()).map_err(bind_err)
@@ -66,7 +69,7 @@ impl Endpoint {
         let _guard = runtime.enter();
         let mut sockets: Vec<Box<dyn AsyncUdpSocket>> = Vec::with_capacity(addrs.len());
         for &addr in addrs {
-            sockets.push(Box::new(bind_udp(addr, &config)?));
+            sockets.push(Box::new(bind_udp(addr, config.socket_buffer)?));
         }
         Endpoint::with_sockets(sockets, config)
     }

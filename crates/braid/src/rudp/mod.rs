@@ -67,6 +67,7 @@ mod endpoint;
 pub mod io;
 pub mod mem;
 mod msg;
+pub(crate) mod sockets;
 mod stats;
 
 pub use braid_core::transport::{
@@ -74,6 +75,7 @@ pub use braid_core::transport::{
     Reliability, SendOptions, Stats, StreamId, ThresholdEvent, ThresholdId,
 };
 pub use connection::{Connection, Message, SendStream};
+pub(crate) use endpoint::bind_udp;
 pub use endpoint::Endpoint;
 pub use io::{AsyncUdpSocket, UdpIo};
 pub use stats::{DriverStats, IoStats};

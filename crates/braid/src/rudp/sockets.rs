@@ -1,0 +1,231 @@
+//! The socket half of every braid driver task: a set of UDP sockets, the
+//! batched receive and GSO send over them, and the timer that maps braid
+//! instants onto tokio's. The transport's driver ([`super::driver`]), the
+//! session's and the relay's all own one and differ only in the sans-IO
+//! machine they feed.
+//!
+//! Main type: [`SocketSet`]. Invariants: a datagram received on socket `s`
+//! travels the [`FourTuple`] (`s`'s local address, sender); a datagram to
+//! send leaves on the socket whose local address is its path's `local`
+//! (the first socket when unset or unknown); one batch holds datagrams for
+//! one socket and one destination; the datagram that did not fit the last
+//! batch waits in `held` with its bytes in `scratch`.
+
+use super::io::{poll_flush, AsyncUdpSocket, Flushed, GsoBatch, RecvBuffers};
+use super::stats::IoStats;
+use super::{RECV_BATCH, RECV_BUFFER, SEND_BATCH, SPIN_THRESHOLD};
+use crate::clock;
+use braid_core::transport::{FourTuple, Transmit};
+use braid_core::Instant;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+/// One socket and the local address paths name it by.
+#[derive(Debug)]
+pub(crate) struct Socket {
+    io: Box<dyn AsyncUdpSocket>,
+    local: SocketAddr,
+}
+
+impl Socket {
+    /// Wraps a socket.
+    ///
+    /// # Errors
+    /// The socket's error reading its local address.
+    pub(crate) fn new(io: Box<dyn AsyncUdpSocket>) -> std::io::Result<Socket> {
+        let local = io.local_addr()?;
+        Ok(Socket { io, local })
+    }
+
+    /// The address it is bound to.
+    pub(crate) fn local(&self) -> SocketAddr {
+        self.local
+    }
+}
+
+/// A driver's sockets, buffers and timer (see the module docs).
+pub(crate) struct SocketSet {
+    /// At least one; paths name them by local address.
+    sockets: Vec<Socket>,
+    /// Socket whose turn it is to be read first.
+    recv_next: usize,
+    rx: RecvBuffers,
+    batch: GsoBatch,
+    /// The socket `batch` leaves through.
+    batch_socket: usize,
+    /// The datagram the machine wrote last; it belongs to `held` when set.
+    scratch: Vec<u8>,
+    held: Option<Transmit>,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// One instant on both time lines, to map braid deadlines to tokio's.
+    tokio_base: tokio::time::Instant,
+    braid_base: Instant,
+    /// Socket counters.
+    pub io: IoStats,
+}
+
+impl std::fmt::Debug for SocketSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SocketSet")
+            .field("sockets", &self.sockets)
+            .field("io", &self.io)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SocketSet {
+    /// A set over `sockets` (at least one: the first is where paths
+    /// without a local address leave). Must run inside a tokio runtime.
+    pub(crate) fn new(sockets: Vec<Socket>) -> SocketSet {
+        // A zero sleep's deadline is tokio's "now"; reading braid's clock
+        // right after pairs the two time lines (to within microseconds)
+        // without a second clock site.
+        let sleep = Box::pin(tokio::time::sleep(std::time::Duration::ZERO));
+        let tokio_base = sleep.deadline();
+        let braid_base = clock::now();
+        SocketSet {
+            sockets,
+            recv_next: 0,
+            rx: RecvBuffers::default(),
+            batch: GsoBatch::default(),
+            batch_socket: 0,
+            scratch: Vec::with_capacity(RECV_BUFFER),
+            held: None,
+            sleep,
+            tokio_base,
+            braid_base,
+            io: IoStats::default(),
+        }
+    }
+
+    /// Whether a socket is bound to `local`.
+    pub(crate) fn has_local(&self, local: SocketAddr) -> bool {
+        self.sockets.iter().any(|s| s.local == local)
+    }
+
+    /// The socket a path leaves through: the one bound to its local
+    /// address, else the first.
+    fn socket_for(&self, path: &FourTuple) -> usize {
+        path.local
+            .and_then(|l| self.sockets.iter().position(|s| s.local == l))
+            .unwrap_or(0)
+    }
+
+    /// Reads up to [`RECV_BATCH`] datagrams, the sockets taking turns, and
+    /// hands each to `deliver` with the time and its path; true if any
+    /// arrived.
+    pub(crate) fn poll_recv(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut deliver: impl FnMut(Instant, FourTuple, &[u8]),
+    ) -> bool {
+        let mut got = 0;
+        let n = self.sockets.len();
+        let mut idle = 0;
+        while got < RECV_BATCH && idle < n {
+            let i = self.recv_next % n;
+            self.recv_next = (i + 1) % n;
+            let now = clock::now();
+            let io = &mut self.io;
+            let sock = &mut self.sockets[i];
+            let local = Some(sock.local);
+            let r = self.rx.poll_recv_from(&mut *sock.io, cx, |remote, d| {
+                io.datagrams_received += 1;
+                deliver(now, FourTuple { local, remote }, d);
+            });
+            match r {
+                Poll::Ready(Ok(k)) => {
+                    got += k.max(1);
+                    idle = 0;
+                }
+                Poll::Ready(Err(e)) => {
+                    got += 1;
+                    idle = 0;
+                    self.io.recv_errors += 1;
+                    tracing::debug!(error = %e, "udp receive error");
+                }
+                Poll::Pending => idle += 1,
+            }
+        }
+        got > 0
+    }
+
+    /// Collects datagrams from `next` into the next (GSO) batch: one
+    /// socket, one destination.
+    fn fill_batch(&mut self, next: &mut impl FnMut(Instant, &mut Vec<u8>) -> Option<Transmit>) {
+        loop {
+            let t = match self.held.take() {
+                Some(t) => t,
+                None => match next(clock::now(), &mut self.scratch) {
+                    Some(t) => t,
+                    None => return,
+                },
+            };
+            let socket = self.socket_for(&t.path);
+            if self.batch.is_empty() {
+                self.batch_socket = socket;
+            }
+            let max = self.sockets[self.batch_socket].io.max_gso_segments();
+            let size = t.size.min(self.scratch.len());
+            if socket != self.batch_socket
+                || !self.batch.push(t.path.remote, &self.scratch[..size], max)
+            {
+                // Starts the next batch; its bytes stay in `scratch`.
+                self.held = Some(t);
+                return;
+            }
+        }
+    }
+
+    /// Writes what `next` (the machine's `poll_transmit`) yields, at most
+    /// [`SEND_BATCH`] sends per call; true if anything was written.
+    pub(crate) fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut next: impl FnMut(Instant, &mut Vec<u8>) -> Option<Transmit>,
+    ) -> bool {
+        let mut progress = false;
+        let mut sends = 0;
+        loop {
+            if self.batch.is_empty() {
+                if sends >= SEND_BATCH {
+                    return true;
+                }
+                self.fill_batch(&mut next);
+                if self.batch.is_empty() {
+                    return progress;
+                }
+            }
+            let sock = &mut self.sockets[self.batch_socket];
+            match poll_flush(&mut *sock.io, cx, &mut self.batch) {
+                Poll::Ready(Flushed::Sent(n)) => self.io.datagrams_sent += n as u64,
+                Poll::Ready(Flushed::Failed(n)) => self.io.send_errors += n as u64,
+                Poll::Pending => return progress,
+            }
+            progress = true;
+            sends += 1;
+        }
+    }
+
+    /// Arms the timer for `deadline` (or wakes at once for a close one).
+    pub(crate) fn arm_timer(&mut self, cx: &mut Context<'_>, deadline: Option<Instant>) {
+        let Some(t) = deadline else {
+            return;
+        };
+        let now = clock::now();
+        if t <= now + SPIN_THRESHOLD {
+            cx.waker().wake_by_ref();
+            return;
+        }
+        let d = t.saturating_duration_since(self.braid_base);
+        let when = self.tokio_base + std::time::Duration::from(d);
+        if self.sleep.deadline() != when {
+            self.sleep.as_mut().reset(when);
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            cx.waker().wake_by_ref();
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! The sink's handles: [`SessionListener`] (a bound port that accepts one
+//! session after another) and [`IncomingSession`] (one source's session:
+//! its messages, events and snapshots).
+//!
+//! The listener's driver task runs the sans-IO sink; when a source's first
+//! path is up it hands the application an [`IncomingSession`]. Once that
+//! session is over (closed by the source, or every path down for
+//! [`ListenerConfig::peer_timeout`]) and its messages are taken, the
+//! driver starts afresh for the next source on the same port.
+
+use super::driver::{Command, Driver, SinkState};
+use super::source::gone;
+use super::{bind_all, SessionError, COMMAND_QUEUE, EVENT_QUEUE, PEER_TIMEOUT};
+use crate::clock;
+use crate::rudp::os_secret;
+use braid_core::session::{
+    CloseReason, Event, Session as Core, SessionConfig as CoreConfig, SessionId, Snapshot,
+};
+use braid_core::{Duration, StreamId};
+use bytes::Bytes;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// One message a sink received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Its stream.
+    pub stream: StreamId,
+    /// Its number in the stream (0, 1, …).
+    pub seq: u64,
+    /// Its bytes.
+    pub data: Bytes,
+}
+
+/// Settings of a [`SessionListener`].
+#[derive(Debug, Clone)]
+pub struct ListenerConfig {
+    /// The sink's settings (braid-core's; its `peer_timeout` is overridden
+    /// by [`ListenerConfig::peer_timeout`]). Its `max_bytes` must be at
+    /// least the sources'.
+    pub core: CoreConfig,
+    /// End a session once every path has been down this long.
+    pub peer_timeout: Duration,
+    /// `SO_SNDBUF` / `SO_RCVBUF` requested for the socket.
+    pub socket_buffer: usize,
+}
+
+impl Default for ListenerConfig {
+    fn default() -> Self {
+        ListenerConfig {
+            core: CoreConfig::default(),
+            peer_timeout: PEER_TIMEOUT,
+            socket_buffer: 4 << 20,
+        }
+    }
+}
+
+/// A port that accepts sessions (see the module docs).
+#[derive(Debug)]
+pub struct SessionListener {
+    cmd: mpsc::Sender<Command>,
+    accept_rx: mpsc::Receiver<Incoming>,
+    local: SocketAddr,
+}
+
+/// One source's session at the sink.
+#[derive(Debug)]
+pub struct IncomingSession {
+    id: SessionId,
+    cmd: mpsc::Sender<Command>,
+    msgs: mpsc::Receiver<Message>,
+    events: mpsc::Receiver<Event>,
+    rx_stalled: Arc<AtomicBool>,
+    close_rx: watch::Receiver<Option<CloseReason>>,
+}
+
+/// A session's channel ends before the driver hands them over.
+#[derive(Debug)]
+pub(super) struct Incoming {
+    pub(super) id: SessionId,
+    msgs: mpsc::Receiver<Message>,
+    events: mpsc::Receiver<Event>,
+    rx_stalled: Arc<AtomicBool>,
+    close_rx: watch::Receiver<Option<CloseReason>>,
+}
+
+/// The driver's ends of one session's channels.
+pub(super) type DriverEnds = (
+    Incoming,
+    mpsc::Sender<Message>,
+    mpsc::Sender<Event>,
+    Arc<AtomicBool>,
+    watch::Sender<Option<CloseReason>>,
+);
+
+impl Incoming {
+    /// A fresh set of channels holding at most `queue` messages.
+    pub(super) fn channels(queue: usize) -> DriverEnds {
+        let (msgs_tx, msgs) = mpsc::channel(queue);
+        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
+        let (close_tx, close_rx) = watch::channel(None);
+        let rx_stalled = Arc::new(AtomicBool::new(false));
+        (
+            Incoming {
+                id: SessionId(0),
+                msgs,
+                events,
+                rx_stalled: rx_stalled.clone(),
+                close_rx,
+            },
+            msgs_tx,
+            events_tx,
+            rx_stalled,
+            close_tx,
+        )
+    }
+}
+
+impl SessionListener {
+    /// Binds a UDP socket to `addr` and starts accepting sessions. Must be
+    /// called from within a tokio runtime.
+    ///
+    /// # Errors
+    /// The socket cannot be bound; invalid settings; no runtime.
+    pub fn bind(addr: SocketAddr, config: ListenerConfig) -> Result<SessionListener, SessionError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| SessionError::NoRuntime)?;
+        let _guard = runtime.enter();
+        let sockets = bind_all(&[addr], config.socket_buffer)?;
+        let local = sockets[0].local();
+        let mut core_config = config.core.clone();
+        core_config.peer_timeout = Some(config.peer_timeout);
+        let core = Core::sink(core_config.clone(), os_secret()?, clock::now())?;
+        let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
+        // One session at a time: the next waits in the driver.
+        let (accept_tx, accept_rx) = mpsc::channel(1);
+        let state = SinkState::new(core_config, accept_tx);
+        runtime.spawn(Driver::sink(sockets, core, cmd_rx, state));
+        tracing::debug!(%local, "session listener bound");
+        Ok(SessionListener {
+            cmd,
+            accept_rx,
+            local,
+        })
+    }
+
+    /// The bound address (with the port the OS chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// The next session: returns once a source's first path is up.
+    ///
+    /// # Errors
+    /// [`SessionError::DriverGone`] if the listener's driver stopped.
+    pub async fn accept(&mut self) -> Result<IncomingSession, SessionError> {
+        let i = self
+            .accept_rx
+            .recv()
+            .await
+            .ok_or(SessionError::DriverGone)?;
+        Ok(IncomingSession {
+            id: i.id,
+            cmd: self.cmd.clone(),
+            msgs: i.msgs,
+            events: i.events,
+            rx_stalled: i.rx_stalled,
+            close_rx: i.close_rx,
+        })
+    }
+}
+
+impl IncomingSession {
+    /// The session's id.
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// The next message of any stream (each stream's in its order);
+    /// `None` once the session is over and every message was taken.
+    pub async fn recv(&mut self) -> Option<Message> {
+        let m = self.msgs.recv().await;
+        if self.rx_stalled.swap(false, Ordering::AcqRel) {
+            // The driver holds a message for lack of room: there is room now.
+            let _ = self.cmd.try_send(Command::Wake);
+        }
+        m
+    }
+
+    /// The next event (a stream opened or closed, path up or down,
+    /// statistics, close); `None` once the session is over.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// Every path and stream now.
+    ///
+    /// # Errors
+    /// The listener's driver has stopped.
+    pub async fn snapshot(&self) -> Result<Snapshot, SessionError> {
+        let (reply, rx) = oneshot::channel();
+        self.cmd
+            .send(Command::Snapshot { reply })
+            .await
+            .map_err(|_| gone(&self.close_rx))?;
+        rx.await.map_err(|_| gone(&self.close_rx))
+    }
+
+    /// Why the session is over, once it is.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        self.close_rx.borrow().clone()
+    }
+}
