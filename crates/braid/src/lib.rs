@@ -8,5 +8,6 @@ pub mod clock;
 pub mod emulate;
 pub mod perf;
 pub mod pipe;
+pub mod relay;
 pub mod rudp;
 pub mod session;

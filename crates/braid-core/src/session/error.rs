@@ -164,9 +164,9 @@ pub enum CloseReason {
         /// Why, in words (lossy UTF-8).
         reason: String,
     },
-    /// Every path has been down for [`SessionConfig::peer_timeout`]
-    /// (super::SessionConfig::peer_timeout): the peer is gone (killed, or
-    /// every network path to it cut).
+    /// Every path has been down for
+    /// [`SessionConfig::peer_timeout`](super::SessionConfig::peer_timeout):
+    /// the peer is gone (killed, or every network path to it cut).
     #[error("every path has been down for {0}: the peer is gone")]
     PeerLost(crate::time::Duration),
 }

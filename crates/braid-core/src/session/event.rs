@@ -76,7 +76,9 @@ pub enum Event {
         /// Reliable messages moved to the other paths.
         resent: u64,
     },
-    /// The sink accepted a stream; data flows.
+    /// Source: the sink accepted a stream; data flows. Sink: a source
+    /// opened a stream (its config, name included, is in
+    /// [`Session::snapshot`](super::Session::snapshot)).
     StreamOpened {
         /// The stream.
         stream: StreamId,

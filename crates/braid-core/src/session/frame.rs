@@ -10,7 +10,7 @@
 //!
 //! Main types: [`Frame`], [`FrameError`], [`SessionId`].
 
-use super::route::{HopReport, Route};
+use super::route::{HopReport, Route, MAX_ROUTE_HOPS};
 use super::stream::{
     Delivery, PathBound, StreamConfig, StreamConfigError, MAX_PINNED, MAX_STREAM_NAME,
 };
@@ -20,6 +20,7 @@ use crate::time::Duration;
 use crate::units::Bandwidth;
 use crate::wire::{put_varint, Reader};
 use crate::wire::{WireError, MAX_REASON_LEN, MAX_TTL_US};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The session frame format this code speaks.
 pub const SESSION_VERSION: u8 = 1;
@@ -514,6 +515,81 @@ fn decode_config(r: &mut Reader<'_>) -> Result<StreamConfig, FrameError> {
     };
     config.validate()?;
     Ok(config)
+}
+
+// ---- relayed paths (see `super::route`) ----------------------------------
+
+/// Loss figures on the wire: parts per million.
+const PPM: u32 = 1_000_000;
+
+impl Route {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(self.index);
+        let n = self.hops.len().min(MAX_ROUTE_HOPS);
+        out.push(n as u8);
+        for a in &self.hops[..n] {
+            match a.ip() {
+                IpAddr::V4(v4) => {
+                    out.push(4);
+                    out.extend_from_slice(&v4.octets());
+                }
+                IpAddr::V6(v6) => {
+                    out.push(6);
+                    out.extend_from_slice(&v6.octets());
+                }
+            }
+            out.extend_from_slice(&a.port().to_be_bytes());
+        }
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Route, FrameError> {
+        let index = r.u8()?;
+        if index == 0 {
+            return Err(FrameError::UnknownValue("route index 0"));
+        }
+        let n = usize::from(r.u8()?);
+        if n == 0 || n > MAX_ROUTE_HOPS {
+            return Err(FrameError::UnknownValue("route length"));
+        }
+        let mut hops = Vec::with_capacity(n);
+        for _ in 0..n {
+            let ip = match r.u8()? {
+                4 => IpAddr::V4(Ipv4Addr::from(r.array::<4>()?)),
+                6 => IpAddr::V6(Ipv6Addr::from(r.array::<16>()?)),
+                _ => return Err(FrameError::UnknownValue("route address family")),
+            };
+            let port = u16::from_be_bytes(r.array()?);
+            hops.push(SocketAddr::new(ip, port));
+        }
+        Ok(Route { index, hops })
+    }
+}
+
+impl HopReport {
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(self.index);
+        put_varint(out, self.srtt.as_micros().min(crate::wire::MAX_TTL_US));
+        let ppm = (self.loss.clamp(0.0, 1.0) * f64::from(PPM)).round() as u64;
+        put_varint(out, ppm);
+        put_varint(out, self.delivered.bps().min(crate::wire::VARINT_MAX));
+        put_varint(out, self.queued_bytes.min(crate::wire::VARINT_MAX));
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<HopReport, FrameError> {
+        let index = r.u8()?;
+        if index == 0 {
+            return Err(FrameError::UnknownValue("hop report index 0"));
+        }
+        let srtt = Duration::from_micros(r.varint_max(crate::wire::MAX_TTL_US, "hop srtt")?);
+        let ppm = r.varint_max(u64::from(PPM), "hop loss")?;
+        Ok(HopReport {
+            index,
+            srtt,
+            loss: ppm as f64 / f64::from(PPM),
+            delivered: Bandwidth::from_bps(r.varint()?),
+            queued_bytes: r.varint()?,
+        })
+    }
 }
 
 #[cfg(test)]

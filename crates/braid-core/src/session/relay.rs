@@ -11,7 +11,7 @@
 //! * [`Relay::routed`] (the runtime's `braid relay`): the first message on
 //!   an up connection must be a [`Frame::Route`]; the relay connects to the
 //!   route's first address and passes the rest of the route on
-//!   ([`Route::next`]). Until then the relay holds the up connection and
+//!   ([`Route::next`](super::route::Route::next)). Until then the relay holds the up connection and
 //!   nothing else for it. A routed relay also reports, once per transport
 //!   statistics interval, what it measures on each down connection
 //!   ([`Frame::HopReport`], sent up towards the source), and ties the two
@@ -52,6 +52,8 @@ pub const MAX_RELAY_PAIRS: usize = 256;
 /// Lower bound of the silence after which a routed relay gives up on a
 /// next hop (with 3 × its SRTT), as a session's path liveness rule.
 pub const SILENCE_MIN: Duration = Duration::from_millis(200);
+/// How long a routed relay waits for its next hop's handshake.
+pub const NEXT_HOP_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Counters of a relay.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -117,6 +119,8 @@ struct Pair {
     bytes_up: u64,
     /// One side is gone; the pair goes once both are.
     ending: bool,
+    /// When its next hop was dialled.
+    routed_at: Option<Instant>,
 }
 
 impl Pair {
@@ -132,6 +136,7 @@ impl Pair {
             bytes_down: 0,
             bytes_up: 0,
             ending: false,
+            routed_at: None,
         }
     }
 }
@@ -337,6 +342,7 @@ impl Relay {
         if let Some(p) = self.pairs.get_mut(&id) {
             p.down = Some(down);
             p.index = Some(route.index);
+            p.routed_at = Some(now);
         }
     }
 
@@ -346,7 +352,7 @@ impl Relay {
         let Some(p) = self.pairs.get(&id) else {
             return;
         };
-        let (up, down, index) = (p.up, p.down, p.index);
+        let (up, down, index, routed_at) = (p.up, p.down, p.index, p.routed_at);
         let up_open = self.endpoint.connection(up).is_some_and(|c| !c.is_closed());
         let Some(down) = down else {
             if !up_open {
@@ -357,6 +363,14 @@ impl Relay {
         let mut report = None;
         let mut why: Option<String> = None;
         match self.endpoint.connection_mut(down) {
+            Some(c) if !c.is_closed() && !c.is_established() => {
+                if routed_at.is_some_and(|t| now.saturating_duration_since(t) > NEXT_HOP_TIMEOUT) {
+                    why = Some(format!(
+                        "next hop {} did not answer within {NEXT_HOP_TIMEOUT}",
+                        c.remote()
+                    ));
+                }
+            }
             Some(c) if !c.is_closed() => {
                 let mut last = None;
                 while let Some(s) = c.poll_rate_sample() {

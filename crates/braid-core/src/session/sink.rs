@@ -261,6 +261,7 @@ impl Session {
                         self.ledger
                             .insert(stream, super::snapshot::StreamLedger::new(config.clone()));
                         self.inc.insert(stream, InStream::new(config));
+                        self.push_event(Event::StreamOpened { stream });
                     }
                 }
                 self.schedule_ack(now);

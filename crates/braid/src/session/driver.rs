@@ -25,15 +25,14 @@
 //!   source that can make progress (sockets, channels, timer), or has woken
 //!   itself.
 
-use super::sink::{Incoming, Message};
+use super::msg::{Command, ConnectError, ConnectReply, Incoming, Message, StreamItem};
 use super::{SessionError, RECV_QUEUE};
 use crate::clock;
 use crate::rudp::sockets::{Socket, SocketSet};
 use crate::rudp::MAX_ROUNDS;
 use braid_core::scheduler::UpcallAnswer;
 use braid_core::session::{
-    CloseCode, CloseReason, Event, Session as Core, SessionConfig as CoreConfig, Snapshot,
-    StreamConfig,
+    CloseCode, CloseReason, Event, Session as Core, SessionConfig as CoreConfig,
 };
 use braid_core::{Duration, Instant, StreamId};
 use bytes::Bytes;
@@ -49,40 +48,6 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// lets it go.
 const LINGER: Duration = Duration::from_secs(1);
 
-/// What a stream handle sends the driver.
-#[derive(Debug)]
-pub(super) enum StreamItem {
-    /// One message.
-    Data(Bytes),
-    /// No more messages; answer once every message is through.
-    Finish(oneshot::Sender<Result<(), SessionError>>),
-}
-
-/// Commands from handles.
-#[derive(Debug)]
-pub(super) enum Command {
-    OpenStream {
-        config: StreamConfig,
-        reply: oneshot::Sender<Result<StreamId, SessionError>>,
-        items: mpsc::Receiver<StreamItem>,
-    },
-    Snapshot {
-        reply: oneshot::Sender<Snapshot>,
-    },
-    AnswerUpcall {
-        stream: StreamId,
-        answer: UpcallAnswer,
-        reply: oneshot::Sender<Result<(), SessionError>>,
-    },
-    /// Source: close once every stream is through (or `deadline` passes).
-    Close {
-        reply: oneshot::Sender<Result<(), SessionError>>,
-        deadline: Duration,
-    },
-    /// A handle made room in a channel the driver had found full.
-    Wake,
-}
-
 struct OutStream {
     id: StreamId,
     items: mpsc::Receiver<StreamItem>,
@@ -90,22 +55,6 @@ struct OutStream {
     /// The handle asked to finish (or is gone): the core was told.
     finishing: bool,
     waiters: Vec<oneshot::Sender<Result<(), SessionError>>>,
-}
-
-/// What a failed connect says of each path: its id and why its
-/// connection closed, if it did (else it never answered).
-pub(super) type PathFailures = Vec<(braid_core::PathId, Option<String>)>;
-
-/// The answer to a source's `connect`.
-pub(super) type ConnectReply = oneshot::Sender<Result<(), ConnectError>>;
-
-/// Why a source's connect failed.
-#[derive(Debug)]
-pub(super) enum ConnectError {
-    /// No path came up before the deadline.
-    NoPath(PathFailures),
-    /// The session closed first.
-    Closed(CloseReason),
 }
 
 /// A source waiting in `connect` for its first path.

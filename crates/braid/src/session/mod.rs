@@ -74,6 +74,7 @@
 //!   the transport's idle timeout.
 
 mod driver;
+mod msg;
 pub mod path;
 mod sink;
 mod source;
@@ -81,9 +82,10 @@ mod source;
 pub use braid_core::session::{
     CloseReason, Event, HopSnapshot, PathSnapshot, Snapshot, StreamConfig, StreamSnapshot,
 };
+pub use msg::Message;
 pub use path::{PathConfig, PathSyntaxError, Route};
-pub use sink::{IncomingSession, ListenerConfig, Message, SessionListener};
-pub use source::{Session, Stream};
+pub use sink::{IncomingSession, ListenerConfig, SessionListener};
+pub use source::{Session, Stream, CLOSE_TIMEOUT};
 
 use crate::rudp::RudpError;
 use braid_core::session::SessionConfig as CoreConfig;

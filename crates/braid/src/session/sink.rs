@@ -8,31 +8,19 @@
 //! [`ListenerConfig::peer_timeout`]) and its messages are taken, the
 //! driver starts afresh for the next source on the same port.
 
-use super::driver::{Command, Driver, SinkState};
-use super::source::gone;
-use super::{bind_all, SessionError, COMMAND_QUEUE, EVENT_QUEUE, PEER_TIMEOUT};
+use super::driver::{Driver, SinkState};
+use super::msg::{gone, Command, Incoming, Message};
+use super::{bind_all, SessionError, COMMAND_QUEUE, PEER_TIMEOUT};
 use crate::clock;
 use crate::rudp::os_secret;
 use braid_core::session::{
     CloseReason, Event, Session as Core, SessionConfig as CoreConfig, SessionId, Snapshot,
 };
-use braid_core::{Duration, StreamId};
-use bytes::Bytes;
+use braid_core::Duration;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
-
-/// One message a sink received.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Message {
-    /// Its stream.
-    pub stream: StreamId,
-    /// Its number in the stream (0, 1, …).
-    pub seq: u64,
-    /// Its bytes.
-    pub data: Bytes,
-}
 
 /// Settings of a [`SessionListener`].
 #[derive(Debug, Clone)]
@@ -74,48 +62,6 @@ pub struct IncomingSession {
     events: mpsc::Receiver<Event>,
     rx_stalled: Arc<AtomicBool>,
     close_rx: watch::Receiver<Option<CloseReason>>,
-}
-
-/// A session's channel ends before the driver hands them over.
-#[derive(Debug)]
-pub(super) struct Incoming {
-    pub(super) id: SessionId,
-    msgs: mpsc::Receiver<Message>,
-    events: mpsc::Receiver<Event>,
-    rx_stalled: Arc<AtomicBool>,
-    close_rx: watch::Receiver<Option<CloseReason>>,
-}
-
-/// The driver's ends of one session's channels.
-pub(super) type DriverEnds = (
-    Incoming,
-    mpsc::Sender<Message>,
-    mpsc::Sender<Event>,
-    Arc<AtomicBool>,
-    watch::Sender<Option<CloseReason>>,
-);
-
-impl Incoming {
-    /// A fresh set of channels holding at most `queue` messages.
-    pub(super) fn channels(queue: usize) -> DriverEnds {
-        let (msgs_tx, msgs) = mpsc::channel(queue);
-        let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
-        let (close_tx, close_rx) = watch::channel(None);
-        let rx_stalled = Arc::new(AtomicBool::new(false));
-        (
-            Incoming {
-                id: SessionId(0),
-                msgs,
-                events,
-                rx_stalled: rx_stalled.clone(),
-                close_rx,
-            },
-            msgs_tx,
-            events_tx,
-            rx_stalled,
-            close_tx,
-        )
-    }
 }
 
 impl SessionListener {

@@ -6,7 +6,8 @@
 //! still goes), dropping the [`Session`] closes it once every stream is
 //! through.
 
-use super::driver::{Command, ConnectError, Driver, StreamItem};
+use super::driver::Driver;
+use super::msg::{gone, Command, ConnectError, StreamItem};
 use super::path::{PathConfig, Route};
 use super::{bind_all, SessionConfig, SessionError, COMMAND_QUEUE, EVENT_QUEUE, STREAM_QUEUE};
 use crate::clock;
@@ -84,8 +85,11 @@ impl Session {
                 }
             }
         }
-        let _guard = runtime.enter();
-        let sockets = bind_all(&addrs, config.socket_buffer)?;
+        let sockets = {
+            // Sockets register with the runtime's reactor.
+            let _guard = runtime.enter();
+            bind_all(&addrs, config.socket_buffer)?
+        };
         let locals: Vec<SocketAddr> = sockets.iter().map(|s| s.local()).collect();
         let mut core_config = config.core.clone();
         core_config.peer_timeout = Some(config.peer_timeout);
@@ -353,13 +357,6 @@ fn path_name(paths: &[PathConfig], id: PathId) -> String {
         .get(id.0 as usize)
         .and_then(|p| p.name.clone())
         .unwrap_or_else(|| format!("p{}", id.0))
-}
-
-pub(super) fn gone(close_rx: &watch::Receiver<Option<CloseReason>>) -> SessionError {
-    match close_rx.borrow().clone() {
-        Some(r) => SessionError::Closed(r),
-        None => SessionError::DriverGone,
-    }
 }
 
 fn stream_gone(close_rx: &watch::Receiver<Option<CloseReason>>, id: StreamId) -> SessionError {

@@ -1,0 +1,190 @@
+//! Overlay relays on real sockets (seed 000 §III): `braid relay`.
+//!
+//! A [`Relay`] binds one UDP port and runs braid-core's routed relay
+//! ([`braid_core::session::relay::Relay::routed`]) in one driver task:
+//! every path a source routes through it is a pair of IQ-RUDP connections
+//! (previous hop, next hop), each with its own congestion control; the
+//! relay forwards messages without reassembling streams, holds bounded
+//! memory per pair, reports each next hop's measurements to the source, and
+//! serves many sessions at once. The application (or `braid relay`) holds
+//! a handle that asks the driver for snapshots over a bounded channel.
+//!
+//! Main types: [`Relay`], [`RelayConfig`], [`RelaySnapshot`], [`RelayError`].
+//!
+//! Memory: per pair, at most two connections' queues
+//! (`Config::send_queue_bytes` each, plus their receive windows) and one
+//! waiting message per direction; at most
+//! [`MAX_RELAY_PAIRS`](braid_core::session::relay::MAX_RELAY_PAIRS) pairs.
+
+use crate::clock;
+use crate::rudp::sockets::{Socket, SocketSet};
+use crate::rudp::{bind_udp, os_secret, IoStats, RudpError, MAX_ROUNDS};
+use braid_core::session::relay::{PairInfo, Relay as Core, RelayStats};
+use braid_core::transport::{Config, EndpointStats};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::sync::{mpsc, oneshot};
+
+/// Commands waiting for a relay's driver.
+const COMMAND_QUEUE: usize = 16;
+
+/// Settings of a [`Relay`].
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// Settings of every hop's connection (both directions).
+    pub transport: Config,
+    /// `SO_SNDBUF` / `SO_RCVBUF` requested for the socket.
+    pub socket_buffer: usize,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            transport: Config::default(),
+            socket_buffer: 4 << 20,
+        }
+    }
+}
+
+/// What a relay is doing now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelaySnapshot {
+    /// Forwarding counters.
+    pub stats: RelayStats,
+    /// Its transport endpoint's counters (handshakes refused, bad packets …).
+    pub endpoint: EndpointStats,
+    /// Its socket's counters.
+    pub io: IoStats,
+    /// Every forwarding pair.
+    pub pairs: Vec<PairInfo>,
+}
+
+/// What can go wrong with a relay.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RelayError {
+    /// The socket could not be bound, or randomness was unavailable.
+    #[error(transparent)]
+    Rudp(#[from] RudpError),
+    /// The transport settings are invalid.
+    #[error(transparent)]
+    Config(#[from] braid_core::transport::ConfigError),
+    /// The relay's driver has stopped.
+    #[error("the relay's driver has stopped")]
+    DriverGone,
+    /// No tokio runtime is running.
+    #[error("no tokio runtime: start relays from within one")]
+    NoRuntime,
+}
+
+enum Command {
+    Snapshot(oneshot::Sender<RelaySnapshot>),
+}
+
+/// A running relay (see the module docs). Dropping the handle stops it.
+#[derive(Debug)]
+pub struct Relay {
+    cmd: mpsc::Sender<Command>,
+    local: SocketAddr,
+}
+
+impl Relay {
+    /// Binds `addr` and starts relaying. Must be called from within a
+    /// tokio runtime.
+    ///
+    /// # Errors
+    /// The socket cannot be bound; invalid settings; no runtime.
+    pub fn bind(addr: SocketAddr, config: RelayConfig) -> Result<Relay, RelayError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| RelayError::NoRuntime)?;
+        let _guard = runtime.enter();
+        let io = bind_udp(addr, config.socket_buffer)?;
+        let socket =
+            Socket::new(Box::new(io)).map_err(|source| RudpError::Bind { addr, source })?;
+        let local = socket.local();
+        let core = Core::routed(config.transport, os_secret()?)?;
+        let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
+        runtime.spawn(Driver {
+            sockets: SocketSet::new(vec![socket]),
+            core,
+            cmd_rx,
+        });
+        tracing::info!(%local, "relay listening");
+        Ok(Relay { cmd, local })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// What the relay is doing now.
+    ///
+    /// # Errors
+    /// [`RelayError::DriverGone`] if its driver stopped.
+    pub async fn snapshot(&self) -> Result<RelaySnapshot, RelayError> {
+        let (reply, rx) = oneshot::channel();
+        self.cmd
+            .send(Command::Snapshot(reply))
+            .await
+            .map_err(|_| RelayError::DriverGone)?;
+        rx.await.map_err(|_| RelayError::DriverGone)
+    }
+}
+
+/// The relay's task: its socket, the routed relay, and the handle's
+/// commands. It ends when the handle is dropped.
+struct Driver {
+    sockets: SocketSet,
+    core: Core,
+    cmd_rx: mpsc::Receiver<Command>,
+}
+
+impl Future for Driver {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        for round in 0..MAX_ROUNDS {
+            let mut progress = false;
+            loop {
+                match this.cmd_rx.poll_recv(cx) {
+                    Poll::Ready(Some(Command::Snapshot(reply))) => {
+                        progress = true;
+                        let _ = reply.send(RelaySnapshot {
+                            stats: this.core.stats(),
+                            endpoint: this.core.endpoint_stats(),
+                            io: this.sockets.io,
+                            pairs: this.core.pairs(),
+                        });
+                    }
+                    Poll::Ready(None) => return Poll::Ready(()),
+                    Poll::Pending => break,
+                }
+            }
+            let core = &mut this.core;
+            progress |= this
+                .sockets
+                .poll_recv(cx, |now, path, d| core.handle_datagram(now, path, d));
+            let now = clock::now();
+            if this.core.poll_timeout().is_some_and(|t| t <= now) {
+                this.core.handle_timeout(now);
+            }
+            let core = &mut this.core;
+            progress |= this
+                .sockets
+                .poll_send(cx, |now, buf| core.poll_transmit(now, buf));
+            if !progress {
+                break;
+            }
+            if round + 1 == MAX_ROUNDS {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+        }
+        let deadline = this.core.poll_timeout();
+        this.sockets.arm_timer(cx, deadline);
+        Poll::Pending
+    }
+}

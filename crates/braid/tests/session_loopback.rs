@@ -1,0 +1,274 @@
+//! Sessions on real loopback sockets: several streams over several paths,
+//! through a relay, with a relay that dies, a source that dies, and paths
+//! that lead nowhere. (Wide-area versions with emulated links live in the
+//! namespace tests.)
+
+use braid::relay::{Relay, RelayConfig};
+use braid::session::{
+    CloseReason, IncomingSession, ListenerConfig, Session, SessionConfig, SessionError,
+    SessionListener,
+};
+use braid_core::scheduler::StreamSpec;
+use braid_core::session::{Delivery, StreamConfig};
+use braid_core::units::Bandwidth;
+use braid_core::{Duration, StreamId};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+fn data(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn config(paths: &[&str]) -> SessionConfig {
+    SessionConfig {
+        paths: paths.iter().map(|p| p.parse().unwrap()).collect(),
+        connect_timeout: Duration::from_secs(3),
+        ..SessionConfig::default()
+    }
+}
+
+/// Reads every message of a session, by stream, until it ends.
+async fn drain(mut s: IncomingSession) -> (BTreeMap<StreamId, Vec<u8>>, Option<CloseReason>) {
+    let got = drain_mut(&mut s).await;
+    (got, s.close_reason())
+}
+
+async fn drain_mut(s: &mut IncomingSession) -> BTreeMap<StreamId, Vec<u8>> {
+    let mut got: BTreeMap<StreamId, Vec<u8>> = BTreeMap::new();
+    while let Some(m) = s.recv().await {
+        got.entry(m.stream).or_default().extend_from_slice(&m.data);
+    }
+    got
+}
+
+async fn listener() -> (SessionListener, SocketAddr) {
+    let l = SessionListener::bind("127.0.0.1:0".parse().unwrap(), ListenerConfig::default())
+        .expect("bind a sink on loopback");
+    let a = l.local_addr();
+    (l, a)
+}
+
+/// Sends `payload` in 1200-byte messages and finishes.
+async fn send_all(mut s: braid::session::Stream, payload: Vec<u8>) -> Result<(), SessionError> {
+    for chunk in payload.chunks(1200) {
+        s.send(chunk.to_vec().into()).await?;
+    }
+    s.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_streams_over_two_paths_arrive_intact() {
+    let (mut l, sink) = listener().await;
+    let sink_task = tokio::spawn(async move { drain(l.accept().await.unwrap()).await });
+    let session = Session::connect(sink, config(&["bind=127.0.0.1", "bind=127.0.0.2"]))
+        .await
+        .expect("connect over two paths");
+    let specs = [
+        StreamConfig::new(StreamSpec::min_rate(Bandwidth::from_mbps(2), 0.95).unwrap())
+            .with_name("critical"),
+        StreamConfig::new(StreamSpec::best_effort(1).unwrap()).with_name("bulk"),
+        StreamConfig::new(
+            StreamSpec::window(9, 10, Duration::from_millis(100), 1200, 0.9).unwrap(),
+        )
+        .with_name("frames"),
+    ];
+    let sizes = [300_000, 3_000_000, 200_000];
+    let mut tasks = Vec::new();
+    for (i, (spec, size)) in specs.into_iter().zip(sizes).enumerate() {
+        let s = session.open_stream(spec).await.unwrap();
+        tasks.push(tokio::spawn(send_all(s, data(i as u64 + 7, size))));
+    }
+    for t in tasks {
+        t.await.unwrap().expect("every stream finishes");
+    }
+    let snap = session.snapshot().await.unwrap();
+    assert_eq!(snap.paths.len(), 2);
+    assert!(snap.paths.iter().all(|p| p.up), "{:?}", snap.paths);
+    assert_eq!(snap.streams.len(), 3);
+    assert!(snap.streams.iter().all(|s| s.finished));
+    session.close().await.expect("a clean close");
+    let (got, why) = sink_task.await.unwrap();
+    assert!(
+        matches!(why, Some(CloseReason::Peer { .. })),
+        "the source closed it: {why:?}"
+    );
+    for (i, size) in sizes.into_iter().enumerate() {
+        let id = StreamId(i as u32 + 1);
+        assert_eq!(got.get(&id).map(Vec::len), Some(size), "{id}");
+        assert!(got[&id] == data(i as u64 + 7, size), "{id} differs");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relayed_path_carries_the_session_and_reports_its_hop() {
+    let (mut l, sink) = listener().await;
+    let relay = Relay::bind("127.0.0.1:0".parse().unwrap(), RelayConfig::default()).unwrap();
+    let via = format!("via={}", relay.local_addr());
+    let sink_task = tokio::spawn(async move {
+        let inc = l.accept().await.unwrap();
+        drain(inc).await
+    });
+    let session = Session::connect(sink, config(&[&via]))
+        .await
+        .expect("connect via the relay");
+    let s = session
+        .open_stream(StreamConfig::new(StreamSpec::best_effort(1).unwrap()))
+        .await
+        .unwrap();
+    let payload = data(3, 2_000_000);
+    send_all(s, payload.clone()).await.unwrap();
+    // Reports come once per transport statistics interval.
+    let mut hops = Vec::new();
+    for _ in 0..50 {
+        let snap = session.snapshot().await.unwrap();
+        hops = snap.paths[0].hops.clone();
+        if !hops.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(hops.len(), 1, "the relay reports its next hop");
+    assert_eq!(hops[0].index, 1);
+    let r = relay.snapshot().await.unwrap();
+    assert_eq!(r.stats.pairs, 1);
+    assert!(r.stats.bytes_down >= payload.len() as u64);
+    session.close().await.unwrap();
+    let (got, _) = sink_task.await.unwrap();
+    assert!(got[&StreamId(1)] == payload);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_relay_fails_over_and_loses_nothing() {
+    let (mut l, sink) = listener().await;
+    let relay = Relay::bind("127.0.0.1:0".parse().unwrap(), RelayConfig::default()).unwrap();
+    let via = format!("via={}", relay.local_addr());
+    let sink_task = tokio::spawn(async move { drain(l.accept().await.unwrap()).await });
+    let mut session = Session::connect(sink, config(&[&via, "direct"]))
+        .await
+        .unwrap();
+    let mut s = session
+        .open_stream(
+            StreamConfig::new(StreamSpec::best_effort(1).unwrap())
+                .with_delivery(Delivery::Reliable),
+        )
+        .await
+        .unwrap();
+    let payload = data(5, 4_000_000);
+    let mut relay = Some(relay);
+    for (k, chunk) in payload.chunks(1200).enumerate() {
+        if k == 1000 {
+            // Its driver ends with the handle: like kill -9, nothing is said.
+            drop(relay.take());
+        }
+        s.send(chunk.to_vec().into()).await.unwrap();
+    }
+    s.finish()
+        .await
+        .expect("the stream finishes over the direct path");
+    let mut down = false;
+    while let Ok(Some(e)) =
+        tokio::time::timeout(std::time::Duration::from_millis(100), session.next_event()).await
+    {
+        if matches!(e, braid_core::session::Event::PathDown { path, .. } if path.0 == 0) {
+            down = true;
+        }
+    }
+    assert!(down, "the relayed path went down");
+    session.close().await.unwrap();
+    let (got, _) = sink_task.await.unwrap();
+    assert_eq!(
+        got[&StreamId(1)].len(),
+        payload.len(),
+        "nothing lost, nothing twice"
+    );
+    assert!(got[&StreamId(1)] == payload);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sink_is_not_a_relay_and_says_so() {
+    let (_l, sink) = listener().await;
+    let (_l2, other_sink) = listener().await;
+    let via = format!("via={other_sink}");
+    let e = Session::connect(sink, config(&[&via])).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("not a relay"), "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_to_nowhere_fails_with_a_clear_reason() {
+    let (_l, sink) = listener().await;
+    // A bound UDP port where nobody speaks braid.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let via = format!("via={}", silent.local_addr().unwrap());
+    let mut c = config(&[&via]);
+    c.connect_timeout = Duration::from_secs(1);
+    let e = Session::connect(sink, c).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(e, SessionError::NoPath { .. }) && msg.contains("p0: no answer"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_killed_source_leaves_the_sink_with_incomplete_streams() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (mut l, sink) = rt.block_on(listener());
+    let accept = rt.spawn(async move { l.accept().await.unwrap() });
+    // The source runs on its own single-threaded runtime; dropping that
+    // runtime stops its tasks where they stand, without a word: a kill.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (sent, sent_rx) = std::sync::mpsc::channel();
+    let source = std::thread::spawn(move || {
+        let src = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        src.block_on(async move {
+            let s = Session::connect(sink, config(&["direct"])).await.unwrap();
+            let mut st = s
+                .open_stream(
+                    StreamConfig::new(StreamSpec::best_effort(1).unwrap()).with_name("cut"),
+                )
+                .await
+                .unwrap();
+            for _ in 0..200 {
+                st.send(vec![7u8; 1000].into()).await.unwrap();
+            }
+            sent.send(()).unwrap();
+            let _ = stopped.await;
+            std::mem::forget((s, st));
+        });
+        drop(src);
+    });
+    sent_rx.recv().unwrap();
+    let mut inc = rt.block_on(accept).unwrap();
+    stop.send(()).unwrap();
+    source.join().unwrap();
+    let got = rt.block_on(async {
+        tokio::time::timeout(std::time::Duration::from_secs(20), drain_mut(&mut inc))
+            .await
+            .expect("the sink notices within its peer timeout")
+    });
+    let why = inc.close_reason();
+    assert!(matches!(why, Some(CloseReason::PeerLost(_))), "{why:?}");
+    assert!(got.values().map(Vec::len).sum::<usize>() <= 200_000);
+    // The stream opened and never closed: the application can tell.
+    let (mut opened, mut closed) = (false, false);
+    while let Some(e) = rt.block_on(inc.next_event()) {
+        match e {
+            braid_core::session::Event::StreamOpened { .. } => opened = true,
+            braid_core::session::Event::StreamClosed { .. } => closed = true,
+            _ => {}
+        }
+    }
+    assert!(opened && !closed);
+}
