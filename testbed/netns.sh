@@ -5,7 +5,9 @@
 #   netns.sh up NAME CHANNEL [CHANNEL...]
 #                                       build NAME with one channel each:
 #                                       RATE[/DELAY[/LOSS]]  (20mbit, 10mbit/40ms,
-#                                       100mbit/25ms/0.1%) or trace:FILE[/DELAY]
+#                                       100mbit/25ms/0.1%) or trace:FILE[/DELAY];
+#                                       relay:SPEC ends the channel in a middle
+#                                       namespace m instead of r (see below)
 #   netns.sh rate NAME CH RATE          change channel CH's rate (1-based)
 #   netns.sh set NAME CH KEY VALUE      change an emulated channel: KEY is
 #                                       rate, delay, loss, queue or trace
@@ -17,7 +19,7 @@
 #                                       every PERIOD seconds for DURATION s
 #                                       (runs in the foreground; & it)
 #   netns.sh mptcp NAME                 MPTCP endpoints/limits on all channels
-#   netns.sh exec NAME s|r CMD...       run CMD in the sender/receiver ns
+#   netns.sh exec NAME s|r|m CMD...     run CMD in the sender/receiver/middle ns
 #   netns.sh down NAME                  tear NAME down
 #   netns.sh clean                      remove every stale testbed namespace
 #   netns.sh check                      exit 0 if root and `ip netns` work
@@ -37,6 +39,13 @@
 # and logs to /run/braid-testbed/<ns>/ch<i>.log. BRAID names the braid
 # binary (default: `braid` on PATH). Addresses are in 198.18.0.0/15 (RFC
 # 2544 benchmarking range) and exist only inside the namespaces.
+#
+# Relays: a channel written relay:SPEC (e.g. relay:100mbit/40ms) joins s<i>
+# to m<i> in a third namespace "bt<pid>-NAME-m" (198.18.<i>.2 is then m's),
+# and an unshaped veth x<i> joins m (198.19.<i>.1) to r (198.19.<i>.2); m
+# routes the other channels' subnets to r over it. A relay in m listening on
+# 198.18.<i>.2 thus reaches a sink in r at its address on any direct channel,
+# e.g. 198.18.1.2, and killing that relay cuts only channel i's path.
 set -euo pipefail
 
 OWNER="${BT_OWNER:-$PPID}"
@@ -68,7 +77,10 @@ rate_bits() { # 400mbit -> bits/s
 # Splits a channel spec into globals C_RATE C_DELAY C_LOSS C_TRACE.
 parse_channel() {
   local spec=$1
-  C_RATE="" C_DELAY="" C_LOSS="" C_TRACE=""
+  C_RATE="" C_DELAY="" C_LOSS="" C_TRACE="" C_RELAY=""
+  if [[ $spec == relay:* ]]; then
+    C_RELAY=1; spec=${spec#relay:}
+  fi
   if [[ $spec == trace:* ]]; then
     local rest=${spec#trace:}
     # The trace path may contain '/': a DELAY is the last part if it is one.
@@ -100,7 +112,7 @@ emu_queue() {
   awk "BEGIN{q=2*$us/1000; if (q < 100) q = 100; printf \"%dms\", q}"
 }
 
-up_emulated() { # name i s r
+up_emulated() { # name i s far (r, or m for a relay channel)
   local name=$1 i=$2 s=$3 r=$4 dir
   dir=$(state "$name")
   command -v "$BRAID" >/dev/null || { echo "netns.sh: $BRAID not found (set BRAID=path/to/braid)" >&2; exit 1; }
@@ -125,8 +137,8 @@ up_emulated() { # name i s r
 
 cmd_up() {
   local name=$1; shift
-  local s r i=1
-  s=$(ns "$name" s); r=$(ns "$name" r)
+  local s r m far i=1 relays=() direct=()
+  s=$(ns "$name" s); r=$(ns "$name" r); m=$(ns "$name" m)
   for spec in "$@"; do parse_channel "$spec"; done  # fail before building
   cmd_down "$name" 2>/dev/null || true
   mkdir -p "$(state "$name")"
@@ -136,21 +148,46 @@ cmd_up() {
   ip -n "$r" link set lo up
   for spec in "$@"; do
     parse_channel "$spec"
+    far=$r
+    if [[ -n $C_RELAY ]]; then
+      if ! ip netns list | grep -qw "$m"; then
+        ip netns add "$m"
+        ip -n "$m" link set lo up
+      fi
+      far=$m
+      relays+=("$i")
+    else
+      direct+=("$i")
+    fi
     if [[ -n $C_DELAY || -n $C_LOSS || -n $C_TRACE ]]; then
-      up_emulated "$name" "$i" "$s" "$r"
+      up_emulated "$name" "$i" "$s" "$far"
       i=$((i + 1))
       continue
     fi
-    ip link add "s$i" netns "$s" type veth peer name "r$i" netns "$r"
+    ip link add "s$i" netns "$s" type veth peer name "r$i" netns "$far"
     ip -n "$s" addr add "198.18.$i.1/24" dev "s$i"
-    ip -n "$r" addr add "198.18.$i.2/24" dev "r$i"
+    ip -n "$far" addr add "198.18.$i.2/24" dev "r$i"
     # No offloads: tbf then sees wire-sized packets.
     ip netns exec "$s" ethtool -K "s$i" tso off gso off >/dev/null 2>&1 || true
     ip -n "$s" link set "s$i" up
-    ip -n "$r" link set "r$i" up
+    ip -n "$far" link set "r$i" up
     # shellcheck disable=SC2046
     tc -n "$s" qdisc add dev "s$i" root $(tbf "s$i" "$C_RATE")
     i=$((i + 1))
+  done
+  local k first=1
+  for i in "${relays[@]}"; do
+    ip link add "x$i" netns "$m" type veth peer name "x$i" netns "$r"
+    ip -n "$m" addr add "198.19.$i.1/24" dev "x$i"
+    ip -n "$r" addr add "198.19.$i.2/24" dev "x$i"
+    ip -n "$m" link set "x$i" up
+    ip -n "$r" link set "x$i" up
+    if [[ $first == 1 ]]; then
+      for k in "${direct[@]}"; do
+        ip -n "$m" route add "198.18.$k.0/24" via "198.19.$i.2"
+      done
+      first=0
+    fi
   done
 }
 
@@ -245,6 +282,7 @@ cmd_down() {
   stop_emulators "$(state "$name")"
   ip netns del "$(ns "$name" s)" 2>/dev/null || true
   ip netns del "$(ns "$name" r)" 2>/dev/null || true
+  ip netns del "$(ns "$name" m)" 2>/dev/null || true
 }
 
 cmd_clean() {
@@ -286,5 +324,5 @@ case "$sub" in
   down) cmd_down "$@";;
   clean) cmd_clean;;
   check) cmd_check;;
-  *) sed -n '2,39p' "$0"; exit 2;;
+  *) sed -n '2,48p' "$0"; exit 2;;
 esac

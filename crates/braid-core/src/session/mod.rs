@@ -92,7 +92,7 @@ pub use stream::{Delivery, PathBound, StreamConfig, StreamConfigError, MAX_STREA
 use crate::estimate::PathEstimate;
 use crate::id::{PathId, StreamId};
 use crate::scheduler::{SchedulerEvent, UpcallAnswer};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::transport::{
     ConfigError, Connection, ConnectionHandle, Endpoint, FourTuple, SendOptions, Transmit,
 };
@@ -475,6 +475,12 @@ impl Session {
             take(self.sched.get_ref().poll_timeout());
             for p in self.paths.values() {
                 take(p.reconnect_at);
+                // Wake just after an up path would turn silent, so a dead
+                // path is noticed on time, not at the next unrelated timer.
+                if p.is_up() {
+                    let c = p.conn.and_then(|h| self.endpoint.connection(h));
+                    take(c.and_then(|c| p.silent_after(c, self.config.down_min)).map(|t| t + Duration::from_micros(1)));
+                }
             }
         }
         t

@@ -206,12 +206,15 @@ impl PathState {
 
     /// Whether the path has stopped answering (see the module docs).
     pub fn is_silent(&self, conn: &Connection, now: Instant, down_min: Duration) -> bool {
-        let Some(oldest) = conn.oldest_unacked_sent_at() else {
-            return false;
-        };
+        self.silent_after(conn, down_min).is_some_and(|t| now > t)
+    }
+
+    /// The instant after which the path counts as silent if nothing is
+    /// acknowledged before it (`None`: nothing in flight).
+    pub fn silent_after(&self, conn: &Connection, down_min: Duration) -> Option<Instant> {
+        let oldest = conn.oldest_unacked_sent_at()?;
         let since = conn.last_ack_at().map_or(oldest, |a| a.max(oldest));
-        let limit = self.srtt.saturating_mul(3).max(down_min);
-        now.saturating_duration_since(since) > limit
+        Some(since + self.srtt.saturating_mul(3).max(down_min))
     }
 
     /// Whether a down path answers again.
