@@ -1,8 +1,11 @@
 //! braid: the library applications use.
 //!
-//! tokio drivers for the sans-IO state machines of `braid-core`, and the
-//! `braid perf` measurement protocol ([`perf`]). The one
-//! place that reads the wall clock is [`clock`].
+//! tokio drivers for the sans-IO state machines of `braid-core`: the
+//! IQ-RUDP transport ([`rudp`]), multipath sessions with guarantees per
+//! stream ([`session`]) and the overlay relays they may run through
+//! ([`relay`]); the multipath TCP pipe ([`pipe`]), the link emulator
+//! ([`emulate`]) and the `braid perf` measurement protocol ([`perf`]). The
+//! one place that reads the wall clock is [`clock`].
 
 pub mod clock;
 pub mod emulate;
