@@ -479,7 +479,10 @@ impl Session {
                 // path is noticed on time, not at the next unrelated timer.
                 if p.is_up() {
                     let c = p.conn.and_then(|h| self.endpoint.connection(h));
-                    take(c.and_then(|c| p.silent_after(c, self.config.down_min)).map(|t| t + Duration::from_micros(1)));
+                    take(
+                        c.and_then(|c| p.silent_after(c, self.config.down_min))
+                            .map(|t| t + Duration::from_micros(1)),
+                    );
                 }
             }
         }
