@@ -209,19 +209,20 @@ fn a_replayed_authenticated_initial_is_refused_by_the_replay_rule() {
     let mut net = Net::new(9, keyed(7));
     net.pipe.keep_log = true;
     let (_, s) = net.connect();
-    let echo =
-        net.pipe
-            .log
-            .iter()
-            .find(|(from, _, d)| {
-                *from == addr(CLIENT) && Packet::decode(d).is_ok_and(|p| {
+    let echo = net
+        .pipe
+        .log
+        .iter()
+        .find(|(from, _, d)| {
+            *from == addr(CLIENT)
+                && Packet::decode(d).is_ok_and(|p| {
                     p.frames().any(
                         |f| matches!(f, Ok(Frame::Initial { cookie, .. }) if !cookie.is_empty()),
                     ) && p.frames().any(|f| matches!(f, Ok(Frame::Auth { .. })))
                 })
-            })
-            .map(|(_, _, d)| d.clone())
-            .expect("the cookie echo carries message 1");
+        })
+        .map(|(_, _, d)| d.clone())
+        .expect("the cookie echo carries message 1");
     net.server.remove(s);
     let before = net.server.stats();
     net.server
