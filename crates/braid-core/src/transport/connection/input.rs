@@ -209,7 +209,9 @@ impl Connection {
             }
         }
         let Some(hs) = self.client_auth.take() else {
-            return message2.is_none();
+            // Without a key we accept only a HANDSHAKE without message 2;
+            // with one, only a verified message 2 (never none).
+            return message2.is_none() && self.config.psk.is_none();
         };
         let (Some(m2), Some(params), Some(src)) = (message2, params, p.header.src_cid) else {
             return false;
