@@ -45,6 +45,14 @@
 //! the kernel offers them. The socket buffers are enlarged to
 //! [`EndpointConfig::socket_buffer`] so bursts are not dropped locally.
 //!
+//! # Authentication
+//!
+//! Set `EndpointConfig::transport.psk` (from [`crate::key::Key::read`]) on
+//! both ends: a server then creates connections only for clients holding
+//! the same key, and [`Endpoint::connect`] succeeds only against such a
+//! server; a refusal fails at once with [`RudpError::ConnectFailed`], whose
+//! text says which side's key was wrong or missing (docs/SECURITY.md).
+//!
 //! # Invariants
 //! - Backpressure: a connection's queued messages move from its bounded
 //!   channel ([`EndpointConfig::send_queue_messages`], default
