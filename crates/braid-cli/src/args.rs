@@ -49,6 +49,8 @@ pub enum Command {
     /// killed, or the --watch-pid process ends. Needs root and /dev/net/tun.
     #[command(verbatim_doc_comment)]
     Emulate(Box<crate::cmd::emulate::EmulateArgs>),
+    /// Write a new pre-shared key to FILE (mode 0600) for `--key FILE`.
+    Keygen(crate::cmd::keygen::KeygenArgs),
     /// Measure one connection (braid RUDP or TCP), iperf-like.
     #[command(subcommand)]
     Perf(crate::cmd::perf::PerfCommand),

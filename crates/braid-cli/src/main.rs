@@ -37,6 +37,7 @@ fn run(command: args::Command) -> anyhow::Result<()> {
         Command::Send(args) => cmd::send::run(args),
         Command::Recv(args) => cmd::recv::run(args),
         Command::Perf(c) => cmd::perf::run(c),
+        Command::Keygen(args) => cmd::keygen::run(args),
         Command::Emulate(args) => cmd::emulate::run(*args),
     }
 }

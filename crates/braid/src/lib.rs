@@ -4,11 +4,13 @@
 //! IQ-RUDP transport ([`rudp`]), multipath sessions with guarantees per
 //! stream ([`session`]) and the overlay relays they may run through
 //! ([`relay`]); the multipath TCP pipe ([`pipe`]), the link emulator
-//! ([`emulate`]) and the `braid perf` measurement protocol ([`perf`]). The
-//! one place that reads the wall clock is [`clock`].
+//! ([`emulate`]), the `braid perf` measurement protocol ([`perf`]) and key
+//! files for the authenticated handshake ([`key`]). The one place that
+//! reads the wall clock is [`clock`].
 
 pub mod clock;
 pub mod emulate;
+pub mod key;
 pub mod perf;
 pub mod pipe;
 pub mod relay;

@@ -3,6 +3,7 @@
 pub mod demo;
 pub mod emulate;
 pub mod eval;
+pub mod keygen;
 pub mod perf;
 pub mod recv;
 pub mod send;

@@ -89,6 +89,10 @@ pub struct ServerArgs {
     /// Output format of the per-test lines.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Accept only RUDP clients that hold this key (a file written by
+    /// `braid keygen`); TCP tests stay unauthenticated.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<std::path::PathBuf>,
 }
 
 /// Flags of `braid perf client`.
@@ -149,6 +153,10 @@ pub struct ClientArgs {
     /// queueing seconds of data; default: a fixed 2 MiB queue.
     #[arg(long)]
     pub autotune: bool,
+    /// RUDP: authenticate with this key (a file written by `braid keygen`;
+    /// the server must have the same one).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<std::path::PathBuf>,
 }
 
 /// Runtime threads, from `BRAID_PERF_THREADS` (default 2; 1 runs
@@ -189,8 +197,14 @@ fn resolve(a: &str) -> anyhow::Result<SocketAddr> {
 
 async fn server(a: ServerArgs) -> anyhow::Result<()> {
     let addr = resolve(&a.listen)?;
-    let server = PerfServer::bind(addr).await?;
-    eprintln!("braid perf server listening on {addr} (RUDP/UDP and TCP)");
+    let key = read_key(a.key.as_deref())?;
+    let keyed = key.is_some();
+    let server = PerfServer::bind_keyed(addr, key).await?;
+    if keyed {
+        eprintln!("braid perf server listening on {addr} (RUDP/UDP only for clients with the key; TCP unauthenticated)");
+    } else {
+        eprintln!("braid perf server listening on {addr} (RUDP/UDP and TCP)");
+    }
     let format = a.format;
     let done = Arc::new(move |t: TestDone| match t.result {
         Ok(Served {
@@ -401,8 +415,20 @@ fn print_summary(format: Format, transport: &str, s: &Summary) {
     }
 }
 
+/// The pre-shared key in `path`, if one was given.
+fn read_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<braid_core::transport::Psk>> {
+    Ok(match path {
+        Some(p) => Some(braid::key::Key::read(p)?.psk().clone()),
+        None => None,
+    })
+}
+
 async fn client(a: ClientArgs) -> anyhow::Result<()> {
     let to = resolve(&a.to)?;
+    if a.key.is_some() && a.transport == TransportArg::Tcp {
+        bail!("--key applies to --transport rudp only (TCP is not authenticated yet)");
+    }
+    let key = read_key(a.key.as_deref())?;
     if a.duration.is_zero() {
         bail!("--duration must be positive");
     }
@@ -474,6 +500,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         frames,
         tcp_congestion: a.tcp_congestion.clone(),
         autotune: a.autotune,
+        key,
     };
     let mut printer = Printer::new(a.format, transport);
     let summary = match a.transport {

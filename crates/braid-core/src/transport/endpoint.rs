@@ -9,25 +9,32 @@
 //! - A cookie creates at most one connection: accepted cookies are
 //!   remembered (up to [`MAX_REPLAY_ENTRIES`], about two buckets' worth) and
 //!   a replay for which no connection exists is dropped and counted.
+//! - With a key ([`Config::psk`](super::Config::psk)), a connection is
+//!   created only for a client whose Noise message 1 verifies, and only
+//!   after its cookie did (so no cryptographic work is done for an
+//!   unvalidated address); a refused client gets a stateless CLOSE
+//!   ([`ErrorCode::AUTH_FAILED`]) and leaves no state behind, not even its
+//!   cookie in the replay set.
 //! - At most `Config::max_connections` connections and
 //!   [`MAX_STATELESS_QUEUE`] queued RETRYs; beyond that new clients are
 //!   dropped and counted.
 //! - Every datagram is either routed to exactly one connection, answered
 //!   statelessly, or dropped and counted.
 
+use super::auth::{self, SeedSource, SessionKeys};
 use super::connection::Connection;
 use super::cookie::{CookieKey, COOKIE_TAG_LEN};
 use super::{Config, ConfigError, FourTuple, Transmit};
 use crate::time::Instant;
 use crate::wire::{
-    ConnectionId, Frame, Header, Packet, PacketBuilder, PacketType, WireError, CID_LEN,
-    MIN_DATAGRAM_SIZE,
+    CloseFrame, ConnectionId, ErrorCode, Frame, Header, Packet, PacketBuilder, PacketType,
+    TransportParams, WireError, CID_LEN, MIN_DATAGRAM_SIZE,
 };
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use tracing::{debug, trace};
 
-/// Most stateless RETRY answers waiting to be sent.
+/// Most stateless answers (RETRYs and refusals) waiting to be sent.
 pub const MAX_STATELESS_QUEUE: usize = 256;
 /// Most accepted cookies remembered for replay detection.
 pub const MAX_REPLAY_ENTRIES: usize = 65_536;
@@ -75,6 +82,9 @@ pub struct EndpointStats {
     pub replayed_cookies: u64,
     /// Dropped: no room for another connection or RETRY.
     pub refused: u64,
+    /// Refused with a stateless AUTH_FAILED close: a valid cookie but no
+    /// key, a wrong key, or a key this server does not have.
+    pub auth_failed: u64,
     /// Connections accepted.
     pub accepted: u64,
 }
@@ -88,6 +98,8 @@ pub struct Endpoint {
     cookie_key: CookieKey,
     cid_key: [u8; 32],
     cid_counter: u64,
+    /// Seeds of the handshakes' ephemeral keys (see [`auth`]).
+    seeds: SeedSource,
     next_handle: u64,
     conns: BTreeMap<u64, Connection>,
     by_cid: HashMap<ConnectionId, u64>,
@@ -111,8 +123,9 @@ pub enum ConnectError {
 
 impl Endpoint {
     /// An endpoint; `server` says whether it accepts incoming connections.
-    /// `secret` must be 32 random bytes from the caller: it keys the
-    /// cookies and the derivation of connection ids.
+    /// `secret` must be 32 random bytes from the caller, fresh for every
+    /// endpoint: it keys the cookies, the derivation of connection ids and
+    /// the seeds of the authenticated handshake's ephemeral keys.
     ///
     /// # Errors
     /// [`ConfigError`] for an invalid configuration.
@@ -121,6 +134,7 @@ impl Endpoint {
         Ok(Endpoint {
             cookie_key: CookieKey::new(blake3::derive_key("braid rudp cookie v1", &secret)),
             cid_key: blake3::derive_key("braid rudp connection id v1", &secret),
+            seeds: SeedSource::new(&secret),
             config,
             server,
             cid_counter: 0,
@@ -189,7 +203,10 @@ impl Endpoint {
         }
         let local = self.new_cid();
         let initial_dst = self.new_cid();
-        let c = Connection::new_client(now, path, local, initial_dst, self.config.clone());
+        // Only a keyed client draws a seed, so keyless runs (braid-sim)
+        // derive exactly what they did before.
+        let seed = self.config.psk.as_ref().map(|_| self.seeds.next_seed());
+        let c = Connection::new_client(now, path, local, initial_dst, self.config.clone(), seed);
         debug!(?path, cid = ?local, ?now, "client connection created");
         Ok(self.insert(c))
     }
@@ -340,6 +357,21 @@ impl Endpoint {
             trace!(?path, reason = "refused", "datagram dropped");
             return;
         }
+        // The address is validated: now, and only now, authenticate.
+        let local = self.new_cid();
+        let message1 = p.frames().find_map(|f| match f {
+            Ok(Frame::Auth { message }) => Some(message),
+            _ => None,
+        });
+        let (message2, keys) = match self.authenticate(&h, src, &params, local, message1) {
+            Ok(a) => a,
+            Err(reason) => {
+                self.stats.auth_failed += 1;
+                debug!(?path, reason, "handshake not authenticated: refused");
+                self.send_refusal(path, h.dst_cid, src, reason);
+                return;
+            }
+        };
         if self.used_order.len() >= MAX_REPLAY_ENTRIES {
             if let Some(old) = self.used_order.pop_front() {
                 self.used_cookies.remove(&old);
@@ -347,13 +379,90 @@ impl Endpoint {
         }
         self.used_cookies.insert(tag);
         self.used_order.push_back(tag);
-        let local = self.new_cid();
-        let c = Connection::new_server(now, path, local, src, params, self.config.clone());
+        let c = Connection::new_server(
+            now,
+            path,
+            local,
+            src,
+            params,
+            self.config.clone(),
+            message2,
+            keys,
+        );
         let handle = self.insert(c);
         self.by_initial.insert((path, h.dst_cid), handle.0);
         self.incoming.push_back(handle);
         self.stats.accepted += 1;
         debug!(?path, cid = ?local, ?now, "cookie accepted: connection created");
+    }
+
+    /// Checks the client's AUTH frame against this server's key. Returns
+    /// message 2 and the derived keys (both `None` without a key), or the
+    /// CLOSE reason phrase of the refusal.
+    fn authenticate(
+        &mut self,
+        h: &Header,
+        src: ConnectionId,
+        params: &TransportParams,
+        local: ConnectionId,
+        message1: Option<&[u8]>,
+    ) -> Result<(Option<Vec<u8>>, Option<SessionKeys>), &'static str> {
+        let (psk, message1) = match (&self.config.psk, message1) {
+            (None, None) => return Ok((None, None)),
+            (None, Some(_)) => return Err(auth::REASON_NO_KEY),
+            (Some(_), None) => return Err(auth::REASON_KEY_REQUIRED),
+            (Some(psk), Some(m1)) => (psk.clone(), m1),
+        };
+        let mut encoded = Vec::new();
+        params.encode(&mut encoded);
+        let prologue = auth::prologue(h.dst_cid.as_bytes(), src.as_bytes(), &encoded);
+        let payload = auth::server_payload(&local, &self.server_params());
+        let seed = self.seeds.next_seed();
+        match auth::respond(&psk, seed, &prologue, message1, &payload) {
+            Ok((m2, keys)) => Ok((Some(m2), Some(keys))),
+            Err(_) => Err(auth::REASON_KEY_MISMATCH),
+        }
+    }
+
+    /// The parameters this server's connections send in their HANDSHAKE.
+    fn server_params(&self) -> TransportParams {
+        super::connection::params_of(&self.config)
+    }
+
+    /// Answers a validated address statelessly with a CLOSE in a RETRY
+    /// packet ([`ErrorCode::AUTH_FAILED`], `reason` as the phrase), so the
+    /// client fails at once instead of waiting for its handshake timeout.
+    fn send_refusal(
+        &mut self,
+        path: FourTuple,
+        dst: ConnectionId,
+        src: ConnectionId,
+        reason: &str,
+    ) {
+        if self.stateless.len() >= MAX_STATELESS_QUEUE {
+            self.stats.refused += 1;
+            trace!(?path, reason = "refused", "datagram dropped");
+            return;
+        }
+        let header = Header {
+            ty: PacketType::Retry,
+            dst_cid: src,
+            src_cid: Some(dst),
+            pn: 0,
+        };
+        let mut buf = Vec::new();
+        let Ok(mut b) = PacketBuilder::new(&mut buf, &header, MIN_DATAGRAM_SIZE) else {
+            return;
+        };
+        let close = Frame::Close(CloseFrame {
+            code: ErrorCode::AUTH_FAILED,
+            reason: reason.as_bytes(),
+        });
+        if !matches!(b.push(&close), Ok(true)) {
+            return;
+        }
+        b.finish();
+        self.stateless.push_back((path, buf));
     }
 
     fn send_retry(&mut self, now: Instant, path: FourTuple, dst: ConnectionId, src: ConnectionId) {

@@ -4,9 +4,11 @@
 //! Each function takes arbitrary bytes and must never panic; what it
 //! checks beyond that is in its doc comment.
 
-use super::{Config, Endpoint, FourTuple, SendOptions, StreamId};
+use super::{Config, Endpoint, FourTuple, Psk, SendOptions, StreamId};
 use crate::time::{Duration, Instant};
-use crate::wire::{Frame, Header, Packet, PacketBuilder, PacketType, Reader};
+use crate::wire::{
+    Frame, Header, Packet, PacketBuilder, PacketType, Reader, MAX_AUTH_LEN, MIN_DATAGRAM_SIZE,
+};
 use std::net::SocketAddr;
 
 /// Most datagrams one fuzz input is cut into.
@@ -146,6 +148,104 @@ pub fn connection_datagrams(data: &[u8]) {
     }
 }
 
+/// Arbitrary Noise messages against keyed endpoints, after a genuine
+/// cookie exchange. Input: `[n, message 1 (n bytes), message 2 (rest)]`,
+/// each cut to [`MAX_AUTH_LEN`]. Message 1 goes to a keyed server in the
+/// client's cookie-echoing INITIAL: the server must count a refusal or
+/// accept, never anything else. Message 2 goes to a keyed client in a
+/// HANDSHAKE: the client must not count itself connected on forged bytes.
+pub fn auth_messages(data: &[u8]) {
+    let cfg = Config {
+        psk: Some(Psk::from_bytes([7; 32])),
+        ..Config::default()
+    };
+    let mut client = Endpoint::new(cfg.clone(), [1; 32], false).expect("valid config");
+    let mut server = Endpoint::new(cfg, [2; 32], true).expect("valid config");
+    let now = Instant::ZERO;
+    let (c, s) = (
+        FourTuple::from_remote(addr(1)),
+        FourTuple::from_remote(addr(2)),
+    );
+    let h = client.connect(now, addr(2)).expect("room for a connection");
+    let mut buf = Vec::new();
+    // First INITIAL → RETRY → the client's echo (with its own message 1).
+    let Some(t) = client.poll_transmit(now, &mut buf) else {
+        return;
+    };
+    server.handle_datagram(now, c, &buf[..t.size]);
+    let Some(t) = server.poll_transmit(now, &mut buf) else {
+        return;
+    };
+    client.handle_datagram(now, s, &buf[..t.size]);
+    let Some(t) = client.poll_transmit(now, &mut buf) else {
+        return;
+    };
+    let echo = buf[..t.size].to_vec();
+    let Ok(p) = Packet::decode(&echo) else {
+        return;
+    };
+    let mut r = Reader::new(data);
+    let n = usize::from(r.u8().unwrap_or(0)).min(r.remaining());
+    let m1 = r.bytes(n).unwrap_or_default();
+    let m2 = r.rest();
+    // The echo again, its AUTH frame replaced by the fuzzed message 1.
+    let mut forged = Vec::new();
+    if let Ok(mut b) = PacketBuilder::new(&mut forged, &p.header, MIN_DATAGRAM_SIZE) {
+        for f in p.frames().flatten() {
+            match f {
+                Frame::Auth { .. } | Frame::Padding { .. } => {}
+                f => {
+                    let _ = b.push(&f);
+                }
+            }
+        }
+        if !m1.is_empty() {
+            let _ = b.push(&Frame::Auth {
+                message: &m1[..m1.len().min(MAX_AUTH_LEN)],
+            });
+        }
+        b.pad_to(MIN_DATAGRAM_SIZE);
+        b.finish();
+    }
+    let before = server.stats();
+    server.handle_datagram(now, c, &forged);
+    let after = server.stats();
+    assert!(
+        after.auth_failed + after.accepted == before.auth_failed + before.accepted + 1,
+        "a validated echo is refused or accepted"
+    );
+    assert!(after.auth_failed == before.auth_failed || server.connection_count() == 0);
+    // A HANDSHAKE to the client with the fuzzed message 2.
+    let Some(cid) = client.connection(h).map(|x| x.local_cid()) else {
+        return;
+    };
+    let header = Header {
+        ty: PacketType::Handshake,
+        dst_cid: cid,
+        src_cid: Some(crate::wire::ConnectionId([9; 8])),
+        pn: 0,
+    };
+    let mut hs = Vec::new();
+    if let Ok(mut b) = PacketBuilder::new(&mut hs, &header, 1472) {
+        let _ = b.push(&Frame::Handshake {
+            params: super::connection::params_of(&Config::default()),
+        });
+        if !m2.is_empty() {
+            let _ = b.push(&Frame::Auth {
+                message: &m2[..m2.len().min(MAX_AUTH_LEN)],
+            });
+        }
+        b.finish();
+    }
+    client.handle_datagram(now, s, &hs);
+    if let Some(x) = client.connection_mut(h) {
+        assert!(!x.is_established(), "forged message 2 accepted");
+        while let Some(e) = x.poll_event() {
+            assert!(e != super::Event::Connected, "forged message 2 accepted");
+        }
+    }
+}
+
 /// A fuzz target's corpus folder name and its entry point.
 #[cfg(test)]
 pub(crate) type Target<'a> = (&'a str, fn(&[u8]));
@@ -181,6 +281,7 @@ mod tests {
         let n = replay_corpus(&[
             ("packet_decode", decode_packet as fn(&[u8])),
             ("connection_datagram", connection_datagrams as fn(&[u8])),
+            ("auth_handshake", auth_messages as fn(&[u8])),
         ]);
         assert!(n > 0, "no transport corpus under fuzz/corpus");
     }
@@ -271,6 +372,7 @@ mod tests {
         for input in [&[][..], &[0], &[1, 0], &[7, 255, 1, 2, 3], &[0xff; 600]] {
             decode_packet(input);
             connection_datagrams(input);
+            auth_messages(input);
         }
     }
 }

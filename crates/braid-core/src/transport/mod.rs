@@ -31,10 +31,20 @@
 //!    [`Endpoint::handle_timeout`] then;
 //! 4. drain [`Connection::poll_event`] and [`Connection::recv`].
 //!
-//! Randomness (connection ids, the cookie secret) comes in as a 32-byte
-//! secret at [`Endpoint::new`]; ids are derived from it with a keyed hash.
+//! Randomness (connection ids, the cookie secret, the seeds of the
+//! handshake's ephemeral keys) comes in as a 32-byte secret at
+//! [`Endpoint::new`]; everything is derived from it with a keyed hash.
+//!
+//! # Authentication
+//!
+//! With [`Config::psk`] set on both sides, the cookie handshake carries a
+//! Noise `NNpsk0` handshake ([`auth`]): a server creates a connection only
+//! for a client that proves it holds the same key, and a client counts its
+//! connection established only once the server proved it too. A refused
+//! client hears a stateless CLOSE with [`ErrorCode::AUTH_FAILED`].
 
 pub mod ack;
+pub mod auth;
 pub mod congestion;
 mod connection;
 pub mod cookie;
@@ -53,7 +63,10 @@ pub mod thresholds;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_auth;
 
+pub use auth::Psk;
 pub use congestion::CongestionController;
 pub use connection::{CloseReason, Connection, Event, Side, RATE_SAMPLE_QUEUE};
 pub use endpoint::{Batch, ConnectError, ConnectionHandle, Endpoint, EndpointStats};
@@ -185,6 +198,10 @@ pub struct Config {
     pub coordination: bool,
     /// Most connections an endpoint holds.
     pub max_connections: usize,
+    /// The pre-shared key both ends must hold (see [`auth`]); `None` (the
+    /// default) runs the unauthenticated version-2 handshake, which only a
+    /// peer without a key accepts.
+    pub psk: Option<Psk>,
 }
 
 impl Default for Config {
@@ -206,6 +223,7 @@ impl Default for Config {
             pacing: true,
             coordination: true,
             max_connections: 1024,
+            psk: None,
         }
     }
 }

@@ -113,10 +113,15 @@ pub(crate) struct Net {
 
 impl Net {
     pub(crate) fn new(seed: u64, config: Config) -> Self {
+        Net::with_configs(seed, config.clone(), config)
+    }
+
+    /// A client and a server with different settings (e.g. keys).
+    pub(crate) fn with_configs(seed: u64, client: Config, server: Config) -> Self {
         Net {
             now: Instant::ZERO,
-            client: Endpoint::new(config.clone(), [1; 32], false).unwrap(),
-            server: Endpoint::new(config, [2; 32], true).unwrap(),
+            client: Endpoint::new(client, [1; 32], false).unwrap(),
+            server: Endpoint::new(server, [2; 32], true).unwrap(),
             pipe: Pipe::new(seed),
             buf: Vec::new(),
             steps: 0,

@@ -106,7 +106,9 @@ impl TransportParams {
         Ok(())
     }
 
-    pub(super) fn encode(&self, out: &mut Vec<u8>) {
+    /// Appends the parameters' encoding (also what the authenticated
+    /// handshake binds, `transport::auth`).
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         put_varint(out, self.max_message_size);
         put_varint(out, self.initial_max_data);
         put_varint(out, u64::from(self.loss_tolerance.0));

@@ -12,8 +12,8 @@
 use super::adapt::{AdaptFrame, TransportParams, ADAPT_CODE};
 use super::codec::{put_varint, varint_len, Reader, VARINT_MAX};
 use super::{
-    WireError, MAX_ACK_RANGES, MAX_COOKIE_LEN, MAX_DATAGRAM_SIZE, MAX_MESSAGE_SIZE, MAX_REASON_LEN,
-    MAX_STREAMS, MAX_TTL_US,
+    WireError, MAX_ACK_RANGES, MAX_AUTH_LEN, MAX_COOKIE_LEN, MAX_DATAGRAM_SIZE, MAX_MESSAGE_SIZE,
+    MAX_REASON_LEN, MAX_STREAMS, MAX_TTL_US,
 };
 
 /// Frame type codes.
@@ -29,6 +29,7 @@ mod code {
     pub const INITIAL: u8 = 0x10;
     pub const RETRY: u8 = 0x11;
     pub const HANDSHAKE: u8 = 0x12;
+    pub const AUTH: u8 = 0x13;
 }
 
 /// MESSAGE_SKIP flag: a `depends_back` varint follows.
@@ -347,6 +348,10 @@ impl ErrorCode {
     pub const PARAMETER_ERROR: ErrorCode = ErrorCode(5);
     /// The server has no room for another connection.
     pub const SERVER_BUSY: ErrorCode = ErrorCode(6);
+    /// The handshake did not authenticate: a key was missing on one side,
+    /// or the two sides hold different keys. The reason phrase says which
+    /// (`transport::auth::REASON_*`).
+    pub const AUTH_FAILED: ErrorCode = ErrorCode(7);
     /// First code available to applications.
     pub const APPLICATION_BASE: u64 = 0x1000;
 }
@@ -420,6 +425,13 @@ pub enum Frame<'a> {
         /// The server's transport parameters.
         params: TransportParams,
     },
+    /// A Noise handshake message (`transport::auth`): message 1 in the
+    /// client's cookie-echoing INITIAL, message 2 in the server's
+    /// HANDSHAKE. Present only when the endpoints hold a key.
+    Auth {
+        /// The Noise message (1..=[`MAX_AUTH_LEN`] bytes).
+        message: &'a [u8],
+    },
 }
 
 impl<'a> Frame<'a> {
@@ -452,6 +464,7 @@ impl<'a> Frame<'a> {
             }
             Frame::Retry { cookie } => 1 + varint_len(cookie.len() as u64) + cookie.len(),
             Frame::Handshake { params } => 1 + params.encoded_len(),
+            Frame::Auth { message } => 1 + varint_len(message.len() as u64) + message.len(),
         }
     }
 
@@ -514,6 +527,11 @@ impl<'a> Frame<'a> {
                 out.push(code::HANDSHAKE);
                 params.encode(out);
             }
+            Frame::Auth { message } => {
+                out.push(code::AUTH);
+                put_varint(out, message.len() as u64);
+                out.extend_from_slice(message);
+            }
         }
         Ok(())
     }
@@ -553,6 +571,9 @@ impl<'a> Frame<'a> {
                 bad("cookie length")
             }
             Frame::Handshake { params } => params.validate(),
+            Frame::Auth { message } if message.is_empty() || message.len() > MAX_AUTH_LEN => {
+                bad("auth length")
+            }
             _ => Ok(()),
         }
     }
@@ -637,6 +658,17 @@ impl<'a> Frame<'a> {
             code::HANDSHAKE => Frame::Handshake {
                 params: TransportParams::decode(r)?,
             },
+            code::AUTH => {
+                let len = r.varint_max(MAX_AUTH_LEN as u64, "auth length")? as usize;
+                if len == 0 {
+                    return Err(WireError::OutOfRange {
+                        field: "auth length",
+                    });
+                }
+                Frame::Auth {
+                    message: r.bytes(len)?,
+                }
+            }
             other => return Err(WireError::UnknownFrame(other)),
         })
     }
@@ -738,6 +770,7 @@ pub(crate) mod tests {
                     rate_bps: 20_000_000,
                 }),
             }),
+            Frame::Auth { message: &[5; 48] },
             Frame::Initial {
                 params: params(),
                 cookie: &[7; 24],
@@ -889,6 +922,9 @@ pub(crate) mod tests {
                                      factor in 1..=MAX_ADAPT_FACTOR, r in arb_ratio(), rate in 0..=VARINT_MAX, msg in 0..=VARINT_MAX) {
             round_trip(Frame::Initial { params: p, cookie: &cookie });
             round_trip(Frame::Handshake { params: p });
+            if !cookie.is_empty() {
+                round_trip(Frame::Auth { message: &cookie });
+            }
             round_trip(Frame::Ack(ack));
             round_trip(Frame::Close(CloseFrame { code: ErrorCode(code), reason: &reason }));
             round_trip(Frame::MaxData { limit: rate });

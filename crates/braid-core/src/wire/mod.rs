@@ -29,8 +29,9 @@ pub use frame::{
 };
 pub use header::{ConnectionId, Header, PacketType, CID_LEN};
 
-/// The protocol version this code speaks.
-pub const VERSION: u8 = 1;
+/// The protocol version this code speaks: 2 adds the authenticated
+/// handshake (the AUTH frame, and CLOSE in RETRY packets).
+pub const VERSION: u8 = 2;
 /// Largest UDP payload accepted or produced (a 1500-byte Ethernet MTU less
 /// IPv4 and UDP headers). Anything larger is dropped as oversized.
 pub const MAX_DATAGRAM_SIZE: usize = 1472;
@@ -46,6 +47,10 @@ pub const MAX_MESSAGE_SIZE: u64 = 64 << 20;
 pub const MAX_TTL_US: u64 = 3_600_000_000;
 /// Longest cookie a RETRY may carry.
 pub const MAX_COOKIE_LEN: usize = 48;
+/// Longest AUTH frame payload (a Noise handshake message,
+/// `transport::auth`): message 2 is 32 (e) + 8 (server id) + at most 48
+/// (params) + 16 (tag) bytes.
+pub const MAX_AUTH_LEN: usize = 128;
 /// Longest reason phrase a CLOSE may carry.
 pub const MAX_REASON_LEN: usize = 256;
 /// Longest idle timeout that may be negotiated: ten minutes.
@@ -113,9 +118,10 @@ impl<'a> Packet<'a> {
     /// within [`MAX_FRAMES_PER_PACKET`]. After `Ok`, [`Packet::frames`]
     /// yields only `Ok` items.
     ///
-    /// Admitted frames: INITIAL packets hold exactly one INITIAL frame plus
-    /// padding; RETRY exactly one RETRY; HANDSHAKE one HANDSHAKE plus ACK,
-    /// PING and padding; DATA anything but the three handshake frames.
+    /// Admitted frames: INITIAL packets hold exactly one INITIAL frame, at
+    /// most one AUTH, and padding; RETRY exactly one RETRY or one CLOSE (a
+    /// stateless refusal); HANDSHAKE one HANDSHAKE, at most one AUTH, plus
+    /// ACK, PING and padding; DATA anything but the four handshake frames.
     ///
     /// # Errors
     /// Any [`WireError`].
@@ -128,6 +134,7 @@ impl<'a> Packet<'a> {
         let payload = r.rest();
         let mut count = 0usize;
         let mut setup_frames = 0usize;
+        let mut auth_frames = 0usize;
         let mut fr = Reader::new(payload);
         while !fr.is_empty() {
             let f = Frame::decode(&mut fr)?;
@@ -138,15 +145,22 @@ impl<'a> Packet<'a> {
             let allowed = match (header.ty, &f) {
                 (_, Frame::Padding { .. }) => true,
                 (PacketType::Initial, Frame::Initial { .. })
-                | (PacketType::Retry, Frame::Retry { .. })
+                | (PacketType::Retry, Frame::Retry { .. } | Frame::Close(_))
                 | (PacketType::Handshake, Frame::Handshake { .. }) => {
                     setup_frames += 1;
                     true
                 }
+                (PacketType::Initial | PacketType::Handshake, Frame::Auth { .. }) => {
+                    auth_frames += 1;
+                    auth_frames == 1
+                }
                 (PacketType::Handshake, Frame::Ack(_) | Frame::Ping) => true,
                 (
                     PacketType::Data,
-                    Frame::Initial { .. } | Frame::Retry { .. } | Frame::Handshake { .. },
+                    Frame::Initial { .. }
+                    | Frame::Retry { .. }
+                    | Frame::Handshake { .. }
+                    | Frame::Auth { .. },
                 ) => false,
                 (PacketType::Data, _) => true,
                 _ => false,
@@ -324,6 +338,54 @@ mod tests {
             .unwrap()
             .finish();
         assert_eq!(Packet::decode(&buf).unwrap_err(), WireError::FrameCount);
+    }
+
+    #[test]
+    fn auth_frames_go_once_in_initial_and_handshake_only() {
+        let auth = Frame::Auth { message: &[3; 48] };
+        let packet = |ty, frames: &[Frame<'_>]| {
+            let h = Header {
+                ty,
+                src_cid: ty.is_long().then_some(ConnectionId([1; 8])),
+                ..data_header()
+            };
+            let mut buf = Vec::new();
+            let mut b = PacketBuilder::new(&mut buf, &h, 1400).unwrap();
+            for f in frames {
+                assert!(b.push(f).unwrap());
+            }
+            b.finish();
+            buf
+        };
+        let init = Frame::Initial {
+            params: frame::tests::params(),
+            cookie: &[1; 20],
+        };
+        let hs = Frame::Handshake {
+            params: frame::tests::params(),
+        };
+        assert!(Packet::decode(&packet(PacketType::Initial, &[init, auth])).is_ok());
+        assert!(Packet::decode(&packet(PacketType::Handshake, &[hs, auth])).is_ok());
+        for bad in [
+            packet(PacketType::Initial, &[init, auth, auth]),
+            packet(PacketType::Data, &[Frame::Ping, auth]),
+            packet(PacketType::Retry, &[Frame::Retry { cookie: &[1; 8] }, auth]),
+        ] {
+            assert!(Packet::decode(&bad).is_err());
+        }
+        // A stateless refusal: exactly one CLOSE in a RETRY packet.
+        let close = Frame::Close(CloseFrame {
+            code: ErrorCode::AUTH_FAILED,
+            reason: b"key mismatch",
+        });
+        assert!(Packet::decode(&packet(PacketType::Retry, &[close])).is_ok());
+        assert!(Packet::decode(&packet(PacketType::Retry, &[close, close])).is_err());
+        // Empty and over-long AUTH frames do not decode.
+        let mut raw = vec![0x13, 0];
+        assert!(Frame::decode(&mut Reader::new(&raw)).is_err());
+        raw = vec![0x13, 0x40, 129];
+        raw.resize(3 + 129, 0);
+        assert!(Frame::decode(&mut Reader::new(&raw)).is_err());
     }
 
     #[test]

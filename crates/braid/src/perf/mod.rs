@@ -252,6 +252,9 @@ pub struct ClientOptions {
     /// a time, like TCP's send-buffer autotuning; otherwise the queue holds
     /// [`SEND_QUEUE_BYTES`] plus the driver's message channel.
     pub autotune: bool,
+    /// RUDP: the pre-shared key to authenticate with (`--key FILE`); the
+    /// server must hold the same one.
+    pub key: Option<braid_core::transport::Psk>,
 }
 
 /// Congestion windows the RUDP send queue holds with

@@ -96,6 +96,7 @@ fn endpoint_config(o: &ClientOptions) -> EndpointConfig {
     // WAN rates: the test ends soon after the duration.
     cfg.transport.send_queue_bytes = SEND_QUEUE_BYTES;
     cfg.transport.congestion = o.congestion;
+    cfg.transport.psk = o.key.clone();
     if o.autotune {
         cfg.transport.send_queue_cwnds = AUTOTUNE_CWNDS;
         cfg.send_queue_messages = 1;

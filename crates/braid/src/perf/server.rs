@@ -38,7 +38,22 @@ impl PerfServer {
     /// # Errors
     /// [`PerfError`] if either cannot be bound.
     pub async fn bind(addr: SocketAddr) -> Result<PerfServer, PerfError> {
-        let rudp = Endpoint::bind(addr, EndpointConfig::server())
+        PerfServer::bind_keyed(addr, None).await
+    }
+
+    /// Like [`PerfServer::bind`], with RUDP clients required to hold `key`
+    /// (none: only clients without a key). TCP tests are not authenticated
+    /// (the pipe's TCP authentication is issue 13's).
+    ///
+    /// # Errors
+    /// [`PerfError`] if either cannot be bound.
+    pub async fn bind_keyed(
+        addr: SocketAddr,
+        key: Option<braid_core::transport::Psk>,
+    ) -> Result<PerfServer, PerfError> {
+        let mut config = EndpointConfig::server();
+        config.transport.psk = key;
+        let rudp = Endpoint::bind(addr, config)
             .map_err(PerfError::rudp(format!("listening for RUDP on {addr}")))?;
         let tcp = TcpListener::bind(addr)
             .await

@@ -45,6 +45,14 @@
 //! the kernel offers them. The socket buffers are enlarged to
 //! [`EndpointConfig::socket_buffer`] so bursts are not dropped locally.
 //!
+//! # Authentication
+//!
+//! Set `EndpointConfig::transport.psk` (from [`crate::key::Key::read`]) on
+//! both ends: a server then creates connections only for clients holding
+//! the same key, and [`Endpoint::connect`] succeeds only against such a
+//! server; a refusal fails at once with [`RudpError::ConnectFailed`], whose
+//! text says which side's key was wrong or missing (docs/SECURITY.md).
+//!
 //! # Invariants
 //! - Backpressure: a connection's queued messages move from its bounded
 //!   channel ([`EndpointConfig::send_queue_messages`], default
@@ -173,8 +181,10 @@ pub enum RudpError {
         /// The timeout.
         after: Duration,
     },
-    /// The connection closed before the handshake completed.
-    #[error("connection to {remote} failed: {reason:?}")]
+    /// The connection closed before the handshake completed. With
+    /// [`ErrorCode::AUTH_FAILED`] the text says which side's key was
+    /// missing or wrong.
+    #[error("{}", connect_failure(remote, reason))]
     ConnectFailed {
         /// Where we tried to connect.
         remote: SocketAddr,
@@ -222,6 +232,29 @@ pub enum RudpError {
     Threshold(#[from] braid_core::transport::thresholds::ThresholdError),
 }
 
+/// The one-line text of [`RudpError::ConnectFailed`]: for an
+/// authentication failure, what the user should check.
+fn connect_failure(remote: &SocketAddr, reason: &CloseReason) -> String {
+    use braid_core::transport::auth::{REASON_KEY_REQUIRED, REASON_NO_KEY};
+    match reason {
+        CloseReason::Peer { code, reason } if *code == ErrorCode::AUTH_FAILED => {
+            match reason.as_str() {
+                REASON_KEY_REQUIRED => format!(
+                    "the peer at {remote} requires a key and we gave none (give --key FILE with the peer's key)"
+                ),
+                REASON_NO_KEY => format!(
+                    "the peer at {remote} has no key but we gave one (start the peer with the same --key, or drop ours)"
+                ),
+                _ => format!("the peer at {remote} refused our key (wrong --key, or none given)"),
+            }
+        }
+        CloseReason::Local(code) if *code == ErrorCode::AUTH_FAILED => format!(
+            "the peer at {remote} did not prove it holds our key (it has another key, or none): refused it"
+        ),
+        other => format!("connection to {remote} failed: {other:?}"),
+    }
+}
+
 /// 32 bytes from the operating system's random number generator (the
 /// endpoint secret that keys cookies and connection ids).
 pub(crate) fn os_secret() -> Result<[u8; 32], RudpError> {
@@ -236,6 +269,33 @@ pub(crate) fn os_secret() -> Result<[u8; 32], RudpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_failures_read_as_what_to_check() {
+        use braid_core::transport::auth;
+        let remote: SocketAddr = "10.0.0.1:7401".parse().unwrap();
+        let peer = |r: &str| RudpError::ConnectFailed {
+            remote,
+            reason: CloseReason::Peer {
+                code: ErrorCode::AUTH_FAILED,
+                reason: r.into(),
+            },
+        };
+        let wrong = peer(auth::REASON_KEY_MISMATCH).to_string();
+        assert_eq!(
+            wrong,
+            "the peer at 10.0.0.1:7401 refused our key (wrong --key, or none given)"
+        );
+        assert!(peer(auth::REASON_KEY_REQUIRED)
+            .to_string()
+            .contains("requires a key"));
+        assert!(peer(auth::REASON_NO_KEY).to_string().contains("has no key"));
+        let local = RudpError::ConnectFailed {
+            remote,
+            reason: CloseReason::Local(ErrorCode::AUTH_FAILED),
+        };
+        assert!(local.to_string().contains("did not prove it holds our key"));
+    }
 
     #[test]
     fn secrets_differ() {

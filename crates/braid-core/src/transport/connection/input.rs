@@ -10,6 +10,7 @@
 
 use super::{CloseReason, Connection, Event, Side, State, CLOSE_PTOS, MAX_ADAPT_OUT};
 use crate::time::Instant;
+use crate::transport::auth::{self, ClientHandshake};
 use crate::transport::recovery::{SentFrame, SentPacket};
 use crate::transport::recv::RecvError;
 use crate::transport::FourTuple;
@@ -56,7 +57,7 @@ impl Connection {
                 return;
             }
             (Side::Client, PacketType::Retry) => {
-                self.on_retry(packet);
+                self.on_retry(now, packet);
                 return;
             }
             (Side::Server, PacketType::Initial) => {
@@ -97,6 +98,20 @@ impl Connection {
         }
         self.stats.packets_received += 1;
         self.stats.bytes_received += len as u64;
+        if h.ty == PacketType::Handshake
+            && self.state == State::Initial
+            && !self.verify_server(packet)
+        {
+            // Invariant: long headers always carry a source id; our CLOSE
+            // must reach the connection the server created.
+            self.remote_cid = h.src_cid.unwrap_or(self.remote_cid);
+            self.close(
+                now,
+                ErrorCode::AUTH_FAILED,
+                auth::REASON_SERVER_UNVERIFIED.as_bytes(),
+            );
+            return;
+        }
         let mut eliciting = false;
         for f in packet.frames() {
             // Invariant: `Packet::decode` validated every frame.
@@ -127,20 +142,87 @@ impl Connection {
         }
     }
 
-    fn on_retry(&mut self, p: &Packet<'_>) {
-        if self.state != State::Initial || self.cookie.is_some() {
-            self.stats.malformed += 1;
-            return;
-        }
-        if p.header.src_cid != Some(self.remote_cid) {
+    /// A stateless answer from the server: a RETRY with the cookie to
+    /// echo, or (after we echoed one) a CLOSE refusing us.
+    fn on_retry(&mut self, now: Instant, p: &Packet<'_>) {
+        if self.state != State::Initial || p.header.src_cid != Some(self.remote_cid) {
             self.stats.malformed += 1;
             return;
         }
         for f in p.frames() {
-            if let Ok(Frame::Retry { cookie }) = f {
-                self.cookie = Some(cookie.to_vec());
-                self.initial_pending = true;
+            match f {
+                Ok(Frame::Retry { cookie }) if self.cookie.is_none() => {
+                    self.cookie = Some(cookie.to_vec());
+                    self.initial_pending = true;
+                    if let Err(e) = self.start_auth() {
+                        debug!(cid = ?self.local_cid, ?now, error = %e, "cannot start the handshake");
+                        self.close(now, ErrorCode::AUTH_FAILED, b"");
+                    }
+                }
+                Ok(Frame::Close(c)) if self.cookie.is_some() => {
+                    // Refused before the server kept any state: nothing to
+                    // answer, nothing to drain.
+                    debug!(cid = ?self.local_cid, ?now, code = ?c.code, "refused by the server: closed");
+                    self.state = State::Closed;
+                    self.recovery.drain();
+                    self.push_event(Event::Closed(CloseReason::Peer {
+                        code: c.code,
+                        reason: String::from_utf8_lossy(c.reason).into_owned(),
+                    }));
+                }
+                _ => self.stats.malformed += 1,
             }
+        }
+    }
+
+    /// With a key: writes Noise message 1, bound to our ids and parameters,
+    /// to send with the cookie.
+    fn start_auth(&mut self) -> Result<(), auth::AuthError> {
+        let (Some(psk), Some(seed)) = (self.config.psk.as_ref(), self.auth_seed.take()) else {
+            return Ok(());
+        };
+        let mut params = Vec::new();
+        self.params().encode(&mut params);
+        let prologue = auth::prologue(
+            self.remote_cid.as_bytes(),
+            self.local_cid.as_bytes(),
+            &params,
+        );
+        let hs = ClientHandshake::start(psk, seed, &prologue)?;
+        self.auth_message = Some(hs.message().to_vec());
+        self.client_auth = Some(hs);
+        Ok(())
+    }
+
+    /// Checks the server's HANDSHAKE packet against our key: with one, it
+    /// must carry a message 2 that verifies and whose payload is the
+    /// packet's own server id and parameters; without one, it must carry
+    /// none. On success the derived keys are kept.
+    fn verify_server(&mut self, p: &Packet<'_>) -> bool {
+        let mut message2 = None;
+        let mut params = None;
+        for f in p.frames() {
+            match f {
+                Ok(Frame::Auth { message }) => message2 = Some(message),
+                Ok(Frame::Handshake { params: q }) => params = Some(q),
+                _ => {}
+            }
+        }
+        let Some(hs) = self.client_auth.take() else {
+            // Without a key we accept only a HANDSHAKE without message 2;
+            // with one, only a verified message 2 (never none).
+            return message2.is_none() && self.config.psk.is_none();
+        };
+        let (Some(m2), Some(params), Some(src)) = (message2, params, p.header.src_cid) else {
+            return false;
+        };
+        let expected = auth::server_payload(&src, &params);
+        match hs.finish(m2, &expected) {
+            Ok(keys) => {
+                self.keys = Some(keys);
+                true
+            }
+            Err(_) => false,
         }
     }
 

@@ -14,6 +14,7 @@
 //! - Once `Closed`, the connection sends nothing and ignores input.
 
 use super::ack::AckTracker;
+use super::auth::{ClientHandshake, SessionKeys};
 use super::congestion::{Cubic, FixedRate, NewReno, WindowController};
 use super::coordination::{CoordContext, Coordinator, Readjust};
 use super::pacing::Pacer;
@@ -127,6 +128,19 @@ pub struct Connection {
     next_initial: Instant,
     initial_count: u32,
     handshake_pending: bool,
+    /// Client with a key: the seed of its handshake's ephemeral key, until
+    /// message 1 is written (when the cookie arrives).
+    auth_seed: Option<[u8; 32]>,
+    /// Client with a key: the handshake waiting for message 2.
+    client_auth: Option<ClientHandshake>,
+    /// The Noise message this side (re)sends in its INITIAL (client,
+    /// message 1) or HANDSHAKE (server, message 2).
+    auth_message: Option<Vec<u8>>,
+    /// The keys the authenticated handshake derived. Unused for now:
+    /// issue 13's packet protection will seal DATA packets with them,
+    /// without touching the handshake again.
+    #[allow(dead_code)] // issue 13: packet protection
+    pub(crate) keys: Option<SessionKeys>,
     recovery: Recovery,
     cc: Box<dyn CongestionController>,
     pacer: Pacer,
@@ -155,6 +169,18 @@ pub struct Connection {
     pacing_wait: Option<Instant>,
     idle_timeout: Duration,
     stats: Stats,
+}
+
+/// The transport parameters a connection with `config` advertises.
+pub(crate) fn params_of(config: &Config) -> TransportParams {
+    TransportParams {
+        max_message_size: config.max_message_size,
+        initial_max_data: config.recv_window,
+        loss_tolerance: config.loss_tolerance,
+        idle_timeout_ms: config.idle_timeout.as_millis(),
+        max_ack_delay_ms: config.max_ack_delay.as_millis(),
+        max_datagram_size: config.max_datagram_size as u64,
+    }
 }
 
 impl Connection {
@@ -196,6 +222,10 @@ impl Connection {
             next_initial: now,
             initial_count: 0,
             handshake_pending: false,
+            auth_seed: None,
+            client_auth: None,
+            auth_message: None,
+            keys: None,
             recovery,
             cc,
             pacer: Pacer::new(mss),
@@ -231,20 +261,26 @@ impl Connection {
     }
 
     /// A client connection that will send its INITIAL on `path`.
-    /// `initial_dst` is the random id the client shows the server first.
+    /// `initial_dst` is the random id the client shows the server first;
+    /// `auth_seed` (with `config.psk`) seeds its handshake's ephemeral key.
     pub(crate) fn new_client(
         now: Instant,
         path: FourTuple,
         local_cid: ConnectionId,
         initial_dst: ConnectionId,
         config: Config,
+        auth_seed: Option<[u8; 32]>,
     ) -> Self {
         let mut c = Connection::new(Side::Client, now, path, local_cid, initial_dst, config);
         c.initial_pending = true;
+        c.auth_seed = auth_seed;
         c
     }
 
-    /// A server connection for a client whose cookie checked out.
+    /// A server connection for a client whose cookie checked out (and,
+    /// with a key, whose Noise message 1 verified: `message2` is the
+    /// answer to send in the HANDSHAKE, `keys` what the handshake derived).
+    #[allow(clippy::too_many_arguments)] // one call site, the endpoint
     pub(crate) fn new_server(
         now: Instant,
         path: FourTuple,
@@ -252,23 +288,20 @@ impl Connection {
         client_cid: ConnectionId,
         client_params: TransportParams,
         config: Config,
+        message2: Option<Vec<u8>>,
+        keys: Option<SessionKeys>,
     ) -> Self {
         let mut c = Connection::new(Side::Server, now, path, local_cid, client_cid, config);
         c.apply_peer_params(client_params);
         c.state = State::HandshakeSent;
         c.handshake_pending = true;
+        c.auth_message = message2;
+        c.keys = keys;
         c
     }
 
     fn params(&self) -> TransportParams {
-        TransportParams {
-            max_message_size: self.config.max_message_size,
-            initial_max_data: self.config.recv_window,
-            loss_tolerance: self.config.loss_tolerance,
-            idle_timeout_ms: self.config.idle_timeout.as_millis(),
-            max_ack_delay_ms: self.config.max_ack_delay.as_millis(),
-            max_datagram_size: self.config.max_datagram_size as u64,
-        }
+        params_of(&self.config)
     }
 
     fn apply_peer_params(&mut self, p: TransportParams) {
@@ -316,6 +349,12 @@ impl Connection {
     /// True once the connection is fully over.
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed
+    }
+    /// True if the handshake authenticated the peer with the pre-shared
+    /// key ([`Config::psk`]); false for an unauthenticated connection and
+    /// before the handshake completes.
+    pub fn is_authenticated(&self) -> bool {
+        self.keys.is_some()
     }
     /// True while the handshake is under way.
     pub fn is_handshaking(&self) -> bool {

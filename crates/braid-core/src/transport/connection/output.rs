@@ -92,6 +92,11 @@ impl Connection {
             cookie: &cookie,
         })
         .ok()?;
+        // Message 1 rides only with the cookie: the server reads nothing
+        // before it has validated our address.
+        if let Some(m) = self.auth_message.as_deref().filter(|_| !cookie.is_empty()) {
+            b.push(&Frame::Auth { message: m }).ok()?;
+        }
         b.pad_to(MIN_DATAGRAM_SIZE);
         Some(b.finish())
     }
@@ -109,6 +114,9 @@ impl Connection {
             params: self.params(),
         })
         .ok()?;
+        if let Some(m) = self.auth_message.as_deref() {
+            b.push(&Frame::Auth { message: m }).ok()?;
+        }
         let size = b.finish();
         self.record(now, pn, size, vec![SentFrame::Handshake], true, false);
         Some(size)
