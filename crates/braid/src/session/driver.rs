@@ -357,8 +357,10 @@ impl Driver {
 
     fn move_events(&mut self, now: Instant) -> bool {
         let mut progress = false;
+        let mut some_down = false;
         while let Some(e) = self.core.poll_event() {
             progress = true;
+            some_down |= matches!(e, Event::PathDown { .. });
             match &self.side {
                 Side::Source {
                     events, close_tx, ..
@@ -394,16 +396,26 @@ impl Driver {
                     };
                     let _ = c.reply.send(r);
                 }
-            } else if connecting.as_ref().is_some_and(|c| now >= c.deadline) {
-                if let Some(c) = connecting.take() {
-                    let why = self
-                        .core
-                        .snapshot(now)
-                        .paths
-                        .into_iter()
-                        .map(|p| (p.id, p.error))
-                        .collect();
-                    let _ = c.reply.send(Err(ConnectError::NoPath(why)));
+            } else if connecting.is_some() {
+                let late = connecting.as_ref().is_some_and(|c| now >= c.deadline);
+                if !some_down && !late {
+                    return progress;
+                }
+                let why: Vec<_> = self
+                    .core
+                    .snapshot(now)
+                    .paths
+                    .into_iter()
+                    .map(|p| (p.id, p.error))
+                    .collect();
+                // Every path refused (closed with a reason), or time is up.
+                let refused = some_down && why.iter().all(|(_, e)| e.is_some());
+                if refused || late {
+                    if let Some(c) = connecting.take() {
+                        let _ = c.reply.send(Err(ConnectError::NoPath(why)));
+                    }
+                } else {
+                    return progress;
                 }
                 self.core
                     .close(now, CloseCode::Application, "no path came up");
@@ -512,13 +524,12 @@ impl Driver {
     }
 
     fn done(&self) -> bool {
-        let Some(at) = self.closed_at else {
-            return false;
-        };
+        let lingered = self.closed_at.is_some_and(|at| clock::now() >= at + LINGER);
         match &self.side {
-            Side::Source { .. } => clock::now() >= at + LINGER,
-            // A sink ends when its listener is gone and the session is over.
-            Side::Sink(st) => st.accept_tx.is_closed() && st.pending.is_some(),
+            Side::Source { .. } => lingered,
+            // A sink ends once its listener is gone and no session is in
+            // the application's hands (none handed over, or it is over).
+            Side::Sink(st) => st.accept_tx.is_closed() && (st.pending.is_some() || lingered),
         }
     }
 
