@@ -1,6 +1,8 @@
 //! Overlay relays on real sockets (seed 000 §III): `braid relay`.
 //!
-//! A [`Relay`] binds one UDP port and runs braid-core's routed relay
+//! A [`Relay`] binds one UDP port (and a TCP listener on the same port,
+//! for sources whose first hop runs over TCP: [`crate::rudp::tcp`]) and
+//! runs braid-core's routed relay
 //! ([`braid_core::session::relay::Relay::routed`]) in one driver task:
 //! every path a source routes through it is a pair of IQ-RUDP connections
 //! (previous hop, next hop), each with its own congestion control; the
@@ -18,6 +20,7 @@
 
 use crate::clock;
 use crate::rudp::sockets::{Socket, SocketSet};
+use crate::rudp::tcp::TcpServer;
 use crate::rudp::{bind_udp, os_secret, IoStats, RudpError, MAX_ROUNDS};
 use braid_core::session::relay::{PairInfo, Relay as Core, RelayStats};
 use braid_core::transport::{Config, EndpointStats};
@@ -37,6 +40,9 @@ pub struct RelayConfig {
     pub transport: Config,
     /// `SO_SNDBUF` / `SO_RCVBUF` requested for the socket.
     pub socket_buffer: usize,
+    /// Also accept first hops over TCP (`via=R:P+tcp`) on the same IP and
+    /// port (default true); next hops are always UDP.
+    pub accept_tcp: bool,
 }
 
 impl Default for RelayConfig {
@@ -44,6 +50,7 @@ impl Default for RelayConfig {
         RelayConfig {
             transport: Config::default(),
             socket_buffer: 4 << 20,
+            accept_tcp: true,
         }
     }
 }
@@ -71,6 +78,14 @@ pub enum RelayError {
     /// The transport settings are invalid.
     #[error(transparent)]
     Config(#[from] braid_core::transport::ConfigError),
+    /// The relay cannot listen on TCP at its UDP socket's address.
+    #[error("cannot listen on TCP {addr}: {source} (set accept_tcp to false to relay UDP only)")]
+    TcpListen {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// The relay's driver has stopped.
     #[error("the relay's driver has stopped")]
     DriverGone,
@@ -91,11 +106,13 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Binds `addr` and starts relaying. Must be called from within a
-    /// tokio runtime.
+    /// Binds `addr` (UDP, and with [`RelayConfig::accept_tcp`] a TCP
+    /// listener on the same IP and port) and starts relaying. Must be
+    /// called from within a tokio runtime.
     ///
     /// # Errors
-    /// The socket cannot be bound; invalid settings; no runtime.
+    /// The socket cannot be bound ([`RelayError::TcpListen`] when only the
+    /// TCP port is taken); invalid settings; no runtime.
     pub fn bind(addr: SocketAddr, config: RelayConfig) -> Result<Relay, RelayError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RelayError::NoRuntime)?;
         let _guard = runtime.enter();
@@ -103,10 +120,19 @@ impl Relay {
         let socket =
             Socket::new(Box::new(io)).map_err(|source| RudpError::Bind { addr, source })?;
         let local = socket.local();
+        let mut sockets = vec![socket];
+        if config.accept_tcp {
+            let err = |source| RelayError::TcpListen {
+                addr: local,
+                source,
+            };
+            let tcp = TcpServer::bind(local).map_err(err)?;
+            sockets.push(Socket::new(Box::new(tcp)).map_err(err)?);
+        }
         let core = Core::routed(config.transport, os_secret()?)?;
         let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
         runtime.spawn(Driver {
-            sockets: SocketSet::new(vec![socket]),
+            sockets: SocketSet::new(sockets),
             core,
             cmd_rx,
         });
@@ -155,7 +181,7 @@ impl Future for Driver {
                         let _ = reply.send(RelaySnapshot {
                             stats: this.core.stats(),
                             endpoint: this.core.endpoint_stats(),
-                            io: this.sockets.io,
+                            io: this.sockets.stats(),
                             pairs: this.core.pairs(),
                         });
                     }

@@ -186,7 +186,7 @@ impl Driver {
             Command::EndpointStats { reply } => {
                 let _ = reply.send(DriverStats {
                     endpoint: self.core.stats(),
-                    io: self.sockets.io,
+                    io: self.sockets.stats(),
                     connections: self.core.connection_count(),
                 });
             }

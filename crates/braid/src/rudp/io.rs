@@ -19,6 +19,7 @@
 //! [`MAX_GSO_BYTES`] in all. Receive buffers are fixed ([`RECV_IOVS`] of
 //! [`RECV_IOV_BYTES`]); a GRO buffer is split at its stride.
 
+use super::stats::TcpStats;
 use std::fmt::Debug;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
@@ -104,6 +105,21 @@ pub trait AsyncUdpSocket: Send + Debug + 'static {
 
     /// Most datagrams one send may carry (1 without GSO).
     fn max_gso_segments(&self) -> usize;
+
+    /// Whether this socket is the way to `remote` even though another
+    /// socket has the same local address: true for a TCP socket's
+    /// connected peers ([`super::tcp`]), which share their address with a
+    /// UDP socket. A UDP socket never claims a peer (the default).
+    fn serves(&self, remote: SocketAddr) -> bool {
+        let _ = remote;
+        false
+    }
+
+    /// Its datagrams-over-TCP counters (all zero for a UDP socket, the
+    /// default).
+    fn tcp_stats(&self) -> TcpStats {
+        TcpStats::default()
+    }
 }
 
 /// Datagrams collected for one (GSO) send.

@@ -17,6 +17,7 @@
 //! | [`RudpError`] | what can go wrong, one variant per cause |
 //! | [`io`] | the [`AsyncUdpSocket`] trait and batched kernel UDP I/O ([`UdpIo`]: GSO/GRO over quinn-udp) |
 //! | [`mem`] | in-memory sockets ([`mem::MemNet`]) to run drivers without the kernel |
+//! | [`tcp`] | datagrams over TCP ([`tcp::TcpClient`], [`tcp::TcpServer`]) for paths where UDP is blocked |
 //!
 //! Inside: `msg` holds the handle ↔ driver messages, `connection` and
 //! `endpoint` the handles, `driver` the task, `stats` its counters; each
@@ -77,6 +78,7 @@ pub mod mem;
 mod msg;
 pub(crate) mod sockets;
 mod stats;
+pub mod tcp;
 
 pub use braid_core::transport::{
     AdaptReport, CloseReason, Condition, Config, CongestionKind, EndpointStats, ErrorCode, Event,
@@ -86,7 +88,7 @@ pub use connection::{Connection, Message, SendStream};
 pub(crate) use endpoint::bind_udp;
 pub use endpoint::Endpoint;
 pub use io::{AsyncUdpSocket, UdpIo};
-pub use stats::{DriverStats, IoStats};
+pub use stats::{DriverStats, IoStats, TcpStats};
 
 use braid_core::Duration;
 use std::net::SocketAddr;

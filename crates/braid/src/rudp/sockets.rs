@@ -7,7 +7,10 @@
 //! Main type: [`SocketSet`]. Invariants: a datagram received on socket `s`
 //! travels the [`FourTuple`] (`s`'s local address, sender); a datagram to
 //! send leaves on the socket whose local address is its path's `local`
-//! (the first socket when unset or unknown); one batch holds datagrams for
+//! (the first socket when unset or unknown) — of several with that
+//! address (a UDP socket and a TCP listener on the same port), the one
+//! that [serves](AsyncUdpSocket::serves) its destination, else the first;
+//! one batch holds datagrams for
 //! one socket and one destination; the datagram that did not fit the last
 //! batch waits in `held` with its bytes in `scratch`.
 
@@ -105,12 +108,33 @@ impl SocketSet {
         self.sockets.iter().any(|s| s.local == local)
     }
 
-    /// The socket a path leaves through: the one bound to its local
-    /// address, else the first.
+    /// The socket a path leaves through: of those bound to its local
+    /// address, the one that serves its destination, else the first such;
+    /// the first socket when none is.
     fn socket_for(&self, path: &FourTuple) -> usize {
-        path.local
-            .and_then(|l| self.sockets.iter().position(|s| s.local == l))
-            .unwrap_or(0)
+        let Some(l) = path.local else {
+            return 0;
+        };
+        let mut first = None;
+        for (i, s) in self.sockets.iter().enumerate() {
+            if s.local != l {
+                continue;
+            }
+            if s.io.serves(path.remote) {
+                return i;
+            }
+            first = first.or(Some(i));
+        }
+        first.unwrap_or(0)
+    }
+
+    /// The socket counters, with the TCP sockets' added up.
+    pub(crate) fn stats(&self) -> IoStats {
+        let mut io = self.io;
+        for s in &self.sockets {
+            io.tcp += s.io.tcp_stats();
+        }
+        io
     }
 
     /// Reads up to [`RECV_BATCH`] datagrams, the sockets taking turns, and

@@ -1,7 +1,8 @@
 //! The driver's counters: what [`super::Endpoint::stats`] returns.
 //!
 //! Main types: [`DriverStats`] (a snapshot of an endpoint) and [`IoStats`]
-//! (the driver's socket and channel counters).
+//! (the driver's socket and channel counters, with [`TcpStats`] for
+//! datagrams over TCP).
 
 use super::EndpointStats;
 
@@ -24,6 +25,35 @@ pub struct IoStats {
     pub sends_refused: u64,
     /// Accepted connections closed because nobody took them.
     pub accept_refused: u64,
+    /// Datagrams over TCP (paths that run over TCP; all zero otherwise).
+    pub tcp: TcpStats,
+}
+
+/// Counters of datagrams over TCP.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TcpStats {
+    /// Connections made or accepted.
+    pub connections: u64,
+    /// Datagrams dropped: the connection's send buffer was full, or there
+    /// was no connection to the destination.
+    pub dropped: u64,
+    /// Connections closed for a frame with a bad length.
+    pub bad_frames: u64,
+    /// Connections refused because the server held [`MAX_TCP_PEERS`](super::tcp::MAX_TCP_PEERS).
+    pub refused: u64,
+    /// Connections that ended (closed by the peer, or an error).
+    pub closed: u64,
+}
+
+impl std::ops::AddAssign for TcpStats {
+    fn add_assign(&mut self, o: TcpStats) {
+        self.connections += o.connections;
+        self.dropped += o.dropped;
+        self.bad_frames += o.bad_frames;
+        self.refused += o.refused;
+        self.closed += o.closed;
+    }
 }
 
 /// A snapshot of an endpoint: the core's datagram counters and the

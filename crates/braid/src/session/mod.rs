@@ -16,7 +16,7 @@
 //! | [`Stream`] | source | one stream: [`Stream::send`] awaits under backpressure; [`Stream::finish`] |
 //! | [`SessionListener`] | sink | a bound port: [`SessionListener::accept`] yields one [`IncomingSession`] per source, one at a time |
 //! | [`IncomingSession`] | sink | [`IncomingSession::recv`] yields each stream's messages; events; snapshot |
-//! | [`PathConfig`] | source | `direct`, `via=HOST:PORT[,…]`, `bind=ADDR` (see [`path`]) |
+//! | [`PathConfig`] | source | `direct`, `via=HOST:PORT[,…]`, `bind=ADDR`, `tcp` (see [`path`]) |
 //! | [`SessionConfig`], [`ListenerConfig`] | both | settings |
 //! | [`SessionError`] | both | what can go wrong |
 //!
@@ -146,6 +146,22 @@ pub enum SessionError {
     /// A socket could not be bound, or randomness was unavailable.
     #[error(transparent)]
     Rudp(#[from] RudpError),
+    /// A TCP path's socket could not be bound.
+    #[error("cannot bind a TCP socket to {addr}: {source}")]
+    TcpBind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The listener cannot listen on TCP at its UDP socket's address.
+    #[error("cannot listen on TCP {addr}: {source} (set accept_tcp to false to serve UDP only)")]
+    TcpListen {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// A relay's `HOST:PORT` did not resolve.
     #[error("path {path}: cannot resolve relay {host}: {why}")]
     Resolve {
@@ -190,4 +206,15 @@ fn bind_all(
         out.push(s);
     }
     Ok(out)
+}
+
+/// A TCP listener on `local` (a bound UDP socket's address) for paths over
+/// TCP.
+fn tcp_listener(local: SocketAddr) -> Result<crate::rudp::sockets::Socket, SessionError> {
+    let err = |source| SessionError::TcpListen {
+        addr: local,
+        source,
+    };
+    let s = crate::rudp::tcp::TcpServer::bind(local).map_err(err)?;
+    crate::rudp::sockets::Socket::new(Box::new(s)).map_err(err)
 }

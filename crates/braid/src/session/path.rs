@@ -1,5 +1,6 @@
 //! How the application names a session's paths: `direct`, `via=…` through
-//! relays, `bind=…` to leave from one local address.
+//! relays, `bind=…` to leave from one local address, `tcp` to run the
+//! first hop over TCP where UDP is blocked.
 //!
 //! Main types: [`PathConfig`], [`Route`], [`PathSyntaxError`].
 //!
@@ -11,8 +12,9 @@
 //! | `via=HOST:PORT[,HOST:PORT…]` | through these relays, in order (at most 7) |
 //! | `bind=ADDR` | leave from local address `ADDR` (an IP, or IP:PORT), e.g. one interface of a multi-homed host |
 //! | `name=NAME` | what views and metrics call it (default `p0`, `p1`, … by position) |
+//! | `tcp` | the first hop (to the sink, or to the first relay) runs over one TCP connection instead of UDP; a relay's next hops stay UDP (see [`crate::rudp::tcp`]) |
 //!
-//! e.g. `via=relay1.example:7000+bind=198.18.1.1`. [`PathConfig`]'s
+//! e.g. `via=relay1.example:7000+bind=198.18.1.1`, `direct+tcp`. [`PathConfig`]'s
 //! `Display` writes the same syntax back.
 
 use std::fmt;
@@ -42,6 +44,9 @@ pub struct PathConfig {
     pub bind: Option<SocketAddr>,
     /// Its name in views and metrics.
     pub name: Option<String>,
+    /// Whether its first hop runs over TCP (datagrams framed on one TCP
+    /// connection) instead of UDP.
+    pub tcp: bool,
 }
 
 impl PathConfig {
@@ -51,6 +56,7 @@ impl PathConfig {
             route: Route::Direct,
             bind: None,
             name: None,
+            tcp: false,
         }
     }
 
@@ -60,6 +66,7 @@ impl PathConfig {
             route: Route::Via(relays),
             bind: None,
             name: None,
+            tcp: false,
         }
     }
 
@@ -74,11 +81,17 @@ impl PathConfig {
         self.name = Some(name.into());
         self
     }
+
+    /// With its first hop over TCP.
+    pub fn over_tcp(mut self) -> Self {
+        self.tcp = true;
+        self
+    }
 }
 
 /// A path that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("path {input:?}: {why} (expected `direct`, `via=HOST:PORT[,HOST:PORT…]`, `bind=ADDR` or `name=NAME`, joined by '+')")]
+#[error("path {input:?}: {why} (expected `direct`, `via=HOST:PORT[,HOST:PORT…]`, `bind=ADDR`, `name=NAME` or `tcp`, joined by '+')")]
 pub struct PathSyntaxError {
     /// What was given.
     pub input: String,
@@ -97,6 +110,7 @@ impl FromStr for PathConfig {
         let mut route: Option<Route> = None;
         let mut bind = None;
         let mut name = None;
+        let mut tcp = false;
         if s.trim().is_empty() {
             return Err(err("empty".into()));
         }
@@ -142,6 +156,12 @@ impl FromStr for PathConfig {
                     }
                     name = Some(v.to_string());
                 }
+                ("tcp", None) => {
+                    if tcp {
+                        return Err(err("more than one `tcp`".into()));
+                    }
+                    tcp = true;
+                }
                 (k, _) => return Err(err(format!("unknown term `{}`", k))),
             }
         }
@@ -149,6 +169,7 @@ impl FromStr for PathConfig {
             route: route.unwrap_or(Route::Direct),
             bind,
             name,
+            tcp,
         })
     }
 }
@@ -158,6 +179,9 @@ impl fmt::Display for PathConfig {
         match &self.route {
             Route::Direct => f.write_str("direct")?,
             Route::Via(h) => write!(f, "via={}", h.join(","))?,
+        }
+        if self.tcp {
+            f.write_str("+tcp")?;
         }
         if let Some(b) = self.bind {
             if b.port() == 0 {
@@ -205,6 +229,8 @@ mod tests {
             "via=10.0.0.2:7000",
             "via=r1.example:7000,10.0.0.3:7001+bind=198.18.1.1",
             "direct+bind=127.0.0.2:9000+name=fast",
+            "direct+tcp",
+            "via=10.0.0.2:7000+tcp+bind=127.0.0.1+name=t",
         ] {
             let p: PathConfig = s.parse().unwrap();
             assert_eq!(p.to_string(), s);
@@ -212,6 +238,10 @@ mod tests {
         let p: PathConfig = "bind=::1".parse().unwrap();
         assert_eq!(p.route, Route::Direct);
         assert_eq!(p.bind, Some("[::1]:0".parse().unwrap()));
+        assert!(!p.tcp);
+        let p: PathConfig = "tcp+via=r:7000".parse().unwrap();
+        assert!(p.tcp);
+        assert_eq!(p, PathConfig::via(vec!["r:7000".into()]).over_tcp());
     }
 
     #[test]
@@ -223,6 +253,8 @@ mod tests {
             ("via=10.0.0.1", "not HOST:PORT"),
             ("direct+via=a:1", "more than one route"),
             ("bind=eth0", "not an IP"),
+            ("direct+tcp+tcp", "more than one `tcp`"),
+            ("tcp=1", "unknown term `tcp`"),
             ("via=a:1,b:2,c:3,d:4,e:5,f:6,g:7,h:8", "at most 7"),
         ] {
             let e = s.parse::<PathConfig>().unwrap_err();

@@ -10,7 +10,7 @@
 
 use super::driver::{Driver, SinkState};
 use super::msg::{gone, Command, Incoming, Message};
-use super::{bind_all, SessionError, COMMAND_QUEUE, PEER_TIMEOUT};
+use super::{bind_all, tcp_listener, SessionError, COMMAND_QUEUE, PEER_TIMEOUT};
 use crate::clock;
 use crate::rudp::os_secret;
 use braid_core::session::{
@@ -33,6 +33,9 @@ pub struct ListenerConfig {
     pub peer_timeout: Duration,
     /// `SO_SNDBUF` / `SO_RCVBUF` requested for the socket.
     pub socket_buffer: usize,
+    /// Also accept paths over TCP (`direct+tcp`) on the same IP and port
+    /// (default true).
+    pub accept_tcp: bool,
 }
 
 impl Default for ListenerConfig {
@@ -41,6 +44,7 @@ impl Default for ListenerConfig {
             core: CoreConfig::default(),
             peer_timeout: PEER_TIMEOUT,
             socket_buffer: 4 << 20,
+            accept_tcp: true,
         }
     }
 }
@@ -65,16 +69,22 @@ pub struct IncomingSession {
 }
 
 impl SessionListener {
-    /// Binds a UDP socket to `addr` and starts accepting sessions. Must be
-    /// called from within a tokio runtime.
+    /// Binds a UDP socket to `addr` (and, with
+    /// [`ListenerConfig::accept_tcp`], a TCP listener on the same IP and
+    /// port) and starts accepting sessions. Must be called from within a
+    /// tokio runtime.
     ///
     /// # Errors
-    /// The socket cannot be bound; invalid settings; no runtime.
+    /// The socket cannot be bound ([`SessionError::TcpListen`] when only
+    /// the TCP port is taken); invalid settings; no runtime.
     pub fn bind(addr: SocketAddr, config: ListenerConfig) -> Result<SessionListener, SessionError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| SessionError::NoRuntime)?;
         let _guard = runtime.enter();
-        let sockets = bind_all(&[addr], config.socket_buffer)?;
+        let mut sockets = bind_all(&[addr], config.socket_buffer)?;
         let local = sockets[0].local();
+        if config.accept_tcp {
+            sockets.push(tcp_listener(local)?);
+        }
         let mut core_config = config.core.clone();
         core_config.peer_timeout = Some(config.peer_timeout);
         let core = Core::sink(core_config.clone(), os_secret()?, clock::now())?;

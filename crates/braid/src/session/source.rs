@@ -12,6 +12,9 @@ use super::path::{PathConfig, Route};
 use super::{bind_all, SessionConfig, SessionError, COMMAND_QUEUE, EVENT_QUEUE, STREAM_QUEUE};
 use crate::clock;
 use crate::rudp::os_secret;
+use crate::rudp::sockets::Socket;
+use crate::rudp::tcp::TcpClient;
+use crate::rudp::AsyncUdpSocket;
 use braid_core::scheduler::UpcallAnswer;
 use braid_core::session::{CloseReason, Event, Session as Core, SessionId, Snapshot, StreamConfig};
 use braid_core::transport::FourTuple;
@@ -45,6 +48,8 @@ pub struct Stream {
 /// A path's addresses once its relays are resolved.
 struct Resolved {
     bind: Option<SocketAddr>,
+    /// Its first hop runs over TCP.
+    tcp: bool,
     first_hop: SocketAddr,
     /// After the first hop: further relays, then the sink; empty if direct.
     route: Vec<SocketAddr>,
@@ -79,18 +84,34 @@ impl Session {
         };
         let mut addrs = vec![unspecified];
         for r in &resolved {
-            if let Some(b) = r.bind {
+            if let (Some(b), false) = (r.bind, r.tcp) {
                 if !addrs.contains(&b) {
                     addrs.push(b);
                 }
             }
         }
-        let sockets = {
+        let mut sockets = {
             // Sockets register with the runtime's reactor.
             let _guard = runtime.enter();
             bind_all(&addrs, config.socket_buffer)?
         };
         let locals: Vec<SocketAddr> = sockets.iter().map(|s| s.local()).collect();
+        // One TCP socket per TCP path, named by its own local address.
+        let mut tcp_locals = Vec::with_capacity(resolved.len());
+        for r in &resolved {
+            if !r.tcp {
+                tcp_locals.push(None);
+                continue;
+            }
+            let from = r.bind.unwrap_or(match r.first_hop.ip() {
+                IpAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+                IpAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+            });
+            let _guard = runtime.enter();
+            let s = tcp_socket(from, r.first_hop, &locals)?;
+            tcp_locals.push(Some(s.local()));
+            sockets.push(s);
+        }
         let mut core_config = config.core.clone();
         core_config.peer_timeout = Some(config.peer_timeout);
         let secret = os_secret()?;
@@ -98,10 +119,11 @@ impl Session {
         let now = clock::now();
         let mut core = Core::source(id, core_config, secret, now)?;
         for (i, r) in resolved.iter().enumerate() {
-            let local = r
-                .bind
-                .and_then(|b| addrs.iter().position(|a| *a == b))
-                .map(|k| locals[k]);
+            let local = tcp_locals[i].or_else(|| {
+                r.bind
+                    .and_then(|b| addrs.iter().position(|a| *a == b))
+                    .map(|k| locals[k])
+            });
             let path = FourTuple {
                 local,
                 remote: r.first_hop,
@@ -317,6 +339,7 @@ async fn resolve(p: &PathConfig, sink: SocketAddr) -> Result<Resolved, SessionEr
     match &p.route {
         Route::Direct => Ok(Resolved {
             bind: p.bind,
+            tcp: p.tcp,
             first_hop: sink,
             route: Vec::new(),
         }),
@@ -345,11 +368,46 @@ async fn resolve(p: &PathConfig, sink: SocketAddr) -> Result<Resolved, SessionEr
             let first_hop = addrs.remove(0);
             Ok(Resolved {
                 bind: p.bind,
+                tcp: p.tcp,
                 first_hop,
                 route: addrs,
             })
         }
     }
+}
+
+/// Tries to bind a TCP socket this many times for a local address no UDP
+/// socket of the session has.
+const TCP_BIND_TRIES: usize = 8;
+
+/// A TCP socket from `from` to `peer` (connecting in the background) whose
+/// local address is none of `udp_locals`, so paths name it unambiguously.
+fn tcp_socket(
+    from: SocketAddr,
+    peer: SocketAddr,
+    udp_locals: &[SocketAddr],
+) -> Result<Socket, SessionError> {
+    let err = |source| SessionError::TcpBind { addr: from, source };
+    // Sockets that got a UDP socket's address, held so the OS hands out
+    // another.
+    let mut held = Vec::new();
+    for _ in 0..TCP_BIND_TRIES {
+        let c = TcpClient::connect(from, peer).map_err(err)?;
+        if !udp_locals.contains(&c.local_addr().map_err(err)?) {
+            return Socket::new(Box::new(c)).map_err(err);
+        }
+        // Same port number as a UDP socket of ours: try another
+        // (a fixed port cannot change, so give up at once).
+        if from.port() != 0 {
+            break;
+        }
+        held.push(c);
+    }
+    drop(held);
+    Err(err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        "its address is one of the session's UDP sockets",
+    )))
 }
 
 fn path_name(paths: &[PathConfig], id: PathId) -> String {
