@@ -18,10 +18,12 @@
 //! ([`TCP_SEND_BUFFER`] bytes) is full, the datagram is **dropped and
 //! counted** ([`TcpStats::dropped`]), never queued without bound. That is
 //! what keeps the two congestion controls from fighting: when the path is
-//! slower than IQ-RUDP's window, TCP's window fills, its socket buffer
-//! fills, then this buffer, and IQ-RUDP sees the drops and backs off, so
-//! the queue in front of TCP stays a few tens of kilobytes instead of
-//! growing with every round trip.
+//! slower than IQ-RUDP's window, TCP's window fills, the kernel's unsent
+//! bytes reach [`TCP_UNSENT_BYTES`] (`TCP_NOTSENT_LOWAT`: without it the
+//! kernel's autotuned send buffer would hold megabytes, seconds of queue
+//! that IQ-RUDP never sees as loss), then this buffer fills, and IQ-RUDP
+//! sees the drops and backs off, so the queue in front of TCP stays a few
+//! tens of kilobytes beyond TCP's own window.
 //!
 //! The cost is head-of-line blocking inside the path: one lost TCP segment
 //! holds back every datagram behind it, of every stream mapped to the
@@ -62,6 +64,10 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 /// Unwritten bytes one connection may hold in user space (on top of the
 /// kernel's socket buffer) before datagrams to it are dropped.
 pub const TCP_SEND_BUFFER: usize = 64 << 10;
+/// Unsent bytes the kernel may hold per connection
+/// (`TCP_NOTSENT_LOWAT`): beyond what TCP has in flight, the queue stays in
+/// [`TCP_SEND_BUFFER`], where it is bounded and drops.
+pub const TCP_UNSENT_BYTES: u32 = 16 << 10;
 /// Connections a [`TcpServer`] holds at once.
 pub const MAX_TCP_PEERS: usize = 256;
 /// A connection that has received nothing for this long may be closed to
@@ -92,6 +98,7 @@ impl Peer {
     fn new(addr: SocketAddr, stream: TcpStream, tx: FrameWriter) -> Peer {
         // Datagrams must not wait for Nagle; best effort.
         let _ = stream.set_nodelay(true);
+        crate::pipe::net::set_notsent_lowat(&stream, TCP_UNSENT_BYTES);
         Peer {
             addr,
             stream,
