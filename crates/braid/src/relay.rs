@@ -17,6 +17,10 @@
 //! (`Config::send_queue_bytes` each, plus their receive windows) and one
 //! waiting message per direction; at most
 //! [`MAX_RELAY_PAIRS`](braid_core::session::relay::MAX_RELAY_PAIRS) pairs.
+//! Sources that reach it over TCP add, per connection, a read buffer of
+//! [`READ_BUFFER`](crate::rudp::tcp::frame::READ_BUFFER) and a send buffer
+//! of [`TCP_SEND_BUFFER`](crate::rudp::tcp::TCP_SEND_BUFFER) bytes, for at
+//! most [`MAX_TCP_PEERS`](crate::rudp::tcp::MAX_TCP_PEERS) connections.
 
 use crate::clock;
 use crate::rudp::sockets::{Socket, SocketSet};

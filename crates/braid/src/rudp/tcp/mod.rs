@@ -545,3 +545,143 @@ impl AsyncUdpSocket for TcpServer {
         self.stats
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rudp::io::RecvBuffers;
+    use tokio::io::AsyncWriteExt;
+
+    async fn send(s: &mut dyn AsyncUdpSocket, to: SocketAddr, d: &[u8]) {
+        let t = UdpTransmit {
+            destination: to,
+            contents: d,
+            segment_size: None,
+        };
+        std::future::poll_fn(|cx| s.poll_send(cx, &t))
+            .await
+            .unwrap();
+    }
+
+    /// The next datagrams `s` receives (at least one), with their senders.
+    async fn recv(s: &mut dyn AsyncUdpSocket) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut bufs = RecvBuffers::default();
+        let mut got = Vec::new();
+        std::future::poll_fn(|cx| bufs.poll_recv_from(s, cx, |a, d| got.push((a, d.to_vec()))))
+            .await
+            .unwrap();
+        got
+    }
+
+    async fn within<T>(f: impl Future<Output = T>) -> T {
+        tokio::time::timeout(std::time::Duration::from_secs(10), f)
+            .await
+            .expect("within 10 s")
+    }
+
+    #[tokio::test]
+    async fn datagrams_go_both_ways_and_each_peer_is_served() {
+        let mut server = TcpServer::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let at = server.local_addr().unwrap();
+        let mut client = TcpClient::connect("127.0.0.1:0".parse().unwrap(), at).unwrap();
+        let me = client.local_addr().unwrap();
+        assert!(client.serves(at) && !client.serves(me));
+        // Sent while connecting: it waits, then goes.
+        send(&mut client, at, &[1; 100]).await;
+        send(&mut client, at, &[2; 1472]).await;
+        let mut got = Vec::new();
+        while got.len() < 2 {
+            // The client's connection progresses in its receive half.
+            let _ =
+                tokio::time::timeout(std::time::Duration::from_millis(10), recv(&mut client)).await;
+            if let Ok(d) =
+                tokio::time::timeout(std::time::Duration::from_millis(10), recv(&mut server)).await
+            {
+                got.extend(d);
+            }
+        }
+        assert_eq!(got, vec![(me, vec![1; 100]), (me, vec![2; 1472])]);
+        assert!(server.serves(me), "the peer has a connection");
+        send(&mut server, me, &[3; 500]).await;
+        assert_eq!(within(recv(&mut client)).await, vec![(at, vec![3; 500])]);
+        let other: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        send(&mut server, other, &[4; 10]).await;
+        assert_eq!(server.tcp_stats().dropped, 1, "no connection to it");
+        assert_eq!(server.tcp_stats().connections, 1);
+    }
+
+    #[tokio::test]
+    async fn a_bad_length_closes_only_that_connection() {
+        let mut server = TcpServer::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let at = server.local_addr().unwrap();
+        let mut good = tokio::net::TcpStream::connect(at).await.unwrap();
+        let mut bad = tokio::net::TcpStream::connect(at).await.unwrap();
+        bad.write_all(&[0, 0]).await.unwrap();
+        good.write_all(&[0, 3, 7, 8, 9]).await.unwrap();
+        let got = within(async {
+            loop {
+                let d = recv(&mut server).await;
+                if !d.is_empty() {
+                    return d;
+                }
+            }
+        })
+        .await;
+        assert_eq!(got, vec![(good.local_addr().unwrap(), vec![7, 8, 9])]);
+        within(async {
+            while server.tcp_stats().bad_frames == 0 {
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_millis(10), recv(&mut server))
+                        .await;
+            }
+        })
+        .await;
+        assert_eq!(server.peers(), 1, "the good one stays");
+        assert!(server.serves(good.local_addr().unwrap()));
+        assert!(!server.serves(bad.local_addr().unwrap()));
+    }
+
+    #[tokio::test]
+    async fn a_client_reconnects_from_the_same_address() {
+        let mut server = TcpServer::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let at = server.local_addr().unwrap();
+        let mut client = TcpClient::connect("127.0.0.1:0".parse().unwrap(), at).unwrap();
+        let me = client.local_addr().unwrap();
+        send(&mut client, at, &[1; 10]).await;
+        within(async {
+            loop {
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_millis(10), recv(&mut client))
+                        .await;
+                if let Ok(d) =
+                    tokio::time::timeout(std::time::Duration::from_millis(10), recv(&mut server))
+                        .await
+                {
+                    assert_eq!(d, vec![(me, vec![1; 10])]);
+                    return;
+                }
+            }
+        })
+        .await;
+        // The far end restarts: the old connection dies with it.
+        drop(server);
+        let mut server = TcpServer::bind(at).unwrap();
+        let got = within(async {
+            loop {
+                send(&mut client, at, &[2; 10]).await;
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_millis(10), recv(&mut client))
+                        .await;
+                if let Ok(d) =
+                    tokio::time::timeout(std::time::Duration::from_millis(50), recv(&mut server))
+                        .await
+                {
+                    return d;
+                }
+            }
+        })
+        .await;
+        assert_eq!(got[0], (me, vec![2; 10]), "same address, new connection");
+        assert!(client.tcp_stats().connections >= 2);
+    }
+}
