@@ -20,6 +20,11 @@
 //! | [`SessionConfig`], [`ListenerConfig`] | both | settings |
 //! | [`SessionError`] | both | what can go wrong |
 //!
+//! A path may run its first hop over one TCP connection where UDP is
+//! blocked (`direct+tcp`, `via=R:P+tcp`; [`crate::rudp::tcp`]): sinks and
+//! relays listen on TCP at their UDP address. It costs head-of-line
+//! blocking inside that path (docs/sessions.md, "Paths over TCP").
+//!
 //! # Example
 //! A sink and a source on loopback, one guaranteed stream:
 //! ```

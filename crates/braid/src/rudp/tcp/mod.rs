@@ -38,6 +38,10 @@
 //!   connection (the client: its one peer), so a driver's socket set
 //!   that holds a UDP socket and a [`TcpServer`] on the same address sends
 //!   each datagram the way its peer came in.
+//!   Paths are named by address only, so at one sink a UDP peer and a TCP
+//!   peer with the same IP:port (possible: the two port spaces are
+//!   separate) would be one peer, sent to over TCP while its connection
+//!   lasts; sources avoid giving their TCP sockets a UDP socket's address.
 //! - Pending writes progress in `poll_recv` too: the drivers poll every
 //!   socket's receive side each round, and a write that would block
 //!   registers the waker there.
