@@ -3,11 +3,16 @@
 //! and counted); at the end of a session it says which streams arrived
 //! complete and which did not.
 
-use super::view::Format;
+use super::metrics;
+use super::view::{stream_name, Format, LiveView, Names};
 use anyhow::{bail, Context};
-use braid_core::Duration;
+use braid::session::{IncomingSession, ListenerConfig, SessionListener};
+use braid_core::session::{CloseReason, Event};
+use braid_core::{Duration, StreamId};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use tokio::io::AsyncWriteExt;
 
 /// Flags of `braid serve`.
 #[derive(Debug, clap::Args)]
@@ -64,6 +69,277 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.every.is_zero() {
         bail!("--every must be above zero");
     }
-    let _ = listen;
-    bail!("sessions on real sockets (braid::session) are not in this build yet")
+    if let Some(k) = &args.key {
+        bail!(
+            "--key {}: keys are not supported by this build's session runtime yet",
+            k.display()
+        );
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(serve(listen, args))
+}
+
+async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.metrics {
+        metrics::install(addr)?;
+    }
+    let mut listener = SessionListener::bind(listen, ListenerConfig::default())
+        .with_context(|| format!("listening on {listen}"))?;
+    eprintln!("braid serve: listening on {}", listener.local_addr());
+    let sink = Sink {
+        out: args.out.clone(),
+        force: args.force,
+        format: args.format,
+        every: args.every,
+    };
+    if args.once {
+        let incoming = tokio::select! {
+            r = listener.accept() => r.context("accepting a session")?,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted before any session"),
+        };
+        let report = sink.session(incoming).await?;
+        return report.verdict();
+    }
+    let mut sessions = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            r = listener.accept() => {
+                let incoming = r.context("accepting a session")?;
+                let sink = sink.clone();
+                sessions.spawn(async move { sink.session(incoming).await });
+            }
+            Some(done) = sessions.join_next(), if !sessions.is_empty() => {
+                match done {
+                    Ok(Ok(report)) => {
+                        if let Err(e) = report.verdict() {
+                            eprintln!("braid serve: {e:#}");
+                        }
+                    }
+                    Ok(Err(e)) => eprintln!("braid serve: {e:#}"),
+                    Err(e) => eprintln!("braid serve: a session's task failed: {e}"),
+                }
+            }
+            _ = tokio::signal::ctrl_c() => {
+                // Dropping the tasks drops their files, which closes them.
+                sessions.shutdown().await;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// How each session is received.
+#[derive(Debug, Clone)]
+struct Sink {
+    out: Option<PathBuf>,
+    force: bool,
+    format: Format,
+    every: Duration,
+}
+
+/// Where one stream goes: a file, or nowhere (counted).
+#[derive(Debug)]
+struct Output {
+    name: String,
+    file: Option<tokio::io::BufWriter<tokio::fs::File>>,
+    messages: u64,
+    bytes: u64,
+}
+
+/// How one session ended, stream by stream.
+#[derive(Debug)]
+struct Report {
+    session: String,
+    /// Name, messages, bytes, complete.
+    streams: Vec<(String, u64, u64, bool)>,
+    /// Why the session ended, when not by the source's close.
+    ended: Option<String>,
+}
+
+impl Report {
+    /// `Ok` when every stream arrived complete.
+    fn verdict(&self) -> anyhow::Result<()> {
+        let incomplete: Vec<&str> = self
+            .streams
+            .iter()
+            .filter(|s| !s.3)
+            .map(|s| s.0.as_str())
+            .collect();
+        if incomplete.is_empty() {
+            return Ok(());
+        }
+        let why = self
+            .ended
+            .as_deref()
+            .map_or(String::new(), |e| format!(" ({e})"));
+        bail!(
+            "session {}: incomplete stream(s): {}{why}",
+            self.session,
+            incomplete.join(", ")
+        )
+    }
+}
+
+impl Sink {
+    /// Opens `DIR/NAME` for a new stream (refusing to overwrite without
+    /// --force), or counts it only.
+    async fn open(&self, name: String) -> anyhow::Result<Output> {
+        let file = match &self.out {
+            None => None,
+            Some(dir) => {
+                let path = dir.join(&name);
+                let mut o = tokio::fs::OpenOptions::new();
+                o.write(true);
+                if self.force {
+                    o.create(true).truncate(true);
+                } else {
+                    o.create_new(true);
+                }
+                let f = o.open(&path).await.map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        anyhow::anyhow!(
+                            "{} exists: not overwriting it (use --force)",
+                            path.display()
+                        )
+                    } else {
+                        anyhow::Error::from(e).context(format!("creating {}", path.display()))
+                    }
+                })?;
+                Some(tokio::io::BufWriter::new(f))
+            }
+        };
+        Ok(Output {
+            name,
+            file,
+            messages: 0,
+            bytes: 0,
+        })
+    }
+
+    /// Receives one session to its end (the source closed it, or it was
+    /// lost), then closes its files and reports each stream.
+    async fn session(&self, mut incoming: IncomingSession) -> anyhow::Result<Report> {
+        let session = format!("{:016x}", incoming.id().0);
+        tracing::info!(%session, "session accepted");
+        let names = Names::default();
+        let mut view = LiveView::new(self.format);
+        let mut outputs: BTreeMap<StreamId, Output> = BTreeMap::new();
+        // Streams whose end arrived whole (`Event::StreamClosed`), and the
+        // last snapshot (the session may be gone when it ends).
+        let mut closed = BTreeSet::new();
+        let mut last = None;
+        let mut tick = tokio::time::interval(self.every.into());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                m = incoming.recv() => {
+                    let Some(m) = m else { break };
+                    if !outputs.contains_key(&m.stream) {
+                        let name = stream_name_of(&incoming, m.stream).await;
+                        outputs.insert(m.stream, self.open(name).await?);
+                    }
+                    // Invariant: inserted just above when missing.
+                    let o = outputs.get_mut(&m.stream).expect("output opened above");
+                    o.messages += 1;
+                    o.bytes += m.data.len() as u64;
+                    if let Some(f) = &mut o.file {
+                        f.write_all(&m.data)
+                            .await
+                            .with_context(|| format!("writing stream {}", o.name))?;
+                    }
+                }
+                _ = tick.tick() => {
+                    // Events are for the log here (the view reads the
+                    // snapshot): take those waiting, without waiting.
+                    while let Ok(Some(ev)) =
+                        tokio::time::timeout(std::time::Duration::ZERO, incoming.next_event()).await
+                    {
+                        note(&ev, &mut closed);
+                    }
+                    if let Ok(snap) = incoming.snapshot().await {
+                        view.show(&snap, &names);
+                        metrics::record_session(&snap, &names);
+                        last = Some(snap);
+                    }
+                }
+            }
+        }
+        for o in outputs.values_mut() {
+            if let Some(f) = &mut o.file {
+                f.flush()
+                    .await
+                    .with_context(|| format!("writing stream {}", o.name))?;
+            }
+        }
+        // The session is over: the rest of its events, then what it knew.
+        while let Some(ev) = incoming.next_event().await {
+            note(&ev, &mut closed);
+        }
+        view.detach();
+        let snap = incoming.snapshot().await.ok().or(last);
+        let ended = incoming.close_reason().and_then(|r| match r {
+            CloseReason::Peer { .. } => None,
+            other => Some(other.to_string()),
+        });
+        let mut report = Report {
+            session,
+            streams: Vec::new(),
+            ended,
+        };
+        let mut seen = BTreeSet::new();
+        if let Some(snap) = &snap {
+            for s in &snap.streams {
+                seen.insert(s.id);
+                let (messages, bytes) =
+                    outputs.get(&s.id).map_or((0, 0), |o| (o.messages, o.bytes));
+                report.streams.push((
+                    stream_name(s),
+                    messages,
+                    bytes,
+                    closed.contains(&s.id) || s.complete,
+                ));
+            }
+        }
+        for (id, o) in &outputs {
+            if !seen.contains(id) {
+                report
+                    .streams
+                    .push((o.name.clone(), o.messages, o.bytes, closed.contains(id)));
+            }
+        }
+        for (name, messages, bytes, complete) in &report.streams {
+            let state = if *complete { "complete" } else { "INCOMPLETE" };
+            let place = match &self.out {
+                Some(dir) => format!(" -> {}", dir.join(name).display()),
+                None => String::new(),
+            };
+            eprintln!(
+                "braid serve: session {}: {name}: {state}, {messages} messages, {bytes} bytes{place}",
+                report.session
+            );
+        }
+        Ok(report)
+    }
+}
+
+/// Keeps what the summary needs from a sink event.
+fn note(ev: &Event, closed: &mut BTreeSet<StreamId>) {
+    tracing::debug!(?ev, "session event");
+    if let Event::StreamClosed { stream } = ev {
+        closed.insert(*stream);
+    }
+}
+
+/// The name a stream's file gets: its own, or `stream-ID`.
+async fn stream_name_of(incoming: &IncomingSession, id: StreamId) -> String {
+    incoming
+        .snapshot()
+        .await
+        .ok()
+        .and_then(|s| s.streams.into_iter().find(|s| s.id == id))
+        .map_or_else(|| format!("stream-{}", id.0), |s| stream_name(&s))
 }

@@ -10,7 +10,7 @@
 
 use braid_core::scheduler::BestAchievable;
 use braid_core::session::{PathSnapshot, Role, Snapshot, StreamSnapshot};
-use braid_core::{Bandwidth, PathId, StreamId};
+use braid_core::{Bandwidth, PathId};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -35,11 +35,12 @@ impl Names {
         }
     }
 
-    fn path(&self, id: PathId) -> String {
-        self.paths
-            .get(&id)
-            .cloned()
-            .unwrap_or_else(|| format!("path {}", id.0))
+    /// `p0 direct (127.0.0.1:7000)`, or `p0 (127.0.0.1:7000)` unnamed.
+    fn path(&self, p: &PathSnapshot) -> String {
+        match self.paths.get(&p.id) {
+            Some(n) => format!("p{} {n} ({})", p.id.0, p.addr.remote),
+            None => format!("p{} ({})", p.id.0, p.addr.remote),
+        }
     }
 }
 
@@ -138,15 +139,14 @@ pub fn render(snap: &Snapshot, names: &Names) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<4} {:<30} {:<5} {:>13} {:>13} {:>13} {:>9} {:>6}",
-        "PATH", "ROUTE", "STATE", "PROMISED", "GUARANTEED", "DELIVERED", "RTT", "LOSS"
+        "{:<35} {:<5} {:>13} {:>13} {:>13} {:>9} {:>6}",
+        "PATH", "STATE", "PROMISED", "GUARANTEED", "DELIVERED", "RTT", "LOSS"
     );
     for p in &snap.paths {
         let _ = writeln!(
             out,
-            "p{:<3} {:<30} {:<5} {:>13} {:>13} {:>13} {:>9} {:>6}",
-            p.id.0,
-            format!("{} ({})", names.path(p.id), p.addr.remote),
+            "{:<35} {:<5} {:>13} {:>13} {:>13} {:>9} {:>6}",
+            names.path(p),
             path_state(p),
             p.promised.to_string(),
             p.guaranteed.map_or("-".into(), |g| g.to_string()),
@@ -154,6 +154,9 @@ pub fn render(snap: &Snapshot, names: &Names) -> String {
             p.srtt.to_string(),
             format!("{:.1}%", p.loss * 100.0),
         );
+        if let (false, Some(e)) = (p.up, &p.error) {
+            let _ = writeln!(out, "     down: {e}");
+        }
         for h in &p.hops {
             let _ = writeln!(
                 out,
@@ -201,16 +204,17 @@ pub fn plain_lines(snap: &Snapshot, names: &Names) -> String {
     for p in &snap.paths {
         let _ = write!(
             out,
-            "t={t:.1}s path p{} {} ({}) {} promised={} delivered={} rtt={} loss={:.1}%",
-            p.id.0,
-            names.path(p.id),
-            p.addr.remote,
+            "t={t:.1}s path {} {} promised={} delivered={} rtt={} loss={:.1}%",
+            names.path(p),
             path_state(p),
             p.promised,
             p.delivered,
             p.srtt,
             p.loss * 100.0
         );
+        if let (false, Some(e)) = (p.up, &p.error) {
+            let _ = write!(out, " error={e:?}");
+        }
         for h in &p.hops {
             let _ = write!(
                 out,
@@ -314,6 +318,8 @@ pub struct JsonPath {
     pub rtt_s: f64,
     /// Loss ratio in the last interval.
     pub loss: f64,
+    /// Why its connection last closed, if it did.
+    pub error: Option<String>,
     /// Hops after the first, as relays reported them.
     pub hops: Vec<JsonHop>,
 }
@@ -378,7 +384,7 @@ impl JsonLine {
                 .iter()
                 .map(|p| JsonPath {
                     id: p.id.0,
-                    name: names.path(p.id),
+                    name: names.paths.get(&p.id).cloned().unwrap_or_default(),
                     remote: p.addr.remote.to_string(),
                     up: p.up,
                     promised_bps: p.promised.bps(),
@@ -386,6 +392,7 @@ impl JsonLine {
                     delivered_bps: p.delivered.bps(),
                     rtt_s: p.srtt.as_secs_f64(),
                     loss: p.loss,
+                    error: p.error.clone(),
                     hops: p
                         .hops
                         .iter()
@@ -468,14 +475,6 @@ impl LiveView {
     }
 }
 
-/// The stream ids of `snap` by name (for the end-of-session summary).
-pub fn streams_by_id(snap: &Snapshot) -> BTreeMap<StreamId, String> {
-    snap.streams
-        .iter()
-        .map(|s| (s.id, stream_name(s)))
-        .collect()
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -484,7 +483,7 @@ pub(crate) mod tests {
         HopSnapshot, PathPromise, SessionId, SessionStats, StreamConfig, StreamStats,
     };
     use braid_core::transport::FourTuple;
-    use braid_core::{Duration, Instant};
+    use braid_core::{Duration, Instant, StreamId};
 
     /// A source with two paths (one relayed) and two streams, one unmet.
     pub(crate) fn snapshot() -> Snapshot {
@@ -501,6 +500,7 @@ pub(crate) mod tests {
             hops,
             bytes_sent: 1_000_000,
             packets_lost: 3,
+            error: (id == 1).then(|| "idle timeout".to_string()),
         };
         let video: StreamConfig = "rate=3.2mbit@0.95".parse().unwrap();
         let stream = |id: u32, config: StreamConfig, unmet| StreamSnapshot {
@@ -566,7 +566,7 @@ pub(crate) mod tests {
     fn the_view_has_a_line_per_stream_path_and_hop() {
         let text = render(&snapshot(), &names());
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 1 + 1 + 2 + 1 + 2 + 1, "{text}");
+        assert_eq!(lines.len(), 1 + 1 + 2 + 1 + 2 + 2, "{text}");
         assert!(lines[0].contains("session 0000000000000abc") && lines[0].contains("pgos"));
         let video = lines[2];
         for part in [
@@ -594,10 +594,11 @@ pub(crate) mod tests {
             assert!(p0.contains(part), "{part:?} in {p0:?}");
         }
         assert!(lines[6].contains("via=127.0.0.1:7001") && lines[6].contains("DOWN"));
+        assert!(lines[7].contains("down: idle timeout"), "{}", lines[7]);
         assert!(
-            lines[7].contains("hop 1: rtt 20ms loss 1.0%"),
+            lines[8].contains("hop 1: rtt 20ms loss 1.0%"),
             "{}",
-            lines[7]
+            lines[8]
         );
     }
 
@@ -624,5 +625,6 @@ pub(crate) mod tests {
         assert_eq!(v["paths"][1]["hops"][0]["queued_bytes"], 4096);
         assert_eq!(v["paths"][0]["name"], "direct");
         assert_eq!(v["paths"][0]["rtt_s"], 0.042);
+        assert_eq!(v["paths"][1]["error"], "idle timeout");
     }
 }

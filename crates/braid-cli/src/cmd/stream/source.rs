@@ -226,22 +226,6 @@ impl Pacer {
     pub fn due(&self, k: u64) -> Duration {
         Duration::from_secs_f64(k as f64 * self.period_s)
     }
-
-    /// Messages due by `elapsed` after the start (message 0 is due at once).
-    pub fn due_by(&self, elapsed: Duration) -> u64 {
-        if self.period_s <= 0.0 {
-            return u64::MAX;
-        }
-        let mut k = (elapsed.as_secs_f64() / self.period_s).floor() as u64;
-        // Float rounding may put the boundary one message either side.
-        while self.due(k + 1) <= elapsed {
-            k += 1;
-        }
-        while k > 0 && self.due(k) > elapsed {
-            k -= 1;
-        }
-        k + 1
-    }
 }
 
 /// Where a producer's messages go.
@@ -444,10 +428,7 @@ mod tests {
         let p = Pacer::new(Bandwidth::from_mbps(1).transmit_time(1250).as_secs_f64());
         assert_eq!(p.due(0), Duration::ZERO);
         assert_eq!(p.due(3), Duration::from_millis(30));
-        assert_eq!(p.due_by(Duration::ZERO), 1);
-        assert_eq!(p.due_by(Duration::from_millis(9)), 1);
-        assert_eq!(p.due_by(Duration::from_millis(10)), 2);
-        assert_eq!(p.due_by(Duration::from_secs(1)), 101);
+        assert_eq!(p.due(100), Duration::from_secs(1));
     }
 
     #[test]
