@@ -238,12 +238,13 @@ impl Sink {
             tokio::select! {
                 m = incoming.recv() => {
                     let Some(m) = m else { break };
-                    if !outputs.contains_key(&m.stream) {
-                        let name = stream_name_of(&incoming, m.stream).await;
-                        outputs.insert(m.stream, self.open(name).await?);
-                    }
-                    // Invariant: inserted just above when missing.
-                    let o = outputs.get_mut(&m.stream).expect("output opened above");
+                    let o = match outputs.entry(m.stream) {
+                        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(e) => {
+                            let name = stream_name_of(&incoming, m.stream).await;
+                            e.insert(self.open(name).await?)
+                        }
+                    };
                     o.messages += 1;
                     o.bytes += m.data.len() as u64;
                     if let Some(f) = &mut o.file {

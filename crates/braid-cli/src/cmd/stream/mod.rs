@@ -59,8 +59,9 @@ pub struct StreamArgs {
     /// figure (default), drop that stream, or fail.
     #[arg(long, value_enum)]
     pub on_infeasible: Option<OnInfeasible>,
-    /// Stop after this long (e.g. 60s): sources stop, what was sent is
-    /// delivered, then the session closes.
+    /// Stop the generators (cbr:, trace:) after this long (e.g. 60s);
+    /// files and stdin are sent whole. What was sent is delivered, then
+    /// the session closes.
     #[arg(long)]
     pub duration: Option<Duration>,
     /// Message size for files and stdin (default 16KiB; at most 1MiB).

@@ -51,6 +51,8 @@ pub fn session(plan: Plan, sources: Vec<Source>, out: Output) -> anyhow::Result<
 struct StreamOutlet(Stream);
 
 impl Outlet for StreamOutlet {
+    // `async fn` would not promise `Send`, which the spawned producer needs.
+    #[allow(clippy::manual_async_fn)]
     fn send(&mut self, data: Bytes) -> impl Future<Output = anyhow::Result<()>> + Send {
         async move { self.0.send(data).await.map_err(anyhow::Error::from) }
     }
@@ -167,17 +169,9 @@ async fn run(plan: Plan, sources: Vec<Source>, out: Output) -> anyhow::Result<()
         let stop = plan.duration;
         let handle = tasks.spawn(async move {
             let mut outlet = StreamOutlet(stream);
-            let produced = match stop {
-                // Paced sources stop on their own; files and stdin are cut
-                // off here.
-                Some(d) => tokio::time::timeout(
-                    d.into(),
-                    produce(source, &mut outlet, &RealClock, Some(d)),
-                )
-                .await
-                .unwrap_or(Ok(Produced::default())),
-                None => produce(source, &mut outlet, &RealClock, None).await,
-            };
+            // Paced sources stop at `--duration`; files and stdin are
+            // sent whole.
+            let produced = produce(source, &mut outlet, &RealClock, stop).await;
             let finished = match produced {
                 Ok(p) => outlet.0.finish().await.map(|()| p).map_err(Into::into),
                 Err(e) => Err(e),
