@@ -80,12 +80,11 @@ pub fn record_session(snap: &Snapshot, names: &Names) {
 }
 
 /// Sets a relay's counters, and the number of sessions' paths it carries.
-// `braid relay` calls it once the relay runtime (`braid::relay`) is in.
-#[cfg_attr(not(test), allow(dead_code))]
 pub fn record_relay(stats: &RelayStats, pairs_now: usize) {
     gauge!("braid_relay_pairs").set(pairs_now as f64);
     counter!("braid_relay_pairs_total").absolute(stats.pairs);
-    counter!("braid_relay_bytes_forwarded_total").absolute(stats.bytes_down);
+    counter!("braid_relay_bytes_forwarded_total", "direction" => "down").absolute(stats.bytes_down);
+    counter!("braid_relay_bytes_forwarded_total", "direction" => "up").absolute(stats.bytes_up);
     counter!("braid_relay_messages_forwarded_total", "direction" => "down")
         .absolute(stats.forwarded_down);
     counter!("braid_relay_messages_forwarded_total", "direction" => "up")
@@ -125,7 +124,7 @@ mod tests {
             "braid_path_rtt_seconds{path=\"p0\",route=\"direct\"} 0.042",
             "braid_path_delivered_bps{path=\"p0\",route=\"direct\"} 3200000",
             "braid_hop_queued_bytes{path=\"p1\",hop=\"1\"} 4096",
-            "braid_relay_bytes_forwarded_total 77",
+            "braid_relay_bytes_forwarded_total{direction=\"down\"} 77",
             "braid_relay_pairs 2",
         ] {
             assert!(
