@@ -215,3 +215,55 @@ fn an_existing_file_is_not_overwritten() {
         b"keep me"
     );
 }
+
+#[test]
+fn a_source_with_the_wrong_key_is_refused_in_one_line() {
+    let dir = TempDir::new("session-keys");
+    let (a, b) = (dir.path().join("a.key"), dir.path().join("b.key"));
+    for k in [&a, &b] {
+        let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+            .arg("keygen")
+            .arg(k)
+            .output()
+            .expect("run braid keygen");
+        common::assert_ok(&out, "braid keygen");
+    }
+    let mut serve = Running(
+        Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--once", "--key"])
+            .arg(&a)
+            .env_remove("BRAID_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start braid serve"),
+    );
+    let mut stderr = BufReader::new(serve.0.stderr.take().expect("piped stderr"));
+    let mut first = String::new();
+    stderr.read_line(&mut first).expect("first line");
+    let addr = first
+        .trim()
+        .strip_prefix("braid serve: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args([
+            "stream",
+            "--to",
+            &addr,
+            "--stream",
+            "x:best-effort:cbr:1mbit",
+            "--key",
+        ])
+        .arg(&b)
+        .env_remove("BRAID_LOG")
+        .output()
+        .expect("run braid stream");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("braid: error: ") && err.contains("key mismatch"),
+        "{err}"
+    );
+}

@@ -46,12 +46,6 @@ pub fn run(args: RelayArgs) -> anyhow::Result<()> {
     if args.every.is_zero() {
         bail!("--every must be above zero");
     }
-    if let Some(k) = &args.key {
-        bail!(
-            "--key {}: keys are not supported by this build's relay runtime yet",
-            k.display()
-        );
-    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -64,8 +58,9 @@ async fn relay(listen: SocketAddr, args: RelayArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.metrics {
         metrics::install(addr)?;
     }
-    let relay = Relay::bind(listen, RelayConfig::default())
-        .with_context(|| format!("relaying on {listen}"))?;
+    let mut config = RelayConfig::default();
+    config.transport.psk = super::stream::run::read_key(args.key.as_deref())?;
+    let relay = Relay::bind(listen, config).with_context(|| format!("relaying on {listen}"))?;
     eprintln!("braid relay: listening on {}", relay.local_addr());
     let mut tick = tokio::time::interval(args.every.into());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);

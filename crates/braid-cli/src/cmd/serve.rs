@@ -69,12 +69,6 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.every.is_zero() {
         bail!("--every must be above zero");
     }
-    if let Some(k) = &args.key {
-        bail!(
-            "--key {}: keys are not supported by this build's session runtime yet",
-            k.display()
-        );
-    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -87,8 +81,10 @@ async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
     if let Some(addr) = args.metrics {
         metrics::install(addr)?;
     }
-    let mut listener = SessionListener::bind(listen, ListenerConfig::default())
-        .with_context(|| format!("listening on {listen}"))?;
+    let mut config = ListenerConfig::default();
+    config.core.transport.psk = super::stream::run::read_key(args.key.as_deref())?;
+    let mut listener =
+        SessionListener::bind(listen, config).with_context(|| format!("listening on {listen}"))?;
     eprintln!("braid serve: listening on {}", listener.local_addr());
     let sink = Sink {
         out: args.out.clone(),

@@ -10,7 +10,7 @@
 //! | `run` | the session: producers, upcalls, the view, the end |
 
 pub mod config;
-mod run;
+pub mod run;
 pub mod source;
 
 use super::view::Format;

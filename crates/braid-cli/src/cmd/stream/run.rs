@@ -15,6 +15,7 @@ use anyhow::{anyhow, bail, Context};
 use braid::session::{PathConfig, Session, SessionConfig, SessionError, Stream};
 use braid_core::scheduler::{BestAchievable, StreamSpec, UpcallAnswer};
 use braid_core::session::{CloseReason, Event};
+use braid_core::transport::Psk;
 use braid_core::{Bandwidth, Duration, StreamId};
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -39,12 +40,24 @@ pub struct Output {
 /// Connecting failed, a stream could not be opened or fed, a guarantee
 /// failed under `--on-infeasible fail`, or the session ended early.
 pub fn session(plan: Plan, sources: Vec<Source>, out: Output) -> anyhow::Result<()> {
+    let key = read_key(plan.key.as_deref())?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    rt.block_on(run(plan, sources, out))
+    rt.block_on(run(plan, sources, out, key))
+}
+
+/// The pre-shared key in `path` (a `braid keygen` file), if one was given.
+///
+/// # Errors
+/// The file is missing, malformed, or readable by others.
+pub fn read_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<Psk>> {
+    Ok(match path {
+        Some(p) => Some(braid::key::Key::read(p)?.psk().clone()),
+        None => None,
+    })
 }
 
 /// A [`Stream`] as a producer's outlet.
@@ -122,15 +135,14 @@ impl Streams {
     }
 }
 
-async fn run(plan: Plan, sources: Vec<Source>, out: Output) -> anyhow::Result<()> {
+async fn run(
+    plan: Plan,
+    sources: Vec<Source>,
+    out: Output,
+    key: Option<Psk>,
+) -> anyhow::Result<()> {
     if let Some(addr) = out.metrics {
         metrics::install(addr)?;
-    }
-    if let Some(k) = &plan.key {
-        bail!(
-            "--key {}: keys are not supported by this build's session runtime yet",
-            k.display()
-        );
     }
     let paths = plan
         .paths
@@ -142,6 +154,7 @@ async fn run(plan: Plan, sources: Vec<Source>, out: Output) -> anyhow::Result<()
         ..SessionConfig::default()
     };
     config.core.scheduler = plan.scheduler;
+    config.core.transport.psk = key;
     let to = plan.to;
     let mut session = Session::connect(to, config)
         .await
