@@ -204,6 +204,8 @@ async fn run(
             ev = session.next_event() => match ev {
                 Some(Event::GuaranteeUnmet { stream, spec, best }) => {
                     upcall(&session, &mut streams, plan.on_infeasible, stream, &spec, &best).await?;
+                    // Its line is printed below the view, which redraws under it.
+                    view.detach();
                 }
                 Some(Event::PathDown { path, resent }) => {
                     tracing::warn!(path = %names.paths.get(&path).cloned().unwrap_or_default(), resent, "path down");
