@@ -86,21 +86,32 @@ async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
     let mut listener =
         SessionListener::bind(listen, config).with_context(|| format!("listening on {listen}"))?;
     eprintln!("braid serve: listening on {}", listener.local_addr());
+    // Ctrl-C (or SIGINT) ends every session the same way a lost source
+    // does: files flushed and closed, streams reported.
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = stop_tx.send(true);
+        }
+    });
     let sink = Sink {
         out: args.out.clone(),
         force: args.force,
         format: args.format,
         every: args.every,
+        stop: stop.clone(),
     };
+    let mut stopped = stop.clone();
     if args.once {
         let incoming = tokio::select! {
             r = listener.accept() => r.context("accepting a session")?,
-            _ = tokio::signal::ctrl_c() => bail!("interrupted before any session"),
+            _ = stop_requested(&mut stopped) => bail!("interrupted before any session"),
         };
         let report = sink.session(incoming).await?;
         return report.verdict();
     }
     let mut sessions = tokio::task::JoinSet::new();
+    let mut failed = false;
     loop {
         tokio::select! {
             r = listener.accept() => {
@@ -109,23 +120,38 @@ async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
                 sessions.spawn(async move { sink.session(incoming).await });
             }
             Some(done) = sessions.join_next(), if !sessions.is_empty() => {
-                match done {
-                    Ok(Ok(report)) => {
-                        if let Err(e) = report.verdict() {
-                            eprintln!("braid serve: {e:#}");
-                        }
-                    }
-                    Ok(Err(e)) => eprintln!("braid serve: {e:#}"),
-                    Err(e) => eprintln!("braid serve: a session's task failed: {e}"),
-                }
+                failed |= !session_ended(done);
             }
-            _ = tokio::signal::ctrl_c() => {
-                // Dropping the tasks drops their files, which closes them.
-                sessions.shutdown().await;
-                return Ok(());
-            }
+            _ = stop_requested(&mut stopped) => break,
         }
     }
+    while let Some(done) = sessions.join_next().await {
+        failed |= !session_ended(done);
+    }
+    if failed {
+        bail!("interrupted: some streams are incomplete");
+    }
+    Ok(())
+}
+
+/// Returns once Ctrl-C was pressed (never, if the watcher is gone).
+async fn stop_requested(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Reports how a session's task ended; whether every stream was complete.
+fn session_ended(done: Result<anyhow::Result<Report>, tokio::task::JoinError>) -> bool {
+    let failure = match done {
+        Ok(Ok(report)) => report.verdict().err(),
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(anyhow::anyhow!("a session's task failed: {e}")),
+    };
+    if let Some(e) = &failure {
+        eprintln!("braid serve: {e:#}");
+    }
+    failure.is_none()
 }
 
 /// How each session is received.
@@ -135,6 +161,8 @@ struct Sink {
     force: bool,
     format: Format,
     every: Duration,
+    /// Becomes true on Ctrl-C.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 /// Where one stream goes: a file, or nowhere (counted).
@@ -230,8 +258,14 @@ impl Sink {
         let mut last = None;
         let mut tick = tokio::time::interval(self.every.into());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut stop = self.stop.clone();
+        let mut interrupted = false;
         loop {
             tokio::select! {
+                _ = stop_requested(&mut stop) => {
+                    interrupted = true;
+                    break;
+                }
                 m = incoming.recv() => {
                     let Some(m) = m else { break };
                     let o = match outputs.entry(m.stream) {
@@ -272,16 +306,29 @@ impl Sink {
                     .with_context(|| format!("writing stream {}", o.name))?;
             }
         }
-        // The session is over: the rest of its events, then what it knew.
-        while let Some(ev) = incoming.next_event().await {
-            note(&ev, &mut closed);
+        // The session is over: the rest of its events, then what it knew
+        // (interrupted: only those already waiting).
+        if interrupted {
+            while let Ok(Some(ev)) =
+                tokio::time::timeout(std::time::Duration::ZERO, incoming.next_event()).await
+            {
+                note(&ev, &mut closed);
+            }
+        } else {
+            while let Some(ev) = incoming.next_event().await {
+                note(&ev, &mut closed);
+            }
         }
         view.detach();
         let snap = incoming.snapshot().await.ok().or(last);
-        let ended = incoming.close_reason().and_then(|r| match r {
-            CloseReason::Peer { .. } => None,
-            other => Some(other.to_string()),
-        });
+        let ended = if interrupted {
+            Some("interrupted".to_string())
+        } else {
+            incoming.close_reason().and_then(|r| match r {
+                CloseReason::Peer { .. } => None,
+                other => Some(other.to_string()),
+            })
+        };
         let mut report = Report {
             session,
             streams: Vec::new(),
