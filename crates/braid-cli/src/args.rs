@@ -51,6 +51,16 @@ pub enum Command {
     Emulate(Box<crate::cmd::emulate::EmulateArgs>),
     /// Write a new pre-shared key to FILE (mode 0600) for `--key FILE`.
     Keygen(crate::cmd::keygen::KeygenArgs),
+    /// The source of a session: streams with guarantees (rate, window,
+    /// best effort) from files, stdin, cbr:RATE or frame traces, over
+    /// several paths (direct, via relays, from chosen interfaces) to a
+    /// `braid serve`, with a live view of what each stream gets.
+    Stream(Box<crate::cmd::stream::StreamArgs>),
+    /// The sink of sessions: writes each stream to DIR/NAME (or counts
+    /// it) and says which streams arrived complete.
+    Serve(Box<crate::cmd::serve::ServeArgs>),
+    /// Forward sessions' paths hop by hop, for sessions holding its key.
+    Relay(Box<crate::cmd::relay::RelayArgs>),
     /// Measure one connection (braid RUDP or TCP), iperf-like.
     #[command(subcommand)]
     Perf(crate::cmd::perf::PerfCommand),

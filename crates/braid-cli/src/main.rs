@@ -39,6 +39,9 @@ fn run(command: args::Command) -> anyhow::Result<()> {
         Command::Perf(c) => cmd::perf::run(c),
         Command::Keygen(args) => cmd::keygen::run(args),
         Command::Emulate(args) => cmd::emulate::run(*args),
+        Command::Stream(args) => cmd::stream::run(*args),
+        Command::Serve(args) => cmd::serve::run(*args),
+        Command::Relay(args) => cmd::relay::run(*args),
     }
 }
 

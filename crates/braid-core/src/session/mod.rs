@@ -32,6 +32,7 @@
 //! | [`relay`] | [`relay::Relay`]: forwards a path's messages hop by hop, each hop its own connection |
 //! | [`event`] | [`Event`]s and [`StreamStats`] |
 //! | [`snapshot`] | [`Snapshot`]: every path and stream now, as plain data |
+//! | [`spec_str`] | spec strings: `rate=3.2mbit@0.95,copies=2` ⇄ [`StreamConfig`] |
 //! | [`error`] | [`SessionError`], [`SendRefused`], [`CloseReason`] |
 //!
 //! # Driving
@@ -76,6 +77,7 @@ pub mod route;
 mod sink;
 pub mod snapshot;
 mod source;
+pub mod spec_str;
 pub mod stream;
 
 use config::Sched;
@@ -87,6 +89,7 @@ pub use path::PathInfo;
 pub use sink::Delivered;
 pub use snapshot::{HopSnapshot, PathSnapshot, Snapshot, StreamSnapshot};
 pub use source::DISPATCH_SLACK;
+pub use spec_str::{split_spec, SpecStrError};
 pub use stream::{Delivery, PathBound, StreamConfig, StreamConfigError, MAX_STREAM_NAME};
 
 use crate::estimate::PathEstimate;

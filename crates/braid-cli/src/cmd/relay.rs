@@ -1,0 +1,230 @@
+//! `braid relay`: forwards the paths of sessions hop by hop (each hop its
+//! own IQ-RUDP connection and congestion control), for sessions that hold
+//! its key, and reports what it forwards.
+
+use super::metrics;
+use super::view::Format;
+use anyhow::{bail, Context};
+use braid::relay::{Relay, RelayConfig, RelaySnapshot};
+use braid_core::Duration;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Flags of `braid relay`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Example: relay on port 7000 for sessions holding relay.key; sources name
+it in a path as via=THIS_HOST:7000:
+
+  braid keygen relay.key      # once; copy it to the sources securely
+  braid relay --listen 0.0.0.0:7000 --key relay.key --metrics 127.0.0.1:9100
+
+See docs/sessions.md.")]
+pub struct RelayArgs {
+    /// Address to listen on, HOST:PORT (UDP).
+    #[arg(long)]
+    pub listen: String,
+    /// The key file (`braid keygen`) sessions must hold to be relayed.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+    /// text: one line per period on stderr; json: one object per period
+    /// on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// How often the line and the metrics are refreshed.
+    #[arg(long, default_value = "1s")]
+    pub every: Duration,
+}
+
+/// Runs `braid relay`.
+pub fn run(args: RelayArgs) -> anyhow::Result<()> {
+    let listen = super::stream::config::resolve(&args.listen).context("--listen")?;
+    if args.every.is_zero() {
+        bail!("--every must be above zero");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(relay(listen, args))
+}
+
+async fn relay(listen: SocketAddr, args: RelayArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.metrics {
+        metrics::install(addr)?;
+    }
+    let mut config = RelayConfig::default();
+    config.transport.psk = super::stream::run::read_key(args.key.as_deref())?;
+    let relay = Relay::bind(listen, config).with_context(|| format!("relaying on {listen}"))?;
+    eprintln!("braid relay: listening on {}", relay.local_addr());
+    let mut tick = tokio::time::interval(args.every.into());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let snap = relay.snapshot().await.context("the relay stopped")?;
+                let t = braid::clock::now().as_secs_f64();
+                metrics::record_relay(&snap.stats, snap.pairs.len());
+                match args.format {
+                    Format::Json => {
+                        if let Ok(line) = serde_json::to_string(&RelayLine::new(&snap, t)) {
+                            let mut out = std::io::stdout().lock();
+                            let _ = writeln!(out, "{line}");
+                            let _ = out.flush();
+                        }
+                    }
+                    Format::Text => {
+                        let _ = std::io::stderr().write_all(render(&snap, t).as_bytes());
+                    }
+                }
+            }
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+    }
+}
+
+/// One line for the relay, then one per forwarding pair.
+pub fn render(snap: &RelaySnapshot, t: f64) -> String {
+    let s = &snap.stats;
+    let mut out = format!(
+        "t={t:.1}s relay pairs={} forwarded={} B down, {} B up ({} + {} messages) refused={} dropped={} reports={}\n",
+        snap.pairs.len(),
+        s.bytes_down,
+        s.bytes_up,
+        s.forwarded_down,
+        s.forwarded_up,
+        s.refused,
+        s.dropped,
+        s.reports
+    );
+    for p in &snap.pairs {
+        let to = p.to.map_or("-".to_string(), |a| a.to_string());
+        let hop = p.index.map_or(String::new(), |i| format!(" hop {i}"));
+        out.push_str(&format!(
+            "t={t:.1}s pair {} -> {to}{hop}: rtt={} loss={:.1}% delivered={} queued={} B\n",
+            p.from,
+            p.srtt,
+            p.loss * 100.0,
+            p.delivered,
+            p.queued_bytes
+        ));
+    }
+    out
+}
+
+/// `--format json`: the relay's counters and pairs, one object per period.
+#[derive(Debug, serde::Serialize)]
+pub struct RelayLine {
+    /// Seconds since the process's clock origin.
+    pub t: f64,
+    /// Pairs set up in all.
+    pub pairs_total: u64,
+    /// Bytes forwarded towards next hops.
+    pub bytes_down: u64,
+    /// Bytes forwarded back.
+    pub bytes_up: u64,
+    /// Connections refused.
+    pub refused: u64,
+    /// Messages dropped (the other side gone).
+    pub dropped: u64,
+    /// Each forwarding pair now.
+    pub pairs: Vec<RelayPair>,
+}
+
+/// One forwarding pair in a [`RelayLine`].
+#[derive(Debug, serde::Serialize)]
+pub struct RelayPair {
+    /// Previous hop.
+    pub from: String,
+    /// Next hop, once known.
+    pub to: Option<String>,
+    /// Place on the path.
+    pub index: Option<u8>,
+    /// Next hop's smoothed RTT, seconds.
+    pub rtt_s: f64,
+    /// Next hop's loss ratio.
+    pub loss: f64,
+    /// Next hop's delivered rate, bit/s.
+    pub delivered_bps: u64,
+    /// Bytes held for the pair.
+    pub queued_bytes: u64,
+}
+
+impl RelayLine {
+    /// The line for `snap` at `t`.
+    pub fn new(snap: &RelaySnapshot, t: f64) -> RelayLine {
+        let s = &snap.stats;
+        RelayLine {
+            t,
+            pairs_total: s.pairs,
+            bytes_down: s.bytes_down,
+            bytes_up: s.bytes_up,
+            refused: s.refused,
+            dropped: s.dropped,
+            pairs: snap
+                .pairs
+                .iter()
+                .map(|p| RelayPair {
+                    from: p.from.to_string(),
+                    to: p.to.map(|a| a.to_string()),
+                    index: p.index,
+                    rtt_s: p.srtt.as_secs_f64(),
+                    loss: p.loss,
+                    delivered_bps: p.delivered.bps(),
+                    queued_bytes: p.queued_bytes,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_core::session::relay::{PairInfo, RelayStats};
+    use braid_core::Bandwidth;
+
+    fn snapshot() -> RelaySnapshot {
+        RelaySnapshot {
+            stats: RelayStats {
+                pairs: 2,
+                bytes_down: 5000,
+                refused: 1,
+                ..RelayStats::default()
+            },
+            endpoint: Default::default(),
+            io: Default::default(),
+            pairs: vec![PairInfo {
+                from: "127.0.0.1:4000".parse().unwrap(),
+                to: Some("127.0.0.1:7000".parse().unwrap()),
+                index: Some(1),
+                srtt: Duration::from_millis(12),
+                delivered: Bandwidth::from_mbps(4),
+                loss: 0.02,
+                queued_bytes: 1400,
+                bytes_down: 5000,
+                bytes_up: 0,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_relay_line_and_its_pairs() {
+        let text = render(&snapshot(), 3.0);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(
+            lines[0].contains("pairs=1 forwarded=5000 B down") && lines[0].contains("refused=1")
+        );
+        assert!(lines[1].contains("pair 127.0.0.1:4000 -> 127.0.0.1:7000 hop 1: rtt=12ms loss=2.0% delivered=4 Mbit/s queued=1400 B"), "{}", lines[1]);
+        let v = serde_json::to_value(RelayLine::new(&snapshot(), 3.0)).unwrap();
+        assert_eq!(v["bytes_down"], 5000);
+        assert_eq!(v["pairs"][0]["to"], "127.0.0.1:7000");
+        assert_eq!(v["pairs"][0]["delivered_bps"], 4_000_000);
+    }
+}

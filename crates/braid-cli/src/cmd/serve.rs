@@ -1,0 +1,389 @@
+//! `braid serve`: the sink of sessions. Each stream of each session is
+//! written to a file named after the stream in `--out DIR` (or discarded
+//! and counted); at the end of a session it says which streams arrived
+//! complete and which did not.
+
+use super::metrics;
+use super::view::{stream_name, Format, LiveView, Names};
+use anyhow::{bail, Context};
+use braid::session::{IncomingSession, ListenerConfig, SessionListener};
+use braid_core::session::{CloseReason, Event};
+use braid_core::{Duration, StreamId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use tokio::io::AsyncWriteExt;
+
+/// Flags of `braid serve`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Example: accept one session on port 7000 and write its streams to ./in/:
+
+  braid serve --listen 0.0.0.0:7000 --out in --once
+
+Each stream becomes in/NAME (or in/stream-ID when unnamed); an existing
+file is not overwritten without --force. Exits non-zero when a stream of
+a --once session arrived incomplete. See docs/sessions.md.")]
+pub struct ServeArgs {
+    /// Address to listen on, HOST:PORT (UDP).
+    #[arg(long)]
+    pub listen: String,
+    /// Write each stream to DIR/NAME (default: discard and count).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Overwrite existing files in --out.
+    #[arg(long)]
+    pub force: bool,
+    /// The key file (`braid keygen`) sources must hold.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// Serve one session, then exit (non-zero if a stream is incomplete).
+    #[arg(long)]
+    pub once: bool,
+    /// text: a live view on stderr (plain lines when it is not a
+    /// terminal); json: one object per period on stdout.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Serve Prometheus metrics at http://ADDR/.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<SocketAddr>,
+    /// How often the view, the JSON line and the metrics are refreshed.
+    #[arg(long, default_value = "1s")]
+    pub every: Duration,
+}
+
+/// Checks `--out`: an existing folder, or one that can be created.
+fn check_out(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("--out {}: not a folder", dir.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("--out {}", dir.display()))
+}
+
+/// Runs `braid serve`.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let listen = super::stream::config::resolve(&args.listen).context("--listen")?;
+    if let Some(dir) = &args.out {
+        check_out(dir)?;
+    }
+    if args.every.is_zero() {
+        bail!("--every must be above zero");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(serve(listen, args))
+}
+
+async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
+    if let Some(addr) = args.metrics {
+        metrics::install(addr)?;
+    }
+    let mut config = ListenerConfig::default();
+    config.core.transport.psk = super::stream::run::read_key(args.key.as_deref())?;
+    let mut listener =
+        SessionListener::bind(listen, config).with_context(|| format!("listening on {listen}"))?;
+    eprintln!("braid serve: listening on {}", listener.local_addr());
+    // Ctrl-C (or SIGINT) ends every session the same way a lost source
+    // does: files flushed and closed, streams reported.
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = stop_tx.send(true);
+        }
+    });
+    let sink = Sink {
+        out: args.out.clone(),
+        force: args.force,
+        format: args.format,
+        every: args.every,
+        stop: stop.clone(),
+    };
+    let mut stopped = stop.clone();
+    if args.once {
+        let incoming = tokio::select! {
+            r = listener.accept() => r.context("accepting a session")?,
+            _ = stop_requested(&mut stopped) => bail!("interrupted before any session"),
+        };
+        let report = sink.session(incoming).await?;
+        return report.verdict();
+    }
+    let mut sessions = tokio::task::JoinSet::new();
+    let mut failed = false;
+    loop {
+        tokio::select! {
+            r = listener.accept() => {
+                let incoming = r.context("accepting a session")?;
+                let sink = sink.clone();
+                sessions.spawn(async move { sink.session(incoming).await });
+            }
+            Some(done) = sessions.join_next(), if !sessions.is_empty() => {
+                failed |= !session_ended(done);
+            }
+            _ = stop_requested(&mut stopped) => break,
+        }
+    }
+    while let Some(done) = sessions.join_next().await {
+        failed |= !session_ended(done);
+    }
+    if failed {
+        bail!("interrupted: some streams are incomplete");
+    }
+    Ok(())
+}
+
+/// Returns once Ctrl-C was pressed (never, if the watcher is gone).
+async fn stop_requested(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    if stop.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Reports how a session's task ended; whether every stream was complete.
+fn session_ended(done: Result<anyhow::Result<Report>, tokio::task::JoinError>) -> bool {
+    let failure = match done {
+        Ok(Ok(report)) => report.verdict().err(),
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(anyhow::anyhow!("a session's task failed: {e}")),
+    };
+    if let Some(e) = &failure {
+        eprintln!("braid serve: {e:#}");
+    }
+    failure.is_none()
+}
+
+/// How each session is received.
+#[derive(Debug, Clone)]
+struct Sink {
+    out: Option<PathBuf>,
+    force: bool,
+    format: Format,
+    every: Duration,
+    /// Becomes true on Ctrl-C.
+    stop: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Where one stream goes: a file, or nowhere (counted).
+#[derive(Debug)]
+struct Output {
+    name: String,
+    file: Option<tokio::io::BufWriter<tokio::fs::File>>,
+    messages: u64,
+    bytes: u64,
+}
+
+/// How one session ended, stream by stream.
+#[derive(Debug)]
+struct Report {
+    session: String,
+    /// Name, messages, bytes, complete.
+    streams: Vec<(String, u64, u64, bool)>,
+    /// Why the session ended, when not by the source's close.
+    ended: Option<String>,
+}
+
+impl Report {
+    /// `Ok` when every stream arrived complete.
+    fn verdict(&self) -> anyhow::Result<()> {
+        let incomplete: Vec<&str> = self
+            .streams
+            .iter()
+            .filter(|s| !s.3)
+            .map(|s| s.0.as_str())
+            .collect();
+        if incomplete.is_empty() {
+            return Ok(());
+        }
+        let why = self
+            .ended
+            .as_deref()
+            .map_or(String::new(), |e| format!(" ({e})"));
+        bail!(
+            "session {}: incomplete stream(s): {}{why}",
+            self.session,
+            incomplete.join(", ")
+        )
+    }
+}
+
+impl Sink {
+    /// Opens `DIR/NAME` for a new stream (refusing to overwrite without
+    /// --force), or counts it only.
+    async fn open(&self, name: String) -> anyhow::Result<Output> {
+        let file = match &self.out {
+            None => None,
+            Some(dir) => {
+                let path = dir.join(&name);
+                let mut o = tokio::fs::OpenOptions::new();
+                o.write(true);
+                if self.force {
+                    o.create(true).truncate(true);
+                } else {
+                    o.create_new(true);
+                }
+                let f = o.open(&path).await.map_err(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        anyhow::anyhow!(
+                            "{} exists: not overwriting it (use --force)",
+                            path.display()
+                        )
+                    } else {
+                        anyhow::Error::from(e).context(format!("creating {}", path.display()))
+                    }
+                })?;
+                Some(tokio::io::BufWriter::new(f))
+            }
+        };
+        Ok(Output {
+            name,
+            file,
+            messages: 0,
+            bytes: 0,
+        })
+    }
+
+    /// Receives one session to its end (the source closed it, or it was
+    /// lost), then closes its files and reports each stream.
+    async fn session(&self, mut incoming: IncomingSession) -> anyhow::Result<Report> {
+        let session = format!("{:016x}", incoming.id().0);
+        tracing::info!(%session, "session accepted");
+        let names = Names::default();
+        let mut view = LiveView::new(self.format);
+        let mut outputs: BTreeMap<StreamId, Output> = BTreeMap::new();
+        // Streams whose end arrived whole (`Event::StreamClosed`), and the
+        // last snapshot (the session may be gone when it ends).
+        let mut closed = BTreeSet::new();
+        let mut last = None;
+        let mut tick = tokio::time::interval(self.every.into());
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut stop = self.stop.clone();
+        let mut interrupted = false;
+        loop {
+            tokio::select! {
+                _ = stop_requested(&mut stop) => {
+                    interrupted = true;
+                    break;
+                }
+                m = incoming.recv() => {
+                    let Some(m) = m else { break };
+                    let o = match outputs.entry(m.stream) {
+                        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(e) => {
+                            let name = stream_name_of(&incoming, m.stream).await;
+                            e.insert(self.open(name).await?)
+                        }
+                    };
+                    o.messages += 1;
+                    o.bytes += m.data.len() as u64;
+                    if let Some(f) = &mut o.file {
+                        f.write_all(&m.data)
+                            .await
+                            .with_context(|| format!("writing stream {}", o.name))?;
+                    }
+                }
+                _ = tick.tick() => {
+                    // Events are for the log here (the view reads the
+                    // snapshot): take those waiting, without waiting.
+                    while let Ok(Some(ev)) =
+                        tokio::time::timeout(std::time::Duration::ZERO, incoming.next_event()).await
+                    {
+                        note(&ev, &mut closed);
+                    }
+                    if let Ok(snap) = incoming.snapshot().await {
+                        view.show(&snap, &names);
+                        metrics::record_session(&snap, &names);
+                        last = Some(snap);
+                    }
+                }
+            }
+        }
+        for o in outputs.values_mut() {
+            if let Some(f) = &mut o.file {
+                f.flush()
+                    .await
+                    .with_context(|| format!("writing stream {}", o.name))?;
+            }
+        }
+        // The session is over: the rest of its events, then what it knew
+        // (interrupted: only those already waiting).
+        if interrupted {
+            while let Ok(Some(ev)) =
+                tokio::time::timeout(std::time::Duration::ZERO, incoming.next_event()).await
+            {
+                note(&ev, &mut closed);
+            }
+        } else {
+            while let Some(ev) = incoming.next_event().await {
+                note(&ev, &mut closed);
+            }
+        }
+        view.detach();
+        let snap = incoming.snapshot().await.ok().or(last);
+        let ended = if interrupted {
+            Some("interrupted".to_string())
+        } else {
+            incoming.close_reason().and_then(|r| match r {
+                CloseReason::Peer { .. } => None,
+                other => Some(other.to_string()),
+            })
+        };
+        let mut report = Report {
+            session,
+            streams: Vec::new(),
+            ended,
+        };
+        let mut seen = BTreeSet::new();
+        if let Some(snap) = &snap {
+            for s in &snap.streams {
+                seen.insert(s.id);
+                let (messages, bytes) =
+                    outputs.get(&s.id).map_or((0, 0), |o| (o.messages, o.bytes));
+                report.streams.push((
+                    stream_name(s),
+                    messages,
+                    bytes,
+                    closed.contains(&s.id) || s.complete,
+                ));
+            }
+        }
+        for (id, o) in &outputs {
+            if !seen.contains(id) {
+                report
+                    .streams
+                    .push((o.name.clone(), o.messages, o.bytes, closed.contains(id)));
+            }
+        }
+        for (name, messages, bytes, complete) in &report.streams {
+            let state = if *complete { "complete" } else { "INCOMPLETE" };
+            let place = match &self.out {
+                Some(dir) => format!(" -> {}", dir.join(name).display()),
+                None => String::new(),
+            };
+            eprintln!(
+                "braid serve: session {}: {name}: {state}, {messages} messages, {bytes} bytes{place}",
+                report.session
+            );
+        }
+        Ok(report)
+    }
+}
+
+/// Keeps what the summary needs from a sink event.
+fn note(ev: &Event, closed: &mut BTreeSet<StreamId>) {
+    tracing::debug!(?ev, "session event");
+    if let Event::StreamClosed { stream } = ev {
+        closed.insert(*stream);
+    }
+}
+
+/// The name a stream's file gets: its own, or `stream-ID`.
+async fn stream_name_of(incoming: &IncomingSession, id: StreamId) -> String {
+    incoming
+        .snapshot()
+        .await
+        .ok()
+        .and_then(|s| s.streams.into_iter().find(|s| s.id == id))
+        .map_or_else(|| format!("stream-{}", id.0), |s| stream_name(&s))
+}

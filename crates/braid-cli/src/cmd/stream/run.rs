@@ -1,0 +1,364 @@
+//! The running source session: a producer task per stream feeding its
+//! [`Stream`], upcalls answered as `--on-infeasible` says, the view,
+//! JSON line and metrics each period, and the end (sources done or
+//! `--duration` passed: every message delivered, then close).
+//!
+//! A sink that dies ends the session with the runtime's
+//! [`CloseReason::PeerLost`] (every path down for its `peer_timeout`,
+//! 3 s): the source exits non-zero naming the sink.
+
+use super::config::{OnInfeasible, Plan};
+use super::source::{produce, Outlet, Produced, RealClock, Source};
+use crate::cmd::metrics;
+use crate::cmd::view::{unmet_text, Format, LiveView, Names};
+use anyhow::{anyhow, bail, Context};
+use braid::session::{PathConfig, Session, SessionConfig, SessionError, Stream};
+use braid_core::scheduler::{BestAchievable, StreamSpec, UpcallAnswer};
+use braid_core::session::{CloseReason, Event};
+use braid_core::transport::Psk;
+use braid_core::{Bandwidth, Duration, StreamId};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use tokio::task::{AbortHandle, JoinSet};
+
+/// Where and how often the running session is shown.
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    /// Text (view / plain lines) or JSON lines.
+    pub format: Format,
+    /// Prometheus endpoint.
+    pub metrics: Option<SocketAddr>,
+    /// Refresh period.
+    pub every: Duration,
+}
+
+/// Runs the session of `plan` on a tokio runtime of its own.
+///
+/// # Errors
+/// Connecting failed, a stream could not be opened or fed, a guarantee
+/// failed under `--on-infeasible fail`, or the session ended early.
+pub fn session(plan: Plan, sources: Vec<Source>, out: Output) -> anyhow::Result<()> {
+    let key = read_key(plan.key.as_deref())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(run(plan, sources, out, key))
+}
+
+/// The pre-shared key in `path` (a `braid keygen` file), if one was given.
+///
+/// # Errors
+/// The file is missing, malformed, or readable by others.
+pub fn read_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<Psk>> {
+    Ok(match path {
+        Some(p) => Some(braid::key::Key::read(p)?.psk().clone()),
+        None => None,
+    })
+}
+
+/// A [`Stream`] as a producer's outlet.
+struct StreamOutlet(Stream);
+
+impl Outlet for StreamOutlet {
+    // `async fn` would not promise `Send`, which the spawned producer needs.
+    #[allow(clippy::manual_async_fn)]
+    fn send(&mut self, data: Bytes) -> impl Future<Output = anyhow::Result<()>> + Send {
+        async move { self.0.send(data).await.map_err(anyhow::Error::from) }
+    }
+}
+
+/// The sink went away or refused us: one clear line.
+fn ended(to: SocketAddr, reason: &CloseReason) -> anyhow::Error {
+    match reason {
+        CloseReason::PeerLost(after) => anyhow!(
+            "the sink at {to} stopped answering: every path has been down for {after} (sink killed or unreachable)"
+        ),
+        other => anyhow!("the session with the sink at {to} ended: {other}"),
+    }
+}
+
+fn session_error(to: SocketAddr, e: SessionError) -> anyhow::Error {
+    match e {
+        SessionError::Closed(reason) => ended(to, &reason),
+        other => anyhow::Error::from(other),
+    }
+}
+
+/// The spec the best achievable figures allow, for `lower`; `None` when
+/// nothing is left but best effort.
+fn lowered(spec: &StreamSpec, best: &BestAchievable) -> Option<StreamSpec> {
+    let rate = best.rate;
+    match *spec {
+        StreamSpec::MinRate { probability, .. } if rate > Bandwidth::ZERO => {
+            StreamSpec::min_rate(rate, probability).ok()
+        }
+        StreamSpec::Window {
+            y,
+            window,
+            message_size,
+            probability,
+            ..
+        } => {
+            // Lemma 1: x messages of s bytes per t_w is x·s·8/t_w.
+            let per_window = rate.bytes_in(window) / u64::from(message_size.max(1));
+            let x = u32::try_from(per_window).unwrap_or(u32::MAX).min(y);
+            StreamSpec::window(x, y, window, message_size, probability).ok()
+        }
+        StreamSpec::ViolationBound {
+            x,
+            window,
+            message_size,
+            ..
+        } => best
+            .expected_misses
+            .and_then(|z| StreamSpec::violation_bound(x, window, message_size, z).ok()),
+        _ => None,
+    }
+}
+
+/// Per-stream bookkeeping of the running session.
+struct Streams {
+    names: BTreeMap<StreamId, String>,
+    producers: BTreeMap<StreamId, AbortHandle>,
+}
+
+impl Streams {
+    fn name(&self, id: StreamId) -> String {
+        self.names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("stream-{}", id.0))
+    }
+}
+
+async fn run(
+    plan: Plan,
+    sources: Vec<Source>,
+    out: Output,
+    key: Option<Psk>,
+) -> anyhow::Result<()> {
+    if let Some(addr) = out.metrics {
+        metrics::install(addr)?;
+    }
+    let paths = plan
+        .paths
+        .iter()
+        .map(|p| p.parse::<PathConfig>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut config = SessionConfig {
+        paths,
+        ..SessionConfig::default()
+    };
+    config.core.scheduler = plan.scheduler;
+    config.core.transport.psk = key;
+    let to = plan.to;
+    let mut session = Session::connect(to, config)
+        .await
+        .map_err(|e| session_error(to, e))?;
+    tracing::info!(session = ?session.id(), %to, "connected");
+    let names = Names::from_routes(session.paths());
+
+    let mut streams = Streams {
+        names: BTreeMap::new(),
+        producers: BTreeMap::new(),
+    };
+    let mut tasks: JoinSet<(StreamId, anyhow::Result<Produced>)> = JoinSet::new();
+    for (plan_stream, source) in plan.streams.iter().zip(sources) {
+        let stream = session
+            .open_stream(plan_stream.config.clone())
+            .await
+            .map_err(|e| session_error(to, e))?;
+        let id = stream.id();
+        let name = plan_stream
+            .config
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("stream-{}", id.0));
+        streams.names.insert(id, name);
+        let stop = plan.duration;
+        let handle = tasks.spawn(async move {
+            let mut outlet = StreamOutlet(stream);
+            // Paced sources stop at `--duration`; files and stdin are
+            // sent whole.
+            let produced = produce(source, &mut outlet, &RealClock, stop).await;
+            let finished = match produced {
+                Ok(p) => outlet.0.finish().await.map(|()| p).map_err(Into::into),
+                Err(e) => Err(e),
+            };
+            (id, finished)
+        });
+        streams.producers.insert(id, handle);
+    }
+
+    let mut view = LiveView::new(out.format);
+    let mut tick = tokio::time::interval(out.every.into());
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut sent: BTreeMap<StreamId, Produced> = BTreeMap::new();
+    let mut interrupted = false;
+    while !tasks.is_empty() {
+        tokio::select! {
+            ev = session.next_event() => match ev {
+                Some(Event::GuaranteeUnmet { stream, spec, best }) => {
+                    upcall(&session, &mut streams, plan.on_infeasible, stream, &spec, &best).await?;
+                    // Its line is printed below the view, which redraws under it.
+                    view.detach();
+                }
+                Some(Event::PathDown { path, resent }) => {
+                    tracing::warn!(path = %names.paths.get(&path).cloned().unwrap_or_default(), resent, "path down");
+                }
+                Some(Event::PathUp { path }) => {
+                    tracing::info!(path = %names.paths.get(&path).cloned().unwrap_or_default(), "path up");
+                }
+                Some(Event::Closed(reason)) => return Err(ended(to, &reason)),
+                Some(_) => {}
+                None => {
+                    let reason = session.close_reason();
+                    return Err(reason.map_or_else(|| anyhow!("the session ended"), |r| ended(to, &r)));
+                }
+            },
+            _ = tick.tick() => show(&session, &mut view, &names).await,
+            done = tasks.join_next() => match done {
+                Some(Ok((id, Ok(p)))) => {
+                    streams.producers.remove(&id);
+                    sent.insert(id, p);
+                }
+                Some(Ok((id, Err(e)))) => {
+                    streams.producers.remove(&id);
+                    if let Some(reason) = session.close_reason() {
+                        return Err(ended(to, &reason));
+                    }
+                    return Err(e.context(format!("stream {}", streams.name(id))));
+                }
+                // Aborted by `--on-infeasible drop`.
+                Some(Err(e)) if e.is_cancelled() => {}
+                Some(Err(e)) => return Err(anyhow!("a stream's producer failed: {e}")),
+                None => {}
+            },
+            _ = tokio::signal::ctrl_c() => {
+                interrupted = true;
+                tasks.abort_all();
+                break;
+            }
+        }
+    }
+    show(&session, &mut view, &names).await;
+    view.detach();
+    if interrupted {
+        eprintln!("braid: interrupted: closing the session (what was sent is delivered first)");
+    }
+    let final_snap = session.snapshot().await.ok();
+    session.close().await.map_err(|e| session_error(to, e))?;
+    if out.format == Format::Text {
+        for (id, name) in &streams.names {
+            match sent.get(id) {
+                Some(p) => eprintln!(
+                    "braid: {name}: {} messages, {} bytes sent and delivered",
+                    p.messages, p.bytes
+                ),
+                None => eprintln!("braid: {name}: stopped early"),
+            }
+        }
+    }
+    if let Some(s) = final_snap {
+        metrics::record_session(&s, &names);
+    }
+    if interrupted {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// Takes a snapshot and shows it (a failed snapshot means the session is
+/// ending; the event loop reports why).
+async fn show(session: &Session, view: &mut LiveView, names: &Names) {
+    if let Ok(snap) = session.snapshot().await {
+        view.show(&snap, names);
+        metrics::record_session(&snap, names);
+    }
+}
+
+/// Answers one upcall as the policy says.
+async fn upcall(
+    session: &Session,
+    streams: &mut Streams,
+    policy: OnInfeasible,
+    stream: StreamId,
+    spec: &StreamSpec,
+    best: &BestAchievable,
+) -> anyhow::Result<()> {
+    let name = streams.name(stream);
+    let asked = braid_core::session::StreamConfig::new(*spec).to_string();
+    let what = unmet_text(best);
+    match policy {
+        OnInfeasible::Fail => {
+            bail!("stream {name}: guarantee {asked} cannot be met ({what}); --on-infeasible fail")
+        }
+        OnInfeasible::Drop => {
+            tracing::warn!(stream = %name, asked, best = %what, "dropping the stream");
+            eprintln!("braid: stream {name}: guarantee {asked} cannot be met ({what}): dropped");
+            if let Some(h) = streams.producers.remove(&stream) {
+                h.abort();
+            }
+            session
+                .answer_upcall(stream, UpcallAnswer::Close)
+                .await
+                .map_err(anyhow::Error::from)
+        }
+        OnInfeasible::Lower => {
+            let answer = match lowered(spec, best) {
+                Some(l) => {
+                    let text = braid_core::session::StreamConfig::new(l).to_string();
+                    eprintln!(
+                        "braid: stream {name}: guarantee {asked} cannot be met; lowered to {text}"
+                    );
+                    UpcallAnswer::Lower(l)
+                }
+                None => {
+                    eprintln!("braid: stream {name}: guarantee {asked} cannot be met ({what}); running best effort");
+                    UpcallAnswer::Accept
+                }
+            };
+            session
+                .answer_upcall(stream, answer)
+                .await
+                .map_err(anyhow::Error::from)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowering_follows_the_best_achievable_figures() {
+        let best = BestAchievable {
+            rate: Bandwidth::from_mbps(2),
+            probability: Some(0.5),
+            expected_misses: Some(1.5),
+        };
+        let rate = StreamSpec::min_rate(Bandwidth::from_mbps(5), 0.95).unwrap();
+        assert_eq!(
+            lowered(&rate, &best),
+            Some(StreamSpec::min_rate(Bandwidth::from_mbps(2), 0.95).unwrap())
+        );
+        // 2 Mbit/s over 100 ms = 25,000 B = 20 messages of 1250 B (of 30).
+        let window = StreamSpec::window(25, 30, Duration::from_millis(100), 1250, 0.99).unwrap();
+        assert_eq!(
+            lowered(&window, &best),
+            Some(StreamSpec::window(20, 30, Duration::from_millis(100), 1250, 0.99).unwrap())
+        );
+        let vb = StreamSpec::violation_bound(8, Duration::from_millis(100), 1000, 0.5).unwrap();
+        assert_eq!(
+            lowered(&vb, &best),
+            Some(StreamSpec::violation_bound(8, Duration::from_millis(100), 1000, 1.5).unwrap())
+        );
+        let nothing = BestAchievable::default();
+        assert_eq!(lowered(&rate, &nothing), None);
+        assert_eq!(lowered(&window, &nothing), None);
+    }
+}

@@ -1,0 +1,269 @@
+//! `braid serve --out DIR` and `braid stream` on loopback, end to end:
+//! two paths (one from 127.0.0.1, one bound to 127.0.0.2), three streams
+//! (a guaranteed constant-rate stream, a reliable file, a best-effort
+//! file). The files arrive byte for byte, the sink says every stream is
+//! complete, and every `--format json` line parses.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A fresh temporary folder, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("braid-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A child process killed on drop (a failing test leaves nothing behind).
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Bytes that differ from one position to the next (a shifted or
+/// repeated block would not compare equal).
+fn data(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn three_streams_over_two_paths_arrive_intact() {
+    let dir = TempDir::new("session-loopback");
+    let out = dir.path().join("in");
+    let reliable = dir.path().join("reliable.bin");
+    let bulk = dir.path().join("bulk.bin");
+    std::fs::write(&reliable, data(1_500_000, 1)).expect("write file");
+    std::fs::write(&bulk, data(2_500_000, 2)).expect("write file");
+
+    let mut serve = Running(
+        Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--once", "--out"])
+            .arg(&out)
+            .env_remove("BRAID_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start braid serve"),
+    );
+    // The first line names the port; the rest is kept for the end.
+    let stderr = serve.0.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("braid serve says where it listens");
+    let addr = first
+        .strip_prefix("braid serve: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+
+    let stream = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args([
+            "stream",
+            "--to",
+            &addr,
+            "--path",
+            "direct",
+            "--path",
+            "bind=127.0.0.2",
+        ])
+        .args([
+            "--stream",
+            "crit:rate=1mbit@0.95,unreliable:cbr:1mbit:1250B",
+        ])
+        .arg("--stream")
+        .arg(format!("log:rate=500kbit@0.9:{}", reliable.display()))
+        .arg("--stream")
+        .arg(format!("bulk:best-effort:{}", bulk.display()))
+        .args(["--duration", "2s", "--format", "json", "--every", "500ms"])
+        .env_remove("BRAID_LOG")
+        .output()
+        .expect("run braid stream");
+    common::assert_ok(&stream, "braid stream");
+
+    // The sink ends with the session (--once): bounded wait.
+    assert!(
+        common::netns::eventually(60_000, || matches!(serve.0.try_wait(), Ok(Some(_)))),
+        "braid serve did not end with the session"
+    );
+    let status = serve.0.wait().expect("wait for braid serve");
+    let _ = reader.join();
+    let sink_lines: Vec<String> = rx.try_iter().collect();
+    assert!(status.success(), "braid serve failed: {sink_lines:#?}");
+
+    for (name, file) in [("log", &reliable), ("bulk", &bulk)] {
+        let got = std::fs::read(out.join(name)).expect("stream file written");
+        let want = std::fs::read(file).expect("read source file");
+        assert!(
+            got == want,
+            "{name}: {} of {} bytes, or different",
+            got.len(),
+            want.len()
+        );
+    }
+    let crit = std::fs::metadata(out.join("crit"))
+        .expect("crit written")
+        .len();
+    assert!(crit > 0 && crit % 1250 == 0, "crit: {crit} bytes");
+    for name in ["crit", "log", "bulk"] {
+        assert!(
+            sink_lines
+                .iter()
+                .any(|l| l.contains(&format!(": {name}: complete,"))),
+            "{name} not reported complete: {sink_lines:#?}"
+        );
+    }
+
+    let text = String::from_utf8_lossy(&stream.stdout);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(!lines.is_empty(), "no JSON lines");
+    for v in &lines {
+        assert_eq!(v["role"], "source");
+        assert_eq!(v["streams"].as_array().map(Vec::len), Some(3), "{v}");
+        assert_eq!(v["paths"].as_array().map(Vec::len), Some(2), "{v}");
+    }
+    let last = lines.last().expect("a line");
+    let names: Vec<&str> = last["streams"]
+        .as_array()
+        .expect("streams")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["crit", "log", "bulk"]);
+    assert_eq!(last["streams"][1]["bytes"], 1_500_000);
+    assert_eq!(last["paths"][1]["name"], "direct+bind=127.0.0.2");
+}
+
+#[test]
+fn an_existing_file_is_not_overwritten() {
+    let dir = TempDir::new("session-no-overwrite");
+    std::fs::write(dir.path().join("taken"), b"keep me").expect("write file");
+    let src = dir.path().join("src.bin");
+    std::fs::write(&src, data(10_000, 3)).expect("write file");
+    let mut serve = Running(
+        Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--once", "--out"])
+            .arg(dir.path())
+            .env_remove("BRAID_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start braid serve"),
+    );
+    let mut stderr = BufReader::new(serve.0.stderr.take().expect("piped stderr"));
+    let mut first = String::new();
+    stderr.read_line(&mut first).expect("first line");
+    let addr = first
+        .trim()
+        .strip_prefix("braid serve: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    let _ = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["stream", "--to", &addr, "--stream"])
+        .arg(format!("taken:best-effort:{}", src.display()))
+        .env_remove("BRAID_LOG")
+        .output()
+        .expect("run braid stream");
+    assert!(
+        common::netns::eventually(60_000, || matches!(serve.0.try_wait(), Ok(Some(_)))),
+        "braid serve did not stop"
+    );
+    let status = serve.0.wait().expect("wait");
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert!(!status.success());
+    assert!(rest.contains("not overwriting it (use --force)"), "{rest}");
+    assert_eq!(
+        std::fs::read(dir.path().join("taken")).expect("read"),
+        b"keep me"
+    );
+}
+
+#[test]
+fn a_source_with_the_wrong_key_is_refused_in_one_line() {
+    let dir = TempDir::new("session-keys");
+    let (a, b) = (dir.path().join("a.key"), dir.path().join("b.key"));
+    for k in [&a, &b] {
+        let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+            .arg("keygen")
+            .arg(k)
+            .output()
+            .expect("run braid keygen");
+        common::assert_ok(&out, "braid keygen");
+    }
+    let mut serve = Running(
+        Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--once", "--key"])
+            .arg(&a)
+            .env_remove("BRAID_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start braid serve"),
+    );
+    let mut stderr = BufReader::new(serve.0.stderr.take().expect("piped stderr"));
+    let mut first = String::new();
+    stderr.read_line(&mut first).expect("first line");
+    let addr = first
+        .trim()
+        .strip_prefix("braid serve: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args([
+            "stream",
+            "--to",
+            &addr,
+            "--stream",
+            "x:best-effort:cbr:1mbit",
+            "--key",
+        ])
+        .arg(&b)
+        .env_remove("BRAID_LOG")
+        .output()
+        .expect("run braid stream");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("braid: error: ") && err.contains("key mismatch"),
+        "{err}"
+    );
+}
