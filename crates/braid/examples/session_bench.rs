@@ -1,0 +1,303 @@
+//! A benchmark driver for `braid::session` and `braid::relay` on real
+//! sockets (issue 12's benchmarks; run by `testbed/bench-session.sh`,
+//! results in docs/BENCHMARKS.md).
+//!
+//! One binary, three roles, each its own process so that a relay can be
+//! killed with `kill -9` and every side can sit in its own network
+//! namespace:
+//!
+//! ```text
+//! session_bench sink   --listen ADDR [--out FILE]
+//! session_bench source --to ADDR --path P [--path P …] [--scheduler pgos|msfq|wfq|rr|minrtt]
+//!                      --stream NAME,rate,MBIT,PROB | NAME,be,MBIT | NAME,bulk  [--stream …]
+//!                      [--secs N] [--window SAMPLES] [--reliable]
+//! session_bench relay  --listen ADDR
+//! ```
+//!
+//! Streams are opened in the order given (ids 1, 2, …). A `rate` stream
+//! carries a `min_rate(MBIT, PROB)` guarantee and a constant-rate source of
+//! 25 frames/s at MBIT (seed 000's SmartPointer streams); a `be` stream is
+//! best effort with a 25 frames/s source at MBIT; a `bulk` stream is best
+//! effort with a source that always has data. Sources stop after `--secs`.
+//!
+//! Output is plain lines, wall-clock times in Unix milliseconds so that the
+//! processes' lines can be lined up:
+//! * source: `start MS`, `event MS DEBUG`, `end MS`;
+//! * sink: `win STREAM UNIX_SECOND BYTES` (bytes delivered per 1 s window),
+//!   `gap STREAM START_MS LEN_MS` (every pause of 50 ms or more between two
+//!   messages of a stream), `total STREAM BYTES FIRST_MS LAST_MS`, `close
+//!   MS REASON`;
+//! * relay: `relay ADDR` once bound.
+#![allow(clippy::disallowed_methods)] // a benchmark reads the wall clock: that is what it measures
+
+use braid::relay::{Relay, RelayConfig};
+use braid::session::{ListenerConfig, PathConfig, Session, SessionConfig, SessionListener};
+use braid_core::scheduler::{PgosConfig, StreamSpec};
+use braid_core::session::{Delivery, SchedulerKind, StreamConfig};
+use braid_core::units::Bandwidth;
+use braid_core::Duration;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Frames per second of `rate` and `be` sources (the seed's 25).
+const FPS: u64 = 25;
+/// Message size of `bulk` sources.
+const BULK_MESSAGE: usize = 16 * 1024;
+/// Pauses in a stream's delivery at least this long are printed.
+const GAP_MS: u64 = 50;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `--key value` pairs; keys may repeat.
+struct Args(Vec<(String, String)>);
+
+impl Args {
+    fn parse(rest: &[String]) -> Result<Args, BoxError> {
+        let mut out = Vec::new();
+        let mut it = rest.iter();
+        while let Some(k) = it.next() {
+            let key = k
+                .strip_prefix("--")
+                .ok_or_else(|| format!("expected --option, got {k:?}"))?;
+            if key == "reliable" {
+                out.push((key.to_string(), String::new()));
+                continue;
+            }
+            let v = it.next().ok_or_else(|| format!("--{key} needs a value"))?;
+            out.push((key.to_string(), v.clone()));
+        }
+        Ok(Args(out))
+    }
+    fn all(&self, key: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+    fn one(&self, key: &str) -> Option<&str> {
+        self.all(key).last().copied()
+    }
+    fn need(&self, key: &str) -> Result<&str, BoxError> {
+        self.one(key)
+            .ok_or_else(|| format!("--{key} is required").into())
+    }
+    fn has(&self, key: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == key)
+    }
+}
+
+fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts");
+    let r = match argv.get(1).map(String::as_str) {
+        Some("sink") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(sink(a))),
+        Some("source") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(source(a))),
+        Some("relay") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(relay(a))),
+        _ => Err("usage: session_bench sink|source|relay --option value …".into()),
+    };
+    if let Err(e) = r {
+        eprintln!("session_bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// What one stream's sink side has seen.
+#[derive(Default)]
+struct Seen {
+    windows: BTreeMap<u64, u64>,
+    bytes: u64,
+    first: u64,
+    last: u64,
+    gaps: Vec<(u64, u64)>,
+}
+
+async fn sink(a: Args) -> Result<(), BoxError> {
+    let addr: SocketAddr = a.need("listen")?.parse()?;
+    let mut listener = SessionListener::bind(addr, ListenerConfig::default())?;
+    println!("listen {}", listener.local_addr());
+    let mut inc = listener.accept().await?;
+    let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
+    while let Some(m) = inc.recv().await {
+        let t = now_ms();
+        let s = seen.entry(m.stream.0).or_default();
+        if s.bytes == 0 {
+            s.first = t;
+        } else if t - s.last >= GAP_MS {
+            s.gaps.push((s.last, t - s.last));
+        }
+        s.last = t;
+        s.bytes += m.data.len() as u64;
+        *s.windows.entry(t / 1000).or_default() += m.data.len() as u64;
+    }
+    let mut out: Box<dyn std::io::Write> = match a.one("out") {
+        Some(f) => Box::new(std::fs::File::create(f)?),
+        None => Box::new(std::io::stdout()),
+    };
+    for (id, s) in &seen {
+        for (w, b) in &s.windows {
+            writeln!(out, "win {id} {w} {b}")?;
+        }
+        for (start, len) in &s.gaps {
+            writeln!(out, "gap {id} {start} {len}")?;
+        }
+        writeln!(out, "total {id} {} {} {}", s.bytes, s.first, s.last)?;
+    }
+    writeln!(out, "close {} {:?}", now_ms(), inc.close_reason())?;
+    Ok(())
+}
+
+/// One `--stream` argument.
+struct StreamArg {
+    config: StreamConfig,
+    /// Source rate (None: always has data).
+    rate: Option<Bandwidth>,
+}
+
+fn stream_arg(s: &str, reliable: bool) -> Result<StreamArg, BoxError> {
+    let f: Vec<&str> = s.split(',').collect();
+    let mbit = |i: usize| -> Result<Bandwidth, BoxError> {
+        let v: f64 = f.get(i).ok_or("missing rate")?.parse()?;
+        Ok(Bandwidth::from_mbps_f64(v))
+    };
+    let (spec, rate) = match f.get(1).copied() {
+        Some("rate") => {
+            let p: f64 = f.get(3).ok_or("missing probability")?.parse()?;
+            (StreamSpec::min_rate(mbit(2)?, p)?, Some(mbit(2)?))
+        }
+        // Weight: the source's rate in Mbit/s (the seed's FQ weights are the targets).
+        Some("be") => (
+            StreamSpec::best_effort(mbit(2)?.mbps().round().max(1.0) as u64)?,
+            Some(mbit(2)?),
+        ),
+        Some("bulk") => (StreamSpec::best_effort(1)?, None),
+        _ => {
+            return Err(format!(
+                "bad --stream {s:?}: NAME,rate,MBIT,PROB | NAME,be,MBIT | NAME,bulk"
+            )
+            .into())
+        }
+    };
+    let mut config = StreamConfig::new(spec).with_name(f[0]);
+    if reliable {
+        config = config.with_delivery(Delivery::Reliable);
+    }
+    Ok(StreamArg { config, rate })
+}
+
+fn scheduler(name: &str) -> Result<SchedulerKind, BoxError> {
+    Ok(match name {
+        "pgos" => SchedulerKind::Pgos(PgosConfig::default()),
+        "msfq" => SchedulerKind::Msfq,
+        "wfq" => SchedulerKind::Wfq,
+        "rr" => SchedulerKind::RoundRobin,
+        "minrtt" => SchedulerKind::MinRtt,
+        _ => return Err(format!("unknown scheduler {name:?}").into()),
+    })
+}
+
+async fn source(a: Args) -> Result<(), BoxError> {
+    let to: SocketAddr = a.need("to")?.parse()?;
+    let mut config = SessionConfig {
+        paths: a
+            .all("path")
+            .iter()
+            .map(|p| p.parse::<PathConfig>())
+            .collect::<Result<_, _>>()?,
+        ..SessionConfig::default()
+    };
+    config.core.scheduler = scheduler(a.one("scheduler").unwrap_or("pgos"))?;
+    if let Some(w) = a.one("window") {
+        config.core.estimate_window = w.parse()?;
+    }
+    let secs: u64 = a.one("secs").unwrap_or("10").parse()?;
+    let reliable = a.has("reliable");
+    let streams: Vec<StreamArg> = a
+        .all("stream")
+        .iter()
+        .map(|s| stream_arg(s, reliable))
+        .collect::<Result<_, _>>()?;
+    let mut session = Session::connect(to, config).await?;
+    println!("start {}", now_ms());
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut tasks = Vec::new();
+    for s in streams {
+        let mut st = session.open_stream(s.config).await?;
+        tasks.push(tokio::spawn(async move {
+            match s.rate {
+                Some(rate) => {
+                    let frame = Bytes::from(vec![0u8; (rate.bytes_per_sec() / FPS) as usize]);
+                    let mut tick =
+                        tokio::time::interval(std::time::Duration::from_millis(1000 / FPS));
+                    while tokio::time::Instant::now() < deadline {
+                        tick.tick().await;
+                        if tokio::time::timeout_at(deadline, st.send(frame.clone()))
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+                None => {
+                    let block = Bytes::from(vec![0u8; BULK_MESSAGE]);
+                    while let Ok(r) =
+                        tokio::time::timeout_at(deadline, st.send(block.clone())).await
+                    {
+                        r?;
+                    }
+                }
+            }
+            Ok::<_, braid::session::SessionError>(())
+        }));
+    }
+    // Events until the sources stop.
+    let stdout = std::io::stdout();
+    while let Ok(Some(e)) = tokio::time::timeout_at(deadline, session.next_event()).await {
+        if !matches!(e, braid_core::session::Event::Stats { .. }) {
+            writeln!(stdout.lock(), "event {} {e:?}", now_ms())?;
+        }
+    }
+    for t in tasks {
+        if let Err(e) = t.await? {
+            println!("stream-error {} {e}", now_ms());
+        }
+    }
+    println!("end {}", now_ms());
+    if let Ok(snap) = session.snapshot().await {
+        for p in &snap.paths {
+            println!("path {p:?}");
+        }
+    }
+    // A bulk stream may still hold up to the session's byte bound: what
+    // the sink got by now is what counts, so a slow close is no failure.
+    if let Err(e) = session.close_within(Duration::from_secs(3)).await {
+        println!("close {} {e}", now_ms());
+    }
+    Ok(())
+}
+
+async fn relay(a: Args) -> Result<(), BoxError> {
+    let addr: SocketAddr = a.need("listen")?.parse()?;
+    let r = Relay::bind(addr, RelayConfig::default())?;
+    println!("relay {}", r.local_addr());
+    std::io::stdout().flush()?;
+    tokio::signal::ctrl_c().await?;
+    if let Ok(s) = r.snapshot().await {
+        println!("stats {:?}", s.stats);
+    }
+    Ok(())
+}
