@@ -94,7 +94,9 @@ def table3():
         first = math.ceil(start / 1000 + WARM)
         last = math.floor(end / 1000) - 1  # the last whole second
         for i, (name, target) in enumerate(T3, 1):
-            w = wins.get(i, {})
+            if i not in wins:
+                continue
+            w = wins[i]
             v = [w.get(s, 0) * 8 / 1e6 for s in range(first, last + 1)]
             if not v:
                 continue

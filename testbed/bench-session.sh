@@ -13,8 +13,11 @@
 # Then `python3 testbed/bench-session.py OUTDIR` summarizes every part run.
 # Environment: BRAID (braid binary), SB (session_bench binary), T3_SECS
 # (per-scheduler run, default 70; the first T3_WARM=10 s are not counted),
-# T3_SCHEDS (default "pgos msfq minrtt"), RELAY_SECS (8), RELAY_REPS (3),
-# KILLS (20), BULK_SECS (20), DATA (/work/shared/data).
+# T3_SCHEDS (default "pgos msfq minrtt"), T3_MESSAGE (send frames as
+# messages of this many bytes), T3_NO_BE=1 (no Bond2), T3_TAG (file suffix), RELAY_SECS (8), RELAY_REPS (3),
+# RELAY_CHANNEL (1gbit/1ms), RELAY_EMU_ONLY=1 (skip loopback), KILLS (20),
+# FO_SECS (14), KILL_AT (9), BULK_SECS (20), BULK_SETUPS ("low high"),
+# DATA (/work/shared/data).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 TARGET=${CARGO_TARGET_DIR:-$HERE/../target}
@@ -94,14 +97,16 @@ run_table3() {
     # Fresh channels per run: every scheduler sees the same trace segment.
     $NETNS up sb "trace:$a/20ms" "trace:$b/30ms" >/dev/null
     policy_routes 2
-    local tag="$OUT/t3-$sched"
+    local tag="$OUT/t3-$sched${T3_TAG:-}" extra=() be=(--stream Bond2,be,70.34)
+    [[ -z ${T3_MESSAGE:-} ]] || extra+=(--message "$T3_MESSAGE")
+    [[ -z ${T3_NO_BE:-} ]] || be=()
     echo "load_start $(load1)" > "$tag.meta"
     R "$SB" sink --listen 198.18.1.2:9000 --out "$tag.sink" > "$tag.sinklog" 2>&1 &
     local rpid=$!; PIDS+=("$rpid")
     wait_line "$tag.sinklog" listen
     S "$SB" source --to 198.18.1.2:9000 --path bind=198.18.1.1+name=A --path bind=198.18.2.1+name=B \
       --scheduler "$sched" --secs "$secs" \
-      --stream Atom,rate,3.249,0.95 --stream Bond1,rate,22.148,0.95 --stream Bond2,be,70.34 \
+      --stream Atom,rate,3.249,0.95 --stream Bond1,rate,22.148,0.95 "${be[@]}" "${extra[@]}" \
       > "$tag.source" 2>&1 || echo "source exit $?" >> "$tag.meta"
     wait "$rpid" || true
     echo "load_end $(load1)" >> "$tag.meta"
@@ -149,13 +154,13 @@ relay_one() {
 run_relay() {
   machine relay
   local rep
-  for rep in $(seq "${RELAY_REPS:-3}"); do
+  [[ -n ${RELAY_EMU_ONLY:-} ]] || for rep in $(seq "${RELAY_REPS:-3}"); do
     relay_one loopback direct direct 127.0.0.1:9300 "" "$rep"
     relay_one loopback relay via=127.0.0.1:7300 127.0.0.1:9300 127.0.0.1:7300 "$rep"
   done
   # 1 Gbit/s emulated, 1 ms one way; the relay sits at the far end of the
   # link (in the sink's namespace), its second hop is local.
-  $NETNS up sb 1gbit/1ms >/dev/null
+  $NETNS up sb "${RELAY_CHANNEL:-1gbit/1ms}" >/dev/null
   for rep in $(seq "${RELAY_REPS:-3}"); do
     relay_one emu direct direct 198.18.1.2:9300 "" "$rep"
     relay_one emu relay via=198.18.1.2:7300 127.0.0.1:9300 198.18.1.2:7300 "$rep"
@@ -165,12 +170,14 @@ run_relay() {
 
 # 20 runs: a session with a relayed path (channel 1, 50 Mbit/s) and a
 # direct one (channel 2, 10 Mbit/s), both 20 ms one way (RTT 40 ms); a
-# critical 4 Mbit/s stream and a bulk stream; the relay is killed -9 at
-# KILL_AT s and the run goes on for RUN_SECS.
+# critical 12 Mbit/s stream (more than the direct path has, so it must
+# use the relay) and a bulk stream; the relay is killed -9 at KILL_AT
+# (9) s, once the scheduler has mapped the stream (about 5 s after the
+# start: estimator warm-up), and the source runs FO_SECS (14) s.
 run_failover() {
   machine failover
   $NETNS up sb 50mbit/20ms 10mbit/20ms >/dev/null
-  local k run=${FO_SECS:-10} at=${KILL_AT:-5}
+  local k run=${FO_SECS:-14} at=${KILL_AT:-9}
   for k in $(seq "${KILLS:-20}"); do
     local tag="$OUT/fo-$k"
     echo "load_start $(load1)" > "$tag.meta"
@@ -182,7 +189,7 @@ run_failover() {
     wait_line "$tag.relaylog" relay
     local rpid; rpid=$(pgrep -P "$rp" -f session_bench || echo "$rp")
     S "$SB" source --to 198.18.2.2:9000 --path via=198.18.1.2:7000+name=relay --path direct+name=direct \
-      --secs "$run" --stream critical,rate,4,0.95 --stream bulk,bulk > "$tag.source" 2>&1 &
+      --secs "$run" --stream critical,rate,12,0.95 --stream bulk,bulk > "$tag.source" 2>&1 &
     local src=$!
     sleep "$at"
     echo "kill_ms $(date +%s%3N)" >> "$tag.meta"
@@ -236,8 +243,10 @@ bulk_setup() { # LABEL SUM_BITS CHANNEL...
 
 run_bulk3() {
   machine bulk3
-  bulk_setup low $(( 60 * 1000000 )) 30mbit/25ms 20mbit/10ms 10mbit/5ms
-  bulk_setup high $(( 600 * 1000000 )) 300mbit/25ms 200mbit/10ms 100mbit/5ms
+  [[ ${BULK_SETUPS:-low high} != *low* ]] ||
+    bulk_setup low $(( 60 * 1000000 )) 30mbit/25ms 20mbit/10ms 10mbit/5ms
+  [[ ${BULK_SETUPS:-low high} != *high* ]] ||
+    bulk_setup high $(( 600 * 1000000 )) 300mbit/25ms 200mbit/10ms 100mbit/5ms
 }
 
 case "$what" in

@@ -10,7 +10,7 @@
 //! session_bench sink   --listen ADDR [--out FILE]
 //! session_bench source --to ADDR --path P [--path P …] [--scheduler pgos|msfq|wfq|rr|minrtt]
 //!                      --stream NAME,rate,MBIT,PROB | NAME,be,MBIT | NAME,bulk  [--stream …]
-//!                      [--secs N] [--window SAMPLES] [--reliable]
+//!                      [--secs N] [--window SAMPLES] [--reliable] [--message BYTES]
 //! session_bench relay  --listen ADDR
 //! ```
 //!
@@ -19,6 +19,8 @@
 //! 25 frames/s at MBIT (seed 000's SmartPointer streams); a `be` stream is
 //! best effort with a 25 frames/s source at MBIT; a `bulk` stream is best
 //! effort with a source that always has data. Sources stop after `--secs`.
+//! With `--message BYTES` a frame is sent as messages of at most BYTES
+//! (the sink then counts it as its packets arrive, not when it is whole).
 //!
 //! Output is plain lines, wall-clock times in Unix milliseconds so that the
 //! processes' lines can be lined up:
@@ -225,6 +227,7 @@ async fn source(a: Args) -> Result<(), BoxError> {
     }
     let secs: u64 = a.one("secs").unwrap_or("10").parse()?;
     let reliable = a.has("reliable");
+    let message: usize = a.one("message").unwrap_or("0").parse()?;
     let streams: Vec<StreamArg> = a
         .all("stream")
         .iter()
@@ -240,15 +243,17 @@ async fn source(a: Args) -> Result<(), BoxError> {
             match s.rate {
                 Some(rate) => {
                     let frame = Bytes::from(vec![0u8; (rate.bytes_per_sec() / FPS) as usize]);
+                    let piece = if message == 0 { frame.len() } else { message };
                     let mut tick =
                         tokio::time::interval(std::time::Duration::from_millis(1000 / FPS));
                     while tokio::time::Instant::now() < deadline {
                         tick.tick().await;
-                        if tokio::time::timeout_at(deadline, st.send(frame.clone()))
-                            .await
-                            .is_err()
-                        {
-                            break;
+                        for at in (0..frame.len()).step_by(piece.max(1)) {
+                            let m = frame.slice(at..(at + piece).min(frame.len()));
+                            match tokio::time::timeout_at(deadline, st.send(m)).await {
+                                Ok(r) => r?,
+                                Err(_) => return Ok(()),
+                            }
                         }
                     }
                 }
