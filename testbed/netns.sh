@@ -43,7 +43,8 @@
 # Relays: a channel written relay:SPEC (e.g. relay:100mbit/40ms) joins s<i>
 # to m<i> in a third namespace "bt<pid>-NAME-m" (198.18.<i>.2 is then m's),
 # and an unshaped veth x<i> joins m (198.19.<i>.1) to r (198.19.<i>.2); m
-# routes the other channels' subnets to r over it. A relay in m listening on
+# routes the other channels' subnets to r over it (and r routes channel i's
+# subnet back to m). A relay in m listening on
 # 198.18.<i>.2 thus reaches a sink in r at its address on any direct channel,
 # e.g. 198.18.1.2, and killing that relay cuts only channel i's path.
 set -euo pipefail
@@ -182,6 +183,8 @@ cmd_up() {
     ip -n "$r" addr add "198.19.$i.2/24" dev "x$i"
     ip -n "$m" link set "x$i" up
     ip -n "$r" link set "x$i" up
+    # r answers a relay bound to its channel address (198.18.i.2) over x<i>.
+    ip -n "$r" route add "198.18.$i.0/24" via "198.19.$i.1"
     if [[ $first == 1 ]]; then
       for k in "${direct[@]}"; do
         ip -n "$m" route add "198.18.$k.0/24" via "198.19.$i.2"

@@ -131,9 +131,13 @@ fn missing_settings_are_named() {
         &["--listen", "nowhere"],
     );
     one_error_line(
-        &braid(&["relay", "--listen", "nowhere"]),
+        &braid(&["relay", "--open", "--listen", "nowhere"]),
         &["--listen", "nowhere"],
     );
+    // Not an open relay unless asked: no key, no relay.
+    let out = braid(&["relay", "--listen", "127.0.0.1:0"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--key"));
 }
 
 #[test]

@@ -26,8 +26,12 @@ pub struct RelayArgs {
     #[arg(long)]
     pub listen: String,
     /// The key file (`braid keygen`) sessions must hold to be relayed.
-    #[arg(long, value_name = "FILE")]
+    /// Required unless --open.
+    #[arg(long, value_name = "FILE", required_unless_present = "open")]
     pub key: Option<PathBuf>,
+    /// Relay for anyone, without a key (trusted networks and tests only).
+    #[arg(long, conflicts_with = "key")]
+    pub open: bool,
     /// Serve Prometheus metrics at http://ADDR/.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
@@ -92,7 +96,7 @@ async fn relay(listen: SocketAddr, args: RelayArgs) -> anyhow::Result<()> {
 pub fn render(snap: &RelaySnapshot, t: f64) -> String {
     let s = &snap.stats;
     let mut out = format!(
-        "t={t:.1}s relay pairs={} forwarded={} B down, {} B up ({} + {} messages) refused={} dropped={} reports={}\n",
+        "t={t:.1}s relay pairs={} forwarded={} B down, {} B up ({} + {} messages) refused={} dropped={} reports={} auth_failed={}\n",
         snap.pairs.len(),
         s.bytes_down,
         s.bytes_up,
@@ -100,7 +104,8 @@ pub fn render(snap: &RelaySnapshot, t: f64) -> String {
         s.forwarded_up,
         s.refused,
         s.dropped,
-        s.reports
+        s.reports,
+        snap.endpoint.auth_failed
     );
     for p in &snap.pairs {
         let to = p.to.map_or("-".to_string(), |a| a.to_string());
@@ -132,6 +137,8 @@ pub struct RelayLine {
     pub refused: u64,
     /// Messages dropped (the other side gone).
     pub dropped: u64,
+    /// Handshakes refused for a wrong or missing key (no state kept).
+    pub auth_failed: u64,
     /// Each forwarding pair now.
     pub pairs: Vec<RelayPair>,
 }
@@ -166,6 +173,7 @@ impl RelayLine {
             bytes_up: s.bytes_up,
             refused: s.refused,
             dropped: s.dropped,
+            auth_failed: snap.endpoint.auth_failed,
             pairs: snap
                 .pairs
                 .iter()

@@ -70,6 +70,10 @@ pub struct UdpTransmit<'a> {
     pub contents: &'a [u8],
     /// The size of each datagram when there are several.
     pub segment_size: Option<usize>,
+    /// The source IP to send from, for a socket bound to the unspecified
+    /// address (so a reply leaves from the address the peer wrote to);
+    /// `None`: the kernel chooses.
+    pub src_ip: Option<IpAddr>,
 }
 
 /// A UDP socket the driver can own: quinn's `AsyncUdpSocket`, reduced to
@@ -127,6 +131,7 @@ pub trait AsyncUdpSocket: Send + Debug + 'static {
 pub struct GsoBatch {
     buf: Vec<u8>,
     dest: Option<SocketAddr>,
+    src: Option<IpAddr>,
     segment: usize,
     count: usize,
     closed: bool,
@@ -146,10 +151,23 @@ impl GsoBatch {
     /// Adds a datagram if it may join the batch under the GSO rules (and
     /// `max_segments`); false if it must start the next batch.
     pub fn push(&mut self, dest: SocketAddr, data: &[u8], max_segments: usize) -> bool {
+        self.push_from(None, dest, data, max_segments)
+    }
+
+    /// As [`GsoBatch::push`], sending from `src` (see
+    /// [`UdpTransmit::src_ip`]); a batch has one source.
+    pub fn push_from(
+        &mut self,
+        src: Option<IpAddr>,
+        dest: SocketAddr,
+        data: &[u8],
+        max_segments: usize,
+    ) -> bool {
         if self.count == 0 {
             self.buf.clear();
             self.buf.extend_from_slice(data);
             self.dest = Some(dest);
+            self.src = src;
             self.segment = data.len();
             self.count = 1;
             self.closed = data.is_empty();
@@ -157,6 +175,7 @@ impl GsoBatch {
         }
         if self.closed
             || self.dest != Some(dest)
+            || self.src != src
             || data.len() > self.segment
             || data.is_empty()
             || self.count >= max_segments
@@ -177,6 +196,7 @@ impl GsoBatch {
             destination,
             contents: &self.buf,
             segment_size: (self.count > 1).then_some(self.segment),
+            src_ip: self.src,
         })
     }
 
@@ -218,6 +238,20 @@ impl RecvBuffers {
         cx: &mut Context<'_>,
         mut f: impl FnMut(SocketAddr, &[u8]),
     ) -> Poll<io::Result<usize>> {
+        self.poll_recv_to(socket, cx, |from, _, d| f(from, d))
+    }
+
+    /// As [`RecvBuffers::poll_recv_from`], also handing over each
+    /// datagram's destination IP where the platform reports it.
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub fn poll_recv_to(
+        &mut self,
+        socket: &mut dyn AsyncUdpSocket,
+        cx: &mut Context<'_>,
+        mut f: impl FnMut(SocketAddr, Option<IpAddr>, &[u8]),
+    ) -> Poll<io::Result<usize>> {
         let n = {
             let mut iovs: Vec<IoSliceMut<'_>> =
                 self.rx.iter_mut().map(|b| IoSliceMut::new(b)).collect();
@@ -236,7 +270,7 @@ impl RecvBuffers {
                 m.stride
             };
             for d in data.chunks(stride) {
-                f(m.addr, d);
+                f(m.addr, m.dst_ip, d);
                 count += 1;
             }
         }
@@ -346,7 +380,7 @@ impl AsyncUdpSocket for UdpIo {
             ecn: None,
             contents: t.contents,
             segment_size: t.segment_size,
-            src_ip: None,
+            src_ip: t.src_ip,
         };
         loop {
             match self.socket.poll_send_ready(cx) {

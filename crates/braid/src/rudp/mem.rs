@@ -214,6 +214,7 @@ mod tests {
             destination: a(2),
             contents: &[0; 10],
             segment_size: None,
+            src_ip: None,
         };
         std::future::poll_fn(|cx| s.poll_send(cx, &t))
             .await

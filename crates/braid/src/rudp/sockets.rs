@@ -117,7 +117,7 @@ impl SocketSet {
         };
         let mut first = None;
         for (i, s) in self.sockets.iter().enumerate() {
-            if s.local != l {
+            if s.local != l && !covers(s.local, l) {
                 continue;
             }
             if s.io.serves(path.remote) {
@@ -126,6 +126,16 @@ impl SocketSet {
             first = first.or(Some(i));
         }
         first.unwrap_or(0)
+    }
+
+    /// The source IP a datagram on `path` leaves from through socket `i`:
+    /// the path's local IP when the socket is bound to the unspecified
+    /// address (see `poll_recv`), else the kernel's choice.
+    fn source_ip(&self, i: usize, path: &FourTuple) -> Option<std::net::IpAddr> {
+        let bound = self.sockets[i].local;
+        let l = path.local?;
+        (bound.ip().is_unspecified() && !l.ip().is_unspecified() && covers(bound, l))
+            .then_some(l.ip())
     }
 
     /// The socket counters, with the TCP sockets' added up.
@@ -154,10 +164,25 @@ impl SocketSet {
             let now = clock::now();
             let io = &mut self.io;
             let sock = &mut self.sockets[i];
-            let local = Some(sock.local);
-            let r = self.rx.poll_recv_from(&mut *sock.io, cx, |remote, d| {
+            let bound = sock.local;
+            let r = self.rx.poll_recv_to(&mut *sock.io, cx, |remote, dst, d| {
                 io.datagrams_received += 1;
-                deliver(now, FourTuple { local, remote }, d);
+                // On a socket bound to the unspecified address, the path's
+                // local end is the address the peer wrote to, so replies
+                // leave from it (a multi-homed host reached on one address
+                // through another interface must not answer from a third).
+                let local = match dst {
+                    Some(ip) if bound.ip().is_unspecified() => SocketAddr::new(ip, bound.port()),
+                    _ => bound,
+                };
+                deliver(
+                    now,
+                    FourTuple {
+                        local: Some(local),
+                        remote,
+                    },
+                    d,
+                );
             });
             match r {
                 Poll::Ready(Ok(k)) => {
@@ -193,8 +218,11 @@ impl SocketSet {
             }
             let max = self.sockets[self.batch_socket].io.max_gso_segments();
             let size = t.size.min(self.scratch.len());
+            let src = self.source_ip(socket, &t.path);
             if socket != self.batch_socket
-                || !self.batch.push(t.path.remote, &self.scratch[..size], max)
+                || !self
+                    .batch
+                    .push_from(src, t.path.remote, &self.scratch[..size], max)
             {
                 // Starts the next batch; its bytes stay in `scratch`.
                 self.held = Some(t);
@@ -252,4 +280,10 @@ impl SocketSet {
             cx.waker().wake_by_ref();
         }
     }
+}
+
+/// Whether a socket bound to `bound` receives for local address `l`: the
+/// same port on the unspecified address of the same family.
+fn covers(bound: SocketAddr, l: SocketAddr) -> bool {
+    bound.ip().is_unspecified() && bound.port() == l.port() && bound.is_ipv4() == l.is_ipv4()
 }

@@ -561,6 +561,7 @@ mod tests {
             destination: to,
             contents: d,
             segment_size: None,
+            src_ip: None,
         };
         std::future::poll_fn(|cx| s.poll_send(cx, &t))
             .await
