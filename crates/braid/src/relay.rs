@@ -22,7 +22,6 @@
 //! of [`TCP_SEND_BUFFER`](crate::rudp::tcp::TCP_SEND_BUFFER) bytes, for at
 //! most [`MAX_TCP_PEERS`](crate::rudp::tcp::MAX_TCP_PEERS) connections.
 
-use crate::clock;
 use crate::rudp::sockets::{Socket, SocketSet};
 use crate::rudp::tcp::TcpServer;
 use crate::rudp::{bind_udp, os_secret, IoStats, RudpError, MAX_ROUNDS};
@@ -193,18 +192,8 @@ impl Future for Driver {
                     Poll::Pending => break,
                 }
             }
-            let core = &mut this.core;
-            progress |= this
-                .sockets
-                .poll_recv(cx, |now, path, d| core.handle_datagram(now, path, d));
-            let now = clock::now();
-            if this.core.poll_timeout().is_some_and(|t| t <= now) {
-                this.core.handle_timeout(now);
-            }
-            let core = &mut this.core;
-            progress |= this
-                .sockets
-                .poll_send(cx, |now, buf| core.poll_transmit(now, buf));
+            progress |= this.sockets.poll_input(cx, &mut this.core);
+            progress |= this.sockets.poll_output(cx, &mut this.core);
             if !progress {
                 break;
             }

@@ -4,107 +4,22 @@
 //! namespace tests.)
 
 use braid::relay::{Relay, RelayConfig};
-use braid::session::{
-    CloseReason, IncomingSession, ListenerConfig, Session, SessionConfig, SessionError,
-    SessionListener,
-};
+use braid::session::{CloseReason, ListenerConfig, Session, SessionError, SessionListener};
 use braid_core::scheduler::StreamSpec;
 use braid_core::session::{Delivery, StreamConfig};
 use braid_core::units::Bandwidth;
 use braid_core::{Duration, StreamId};
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
 
-fn data(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn config(paths: &[&str]) -> SessionConfig {
-    SessionConfig {
-        paths: paths.iter().map(|p| p.parse().unwrap()).collect(),
-        connect_timeout: Duration::from_secs(3),
-        ..SessionConfig::default()
-    }
-}
-
-/// Reads every message of a session, by stream, until it ends.
-async fn drain(mut s: IncomingSession) -> (BTreeMap<StreamId, Vec<u8>>, Option<CloseReason>) {
-    let got = drain_mut(&mut s).await;
-    (got, s.close_reason())
-}
-
-async fn drain_mut(s: &mut IncomingSession) -> BTreeMap<StreamId, Vec<u8>> {
-    let mut got: BTreeMap<StreamId, Vec<u8>> = BTreeMap::new();
-    while let Some(m) = s.recv().await {
-        got.entry(m.stream).or_default().extend_from_slice(&m.data);
-    }
-    got
-}
-
-async fn listener() -> (SessionListener, SocketAddr) {
-    let l = SessionListener::bind("127.0.0.1:0".parse().unwrap(), ListenerConfig::default())
-        .expect("bind a sink on loopback");
-    let a = l.local_addr();
-    (l, a)
-}
-
-/// Sends `payload` in 1200-byte messages and finishes.
-async fn send_all(mut s: braid::session::Stream, payload: Vec<u8>) -> Result<(), SessionError> {
-    for chunk in payload.chunks(1200) {
-        s.send(chunk.to_vec().into()).await?;
-    }
-    s.finish().await
-}
+mod sessions;
+use sessions::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_streams_over_two_paths_arrive_intact() {
-    let (mut l, sink) = listener().await;
-    let sink_task = tokio::spawn(async move { drain(l.accept().await.unwrap()).await });
-    let session = Session::connect(sink, config(&["bind=127.0.0.1", "bind=127.0.0.2"]))
-        .await
-        .expect("connect over two paths");
-    let specs = [
-        StreamConfig::new(StreamSpec::min_rate(Bandwidth::from_mbps(2), 0.95).unwrap())
-            .with_name("critical"),
-        StreamConfig::new(StreamSpec::best_effort(1).unwrap()).with_name("bulk"),
-        StreamConfig::new(
-            StreamSpec::window(9, 10, Duration::from_millis(100), 1200, 0.9).unwrap(),
-        )
-        .with_name("frames"),
-    ];
-    let sizes = [300_000, 3_000_000, 200_000];
-    let mut tasks = Vec::new();
-    for (i, (spec, size)) in specs.into_iter().zip(sizes).enumerate() {
-        let s = session.open_stream(spec).await.unwrap();
-        tasks.push(tokio::spawn(send_all(s, data(i as u64 + 7, size))));
-    }
-    for t in tasks {
-        t.await.unwrap().expect("every stream finishes");
-    }
-    let snap = session.snapshot().await.unwrap();
+    let snap = three_streams(&["bind=127.0.0.1", "bind=127.0.0.2"]).await;
     assert_eq!(snap.paths.len(), 2);
     assert!(snap.paths.iter().all(|p| p.up), "{:?}", snap.paths);
     assert_eq!(snap.streams.len(), 3);
     assert!(snap.streams.iter().all(|s| s.finished));
-    session.close().await.expect("a clean close");
-    let (got, why) = sink_task.await.unwrap();
-    assert!(
-        matches!(why, Some(CloseReason::Peer { .. })),
-        "the source closed it: {why:?}"
-    );
-    for (i, size) in sizes.into_iter().enumerate() {
-        let id = StreamId(i as u32 + 1);
-        assert_eq!(got.get(&id).map(Vec::len), Some(size), "{id}");
-        assert!(got[&id] == data(i as u64 + 7, size), "{id} differs");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,6 +166,17 @@ fn a_killed_source_leaves_the_sink_with_incomplete_streams() {
     });
     sent_rx.recv().unwrap();
     let mut inc = rt.block_on(accept).unwrap();
+    // The sink knows the stream before the source dies.
+    let known = rt.block_on(async {
+        for _ in 0..200 {
+            if inc.snapshot().await.is_ok_and(|s| s.streams.len() == 1) {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        false
+    });
+    assert!(known, "the sink never saw the stream open");
     stop.send(()).unwrap();
     source.join().unwrap();
     let got = rt.block_on(async {
@@ -262,15 +188,14 @@ fn a_killed_source_leaves_the_sink_with_incomplete_streams() {
     assert!(matches!(why, Some(CloseReason::PeerLost(_))), "{why:?}");
     assert!(got.values().map(Vec::len).sum::<usize>() <= 200_000);
     // The stream opened and never closed: the application can tell.
-    let (mut opened, mut closed) = (false, false);
+    let mut events = Vec::new();
     while let Some(e) = rt.block_on(inc.next_event()) {
-        match e {
-            braid_core::session::Event::StreamOpened { .. } => opened = true,
-            braid_core::session::Event::StreamClosed { .. } => closed = true,
-            _ => {}
-        }
+        events.push(e);
     }
-    assert!(opened && !closed);
+    use braid_core::session::Event as E;
+    // The stream never closed: the application can tell it is incomplete.
+    let closed = events.iter().any(|e| matches!(e, E::StreamClosed { .. }));
+    assert!(!closed, "{events:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -318,4 +243,43 @@ async fn keyed_sinks_and_relays_refuse_a_session_without_the_key() {
     session.close().await.unwrap();
     let (got, _) = sink_task.await.unwrap();
     assert!(got[&StreamId(1)] == data(9, 100_000));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_light_stream_is_mapped_because_idle_paths_are_probed() {
+    // A 1 Mbit/s stream never fills a loopback path: without probes every
+    // interval is app-limited, the path has no estimate, and the guarantee
+    // is never mapped.
+    let (mut l, sink) = listener().await;
+    let sink_task = tokio::spawn(async move { drain(l.accept().await.unwrap()).await });
+    let session = Session::connect(sink, config(&["direct"])).await.unwrap();
+    let mut s = session
+        .open_stream(StreamConfig::new(
+            StreamSpec::min_rate(Bandwidth::from_mbps(1), 0.95).unwrap(),
+        ))
+        .await
+        .unwrap();
+    let mut mapped = None;
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
+    for i in 0..600u32 {
+        tick.tick().await;
+        // 1250 B every 10 ms: 1 Mbit/s.
+        s.send(vec![(i % 251) as u8; 1250].into()).await.unwrap();
+        if i % 20 == 0 {
+            let snap = session.snapshot().await.unwrap();
+            if !snap.streams[0].paths.is_empty() {
+                mapped = Some((i, snap.paths[0].guaranteed, snap.stats.probe_bytes));
+                break;
+            }
+        }
+    }
+    let (_, guaranteed, probed) = mapped.expect("the stream was mapped within 6 s");
+    assert!(
+        guaranteed.is_some_and(|g| g > Bandwidth::from_mbps(10)),
+        "{guaranteed:?}"
+    );
+    assert!(probed > 0);
+    s.finish().await.unwrap();
+    session.close().await.unwrap();
+    sink_task.await.unwrap();
 }

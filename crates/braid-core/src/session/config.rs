@@ -118,6 +118,10 @@ pub struct SessionConfig {
     /// up. `None` (the default): keep trying for ever, as braid-sim's
     /// outage scenarios need; the runtime sets a few seconds.
     pub peer_timeout: Option<Duration>,
+    /// Probe paths the application leaves app-limited (see
+    /// [`super::probe`]). `None` (the default, as braid-sim needs): never;
+    /// the tokio runtime turns it on.
+    pub probe: Option<super::probe::ProbeConfig>,
 }
 
 impl Default for SessionConfig {
@@ -134,6 +138,7 @@ impl Default for SessionConfig {
             stats_interval: Duration::from_secs(1),
             ack_interval: Duration::from_millis(5),
             peer_timeout: None,
+            probe: None,
         }
     }
 }

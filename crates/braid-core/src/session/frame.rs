@@ -39,6 +39,7 @@ const T_CLOSE: u8 = 0x07;
 const T_ROUTE: u8 = 0x08;
 const T_HOP_REPORT: u8 = 0x09;
 const T_STREAM_REPORT: u8 = 0x0a;
+const T_PAD: u8 = 0x0b;
 
 /// A session's identity, chosen by the source and named in every path's
 /// first frame.
@@ -118,6 +119,9 @@ pub enum Frame<'a> {
         /// Messages lost or dropped late, since the stream opened.
         lost: u64,
     },
+    /// Source → sink: padding a probe sends (see [`super::probe`]); the
+    /// payload is this many zero bytes, and the sink drops it.
+    Pad(usize),
     /// Either way: the session is over (`code` 0 = normal end).
     Close {
         /// Why, as a number (see [`CloseCode`](super::CloseCode)).
@@ -211,6 +215,7 @@ impl<'a> Frame<'a> {
                 rate: Bandwidth::from_bps(r.varint()?),
                 lost: r.varint()?,
             },
+            T_PAD => Frame::Pad(r.rest().len()),
             other => return Err(FrameError::UnknownType(other)),
         };
         if !r.is_empty() {
@@ -278,6 +283,10 @@ impl<'a> Frame<'a> {
                 put_varint(out, u64::from((*windows_met_ppm).min(1_000_000)));
                 put_varint(out, rate.bps().min(crate::wire::VARINT_MAX));
                 put_varint(out, (*lost).min(crate::wire::VARINT_MAX));
+            }
+            Frame::Pad(n) => {
+                out.push(T_PAD);
+                out.resize(out.len() + n, 0);
             }
             Frame::Close { code, reason } => {
                 out.push(T_CLOSE);
@@ -637,6 +646,7 @@ mod tests {
                     "[2001:db8::1]:9000".parse().unwrap(),
                 ],
             }),
+            Frame::Pad(1200),
             Frame::StreamReport {
                 stream: StreamId(3),
                 windows_met_ppm: 987_654,

@@ -28,6 +28,7 @@
 //! | `path` | one path: its connection, estimator, RTT and loss history, liveness |
 //! | `source` | the source side: stream queues, dispatch, session acks, failover |
 //! | `sink` | the sink side: reassembly, duplicates, deadlines, acks, statistics |
+//! | [`probe`] | [`probe::ProbeConfig`]: padding that measures paths the application leaves idle |
 //! | [`route`] | [`route::Route`] and [`route::HopReport`]: where a relayed path goes, what its relays measure |
 //! | [`relay`] | [`relay::Relay`]: forwards a path's messages hop by hop, each hop its own connection |
 //! | [`event`] | [`Event`]s and [`StreamStats`] |
@@ -72,6 +73,7 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 mod path;
+pub mod probe;
 pub mod relay;
 pub mod route;
 mod sink;
@@ -159,6 +161,8 @@ pub struct SessionStats {
     pub events_dropped: u64,
     /// Connections that were not (yet) a path: no PATH_HELLO, another session.
     pub stray_connections: u64,
+    /// Padding bytes sent to probe app-limited paths (source).
+    pub probe_bytes: u64,
 }
 
 /// The application → scheduler stage of a source, where seed 001's

@@ -79,6 +79,11 @@ pub(crate) struct PathState {
     /// Sum of the fresh hop reports' RTTs, and their combined loss.
     pub hops_srtt: Duration,
     pub hops_loss: f64,
+    /// The last finished interval was app-limited (starts true).
+    pub last_app_limited: bool,
+    /// Probing until this instant; the next probe is due then.
+    pub probe_until: Option<Instant>,
+    pub next_probe: Option<Instant>,
 }
 
 /// A hop report older than this no longer counts (its relay stopped
@@ -114,6 +119,9 @@ impl PathState {
             last_loss: 0.0,
             hops_srtt: Duration::ZERO,
             hops_loss: 0.0,
+            last_app_limited: true,
+            probe_until: None,
+            next_probe: None,
         }
     }
 
@@ -171,6 +179,7 @@ impl PathState {
         self.srtt = srtt;
         self.last_rate = s.rate;
         self.last_loss = s.loss_ratio();
+        self.last_app_limited = s.app_limited;
         self.estimate.handle_sample(s);
         if s.app_limited {
             return;

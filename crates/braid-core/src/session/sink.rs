@@ -247,6 +247,8 @@ impl Session {
             }
         }
         match f {
+            // A source's probe: measured by the transport, dropped here.
+            Frame::Pad(_) => Ok(()),
             Frame::StreamOpen { stream, config } => {
                 if self.finished.contains(&stream) {
                     // A late copy of the open of a stream that has ended.

@@ -119,8 +119,9 @@ impl Session {
     ) -> Result<StreamId, SessionError> {
         self.check_role(super::Role::Source, "open_stream")?;
         config.validate()?;
-        if self.next_stream >= MAX_STREAMS {
-            return Err(SessionError::TooManyStreams(MAX_STREAMS - 1));
+        // The last id is the probes' (`probe::PROBE_STREAM`).
+        if self.next_stream >= MAX_STREAMS - 1 {
+            return Err(SessionError::TooManyStreams(MAX_STREAMS - 2));
         }
         let id = StreamId(self.next_stream);
         self.next_stream += 1;
@@ -545,6 +546,7 @@ impl Session {
                 return;
             }
             let Some(d) = self.sched.get().poll_dispatch_on(path, now) else {
+                self.probe_path(now, path);
                 return;
             };
             if !self.send_dispatch(now, d) {

@@ -217,27 +217,23 @@ impl Driver {
 
     // ---- socket ------------------------------------------------------------
 
-    /// Reads datagrams into the core; true if any arrived.
+    /// Reads datagrams into the core and runs its due timers; true if any
+    /// datagram arrived.
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> bool {
-        let core = &mut self.core;
-        self.sockets
-            .poll_recv(cx, |now, path, d| core.handle_datagram(now, path, d))
+        self.sockets.poll_input(cx, &mut self.core)
     }
 
     /// Writes what the core has to send; true if anything was written.
     fn poll_send(&mut self, cx: &mut Context<'_>) -> bool {
-        let core = &mut self.core;
-        self.sockets
-            .poll_send(cx, |now, buf| core.poll_transmit(now, buf))
+        self.sockets.poll_output(cx, &mut self.core)
     }
 
     // ---- timers ------------------------------------------------------------
 
+    /// Handshakes that did not complete in time (the core's own timers
+    /// ran with the input, in `poll_recv`).
     fn run_timers(&mut self) {
         let now = clock::now();
-        if self.core.poll_timeout().is_some_and(|t| t <= now) {
-            self.core.handle_timeout(now);
-        }
         let expired: Vec<ConnectionHandle> = self
             .conns
             .iter()

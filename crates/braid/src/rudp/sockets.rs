@@ -48,6 +48,41 @@ impl Socket {
     }
 }
 
+/// A sans-IO state machine a driver feeds from its sockets: braid-core's
+/// transport endpoint, session or relay.
+pub(crate) trait Machine {
+    /// A datagram arrived over `path`.
+    fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]);
+    /// The instant of `poll_timeout` has passed.
+    fn handle_timeout(&mut self, now: Instant);
+    /// The next datagram to send, written into `buf`.
+    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit>;
+    /// When to call `handle_timeout` next.
+    fn poll_timeout(&self) -> Option<Instant>;
+}
+
+macro_rules! machine {
+    ($t:ty) => {
+        impl Machine for $t {
+            fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]) {
+                <$t>::handle_datagram(self, now, path, data)
+            }
+            fn handle_timeout(&mut self, now: Instant) {
+                <$t>::handle_timeout(self, now)
+            }
+            fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+                <$t>::poll_transmit(self, now, buf)
+            }
+            fn poll_timeout(&self) -> Option<Instant> {
+                <$t>::poll_timeout(self)
+            }
+        }
+    };
+}
+machine!(braid_core::transport::Endpoint);
+machine!(braid_core::session::Session);
+machine!(braid_core::session::relay::Relay);
+
 /// A driver's sockets, buffers and timer (see the module docs).
 pub(crate) struct SocketSet {
     /// At least one; paths name them by local address.
@@ -259,6 +294,23 @@ impl SocketSet {
             progress = true;
             sends += 1;
         }
+    }
+
+    /// Input for `m`: the datagrams waiting on the sockets, then its due
+    /// timers. True if any datagram arrived.
+    pub(crate) fn poll_input(&mut self, cx: &mut Context<'_>, m: &mut impl Machine) -> bool {
+        let got = self.poll_recv(cx, |now, path, d| m.handle_datagram(now, path, d));
+        let now = clock::now();
+        if m.poll_timeout().is_some_and(|t| t <= now) {
+            m.handle_timeout(now);
+        }
+        got
+    }
+
+    /// Output of `m`: writes what it has to send; true if anything was
+    /// written.
+    pub(crate) fn poll_output(&mut self, cx: &mut Context<'_>, m: &mut impl Machine) -> bool {
+        self.poll_send(cx, |now, buf| m.poll_transmit(now, buf))
     }
 
     /// Arms the timer for `deadline` (or wakes at once for a close one).

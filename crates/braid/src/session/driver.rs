@@ -471,8 +471,10 @@ impl Driver {
                 }
             }
         }
-        if self.core.is_closed() && self.closed_at.is_none() {
-            self.closed_at = Some(now);
+        if self.core.is_closed() {
+            self.closed_at.get_or_insert(now);
+            // Answered whenever they come: a close asked for after the
+            // session ended gets its reason at once.
             if let Side::Source {
                 closing, streams, ..
             } = &mut self.side
@@ -582,22 +584,13 @@ impl Future for Driver {
         let this = &mut *self;
         for round in 0..MAX_ROUNDS {
             let mut progress = this.poll_commands(cx);
-            let core = &mut this.core;
-            progress |= this
-                .sockets
-                .poll_recv(cx, |now, path, d| core.handle_datagram(now, path, d));
+            progress |= this.sockets.poll_input(cx, &mut this.core);
             let now = clock::now();
-            if this.core.poll_timeout().is_some_and(|t| t <= now) {
-                this.core.handle_timeout(now);
-            }
             progress |= this.feed_streams(cx, now);
             progress |= this.deliver(now);
             progress |= this.move_events(now);
             progress |= this.check_close(now);
-            let core = &mut this.core;
-            progress |= this
-                .sockets
-                .poll_send(cx, |now, buf| core.poll_transmit(now, buf));
+            progress |= this.sockets.poll_output(cx, &mut this.core);
             if this.done() {
                 return Poll::Ready(());
             }

@@ -129,7 +129,11 @@ pub struct SessionConfig {
 impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
-            core: CoreConfig::default(),
+            core: CoreConfig {
+                // Light streams leave paths app-limited: measure them anyway.
+                probe: Some(braid_core::session::probe::ProbeConfig::default()),
+                ..CoreConfig::default()
+            },
             paths: Vec::new(),
             connect_timeout: Duration::from_secs(5),
             peer_timeout: PEER_TIMEOUT,
@@ -177,8 +181,9 @@ pub enum SessionError {
         /// Why.
         why: String,
     },
-    /// No path reached the sink within the connect timeout.
-    #[error("no path reached the sink at {sink} within {after}: {details}")]
+    /// No path reached the sink: each was refused, or none answered
+    /// within the connect timeout.
+    #[error("no path reached the sink at {sink}: {details}")]
     NoPath {
         /// The sink.
         sink: SocketAddr,

@@ -171,7 +171,8 @@ impl Session {
                         match e {
                             Some(e) => format!("{name}: {e}"),
                             None => format!(
-                                "{name}: no answer (is a braid sink or relay listening there?)"
+                                "{name}: no answer within {} (is a braid sink or relay listening there?)",
+                                config.connect_timeout
                             ),
                         }
                     })
