@@ -230,6 +230,14 @@ pub trait Scheduler: fmt::Debug {
     /// `path` can take one packet now: which message? `None` if nothing
     /// should go on it.
     fn poll_dispatch_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch>;
+    /// As [`Scheduler::poll_dispatch_on`], but only a message the path owes
+    /// a guarantee ([`Class::Scheduled`] or [`Class::OtherPath`]): what a
+    /// driver asks when the path has no room left for unscheduled traffic.
+    /// Schedulers without guarantees have none (the default).
+    fn poll_dispatch_scheduled_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {
+        let _ = (path, now);
+        None
+    }
     /// Pick the path and the message (push mode). `None` if nothing to send or
     /// every path with work is backing off.
     fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch>;

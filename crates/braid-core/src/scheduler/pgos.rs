@@ -603,14 +603,11 @@ impl Scheduler for Pgos {
     }
 
     fn poll_dispatch_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {
-        let j = self.path_index(path)?;
-        self.paths[j].backoff = self.cfg.backoff_initial;
-        self.paths[j].blocked_until = Instant::ZERO;
-        let t = self.decide(j, now)?;
-        self.record_undo(t, j);
-        let p = &mut self.paths[j];
-        p.vp_tag = p.vp_tag.max(now.as_nanos()) + ns_for(t.bytes, p.vp_rate);
-        Some(t)
+        self.dispatch_on(path, now, false)
+    }
+
+    fn poll_dispatch_scheduled_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {
+        self.dispatch_on(path, now, true)
     }
 
     fn poll_dispatch(&mut self, now: Instant) -> Option<Dispatch> {
@@ -627,7 +624,7 @@ impl Scheduler for Pgos {
         order.sort_unstable();
         let mut sent = None;
         for &(_, j) in &order {
-            if let Some(t) = self.decide(j, now) {
+            if let Some(t) = self.decide(j, now, false) {
                 self.record_undo(t, j);
                 let p = &mut self.paths[j];
                 p.vp_tag = p.vp_tag.max(now.as_nanos()) + ns_for(t.bytes, p.vp_rate);

@@ -15,6 +15,24 @@ use crate::time::Instant;
 use std::cmp::Reverse;
 
 impl Pgos {
+    /// Pull mode: the decision for `path` (classes 1 and 2 only when
+    /// `scheduled_only`), with its undo record and the path's VP tag.
+    pub(super) fn dispatch_on(
+        &mut self,
+        path: PathId,
+        now: Instant,
+        scheduled_only: bool,
+    ) -> Option<Dispatch> {
+        let j = self.path_index(path)?;
+        self.paths[j].backoff = self.cfg.backoff_initial;
+        self.paths[j].blocked_until = Instant::ZERO;
+        let t = self.decide(j, now, scheduled_only)?;
+        self.record_undo(t, j);
+        let p = &mut self.paths[j];
+        p.vp_tag = p.vp_tag.max(now.as_nanos()) + ns_for(t.bytes, p.vp_rate);
+        Some(t)
+    }
+
     /// Put a backlogged stream's parts (or its best-effort entry) into the heaps.
     pub(super) fn activate(&mut self, slot: usize, now: Instant) {
         let Some(head) = self.queues.head(slot) else {
@@ -102,8 +120,14 @@ impl Pgos {
         (id, bytes)
     }
 
-    /// The decision for path `j` (Table I).
-    pub(super) fn decide(&mut self, j: usize, now: Instant) -> Option<Dispatch> {
+    /// The decision for path `j` (Table I); only classes 1 and 2 when
+    /// `scheduled_only`.
+    pub(super) fn decide(
+        &mut self,
+        j: usize,
+        now: Instant,
+        scheduled_only: bool,
+    ) -> Option<Dispatch> {
         self.undo_part = None;
         let horizon = now.as_nanos().saturating_add(self.cfg.window.as_nanos());
         let path = self.paths[j].id;
@@ -144,6 +168,9 @@ impl Pgos {
                 bytes,
                 class: Class::OtherPath,
             });
+        }
+        if scheduled_only {
+            return None;
         }
         // 3a. Unscheduled, beyond its mapped rate: a stream mapped on this
         // path that has run a window ahead (Table I 3.2: guaranteed streams

@@ -58,6 +58,27 @@ fn precedence_follows_table_1() {
 }
 
 #[test]
+fn scheduled_only_dispatch_holds_unscheduled_traffic_back() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let t = Instant::ZERO;
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    let g = StreamSpec::min_rate(mb(4.0), 0.9).unwrap();
+    s.handle_stream_open(StreamId(1), g, t).unwrap();
+    s.handle_stream_open(StreamId(2), StreamSpec::best_effort(1).unwrap(), t)
+        .unwrap();
+    s.handle_enqueue(StreamId(2), 1000, t).unwrap();
+    // Only best effort is waiting: nothing the path owes a guarantee.
+    assert!(s.poll_dispatch_scheduled_on(PathId(1), t).is_none());
+    s.handle_enqueue(StreamId(1), 1000, t).unwrap();
+    let a = s.poll_dispatch_scheduled_on(PathId(1), t).unwrap();
+    assert_eq!((a.stream, a.class), (StreamId(1), Class::Scheduled));
+    assert!(s.poll_dispatch_scheduled_on(PathId(1), t).is_none());
+    // The held best effort still goes when asked without the limit.
+    let b = s.poll_dispatch_on(PathId(1), t).unwrap();
+    assert_eq!((b.stream, b.class), (StreamId(2), Class::Unscheduled));
+}
+
+#[test]
 fn equal_deadlines_go_to_the_higher_window_constraint() {
     let mut s = Pgos::new(PgosConfig::default());
     let t = Instant::ZERO;

@@ -122,6 +122,13 @@ pub struct SessionConfig {
     /// [`super::probe`]). `None` (the default, as braid-sim needs): never;
     /// the tokio runtime turns it on.
     pub probe: Option<super::probe::ProbeConfig>,
+    /// On a path that carries guarantees, hold unscheduled traffic (best
+    /// effort, excess, other paths' backlog) to what the path's estimate
+    /// leaves after them: its 5th-percentile rate minus the rates promised
+    /// on it (see `source::fill_path`). Off (the default): the seed's rule,
+    /// spare capacity to unscheduled traffic up to what the transport
+    /// takes.
+    pub cap_unscheduled: bool,
 }
 
 impl Default for SessionConfig {
@@ -139,6 +146,7 @@ impl Default for SessionConfig {
             ack_interval: Duration::from_millis(5),
             peer_timeout: None,
             probe: None,
+            cap_unscheduled: false,
         }
     }
 }

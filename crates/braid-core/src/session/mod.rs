@@ -783,6 +783,7 @@ impl Session {
                         l.promises = paths.clone();
                         l.unmet = None;
                     }
+                    self.refresh_promised();
                     self.push_event(Event::StreamMapped { stream, paths });
                 }
                 SchedulerEvent::Upcall { stream, spec, best } => {
@@ -811,6 +812,20 @@ impl Session {
             }
             if let Sched::Pgos(_) = self.sched {
                 self.drain_scheduler_events(now);
+            }
+        }
+    }
+
+    /// Sums each path's promised rates from the streams' current mappings.
+    pub(super) fn refresh_promised(&mut self) {
+        for p in self.paths.values_mut() {
+            p.promised_bps = 0;
+        }
+        for l in self.ledger.values().filter(|l| !l.finished) {
+            for pr in &l.promises {
+                if let Some(p) = self.paths.get_mut(&pr.path) {
+                    p.promised_bps += pr.rate.bps();
+                }
             }
         }
     }

@@ -84,6 +84,12 @@ pub(crate) struct PathState {
     /// Probing until this instant; the next probe is due then.
     pub probe_until: Option<Instant>,
     pub next_probe: Option<Instant>,
+    /// Rate promised to streams on this path (bit/s), and the token bucket
+    /// (bytes, last refill) that holds unscheduled traffic to what the
+    /// estimate leaves after it (`SessionConfig::cap_unscheduled`).
+    pub promised_bps: u64,
+    pub spare_tokens: f64,
+    pub spare_at: Option<Instant>,
 }
 
 /// A hop report older than this no longer counts (its relay stopped
@@ -122,6 +128,9 @@ impl PathState {
             last_app_limited: true,
             probe_until: None,
             next_probe: None,
+            promised_bps: 0,
+            spare_tokens: 0.0,
+            spare_at: None,
         }
     }
 
@@ -187,6 +196,35 @@ impl PathState {
         let rtt = self.path_srtt().as_micros();
         push_bounded(&mut self.rtt_us, rtt, self.history);
         push_bounded(&mut self.loss, s.loss_ratio(), self.history);
+    }
+
+    /// With guarantees on the path, whether unscheduled traffic may have
+    /// another `bytes` now: refills the bucket at the 5th-percentile
+    /// estimate minus the promised rate (depth: 20 ms of it, at least one
+    /// message). `true` when nothing is promised here or there is no
+    /// estimate yet.
+    pub fn spare_for(&mut self, now: Instant, bytes: u64) -> bool {
+        if self.promised_bps == 0 {
+            return true;
+        }
+        let Some(q) = self.estimate.window().quantile(0.05) else {
+            return true;
+        };
+        let rate = q.bps().saturating_sub(self.promised_bps) as f64 / 8.0;
+        let depth = (rate * 0.02).max(bytes as f64);
+        let dt = self
+            .spare_at
+            .map_or(0.0, |t| now.saturating_duration_since(t).as_secs_f64());
+        self.spare_at = Some(now);
+        self.spare_tokens = (self.spare_tokens + rate * dt).min(depth);
+        self.spare_tokens >= bytes as f64
+    }
+
+    /// Takes `bytes` of unscheduled traffic out of the bucket.
+    pub fn spend_spare(&mut self, bytes: u64) {
+        if self.promised_bps > 0 {
+            self.spare_tokens -= bytes as f64;
+        }
     }
 
     /// The scheduler's view of the path.

@@ -360,6 +360,7 @@ impl Session {
             l.promises.clear();
             l.unmet = None;
         }
+        self.refresh_promised();
         let frame = Frame::StreamClose { stream, sent }.to_vec();
         let ids: Vec<PathId> = self
             .paths
@@ -545,10 +546,29 @@ impl Session {
             if c.queued_bytes() >= limit {
                 return;
             }
-            let Some(d) = self.sched.get().poll_dispatch_on(path, now) else {
-                self.probe_path(now, path);
+            // Room for unscheduled traffic (always, unless capped)?
+            let cap = self.config.cap_unscheduled;
+            let spare = !cap
+                || self
+                    .paths
+                    .get_mut(&path)
+                    .is_some_and(|p| p.spare_for(now, crate::session::probe::PROBE_MESSAGE as u64));
+            let d = if spare {
+                self.sched.get().poll_dispatch_on(path, now)
+            } else {
+                self.sched.get().poll_dispatch_scheduled_on(path, now)
+            };
+            let Some(d) = d else {
+                if spare {
+                    self.probe_path(now, path);
+                }
                 return;
             };
+            if cap && d.class == crate::scheduler::Class::Unscheduled {
+                if let Some(p) = self.paths.get_mut(&path) {
+                    p.spend_spare(u64::from(d.bytes));
+                }
+            }
             if !self.send_dispatch(now, d) {
                 return;
             }
