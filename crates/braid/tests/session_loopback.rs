@@ -4,7 +4,7 @@
 //! namespace tests.)
 
 use braid::relay::{Relay, RelayConfig};
-use braid::session::{CloseReason, ListenerConfig, Session, SessionError, SessionListener};
+use braid::session::{CloseReason, Session, SessionError};
 use braid_core::scheduler::StreamSpec;
 use braid_core::session::{Delivery, StreamConfig};
 use braid_core::units::Bandwidth;
@@ -200,49 +200,7 @@ fn a_killed_source_leaves_the_sink_with_incomplete_streams() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_sinks_and_relays_refuse_a_session_without_the_key() {
-    use braid::key::Key;
-    let key = Key::generate().unwrap();
-    let wrong = Key::generate().unwrap();
-    let mut lc = ListenerConfig::default();
-    lc.core.transport.psk = Some(key.psk().clone());
-    let mut l = SessionListener::bind("127.0.0.1:0".parse().unwrap(), lc).unwrap();
-    let sink = l.local_addr();
-    let mut rc = RelayConfig::default();
-    rc.transport.psk = Some(key.psk().clone());
-    let relay = Relay::bind("127.0.0.1:0".parse().unwrap(), rc).unwrap();
-    let via = format!("via={}", relay.local_addr());
-    let keyed = |k: &Key, paths: &[&str]| {
-        let mut c = config(paths);
-        c.connect_timeout = Duration::from_secs(2);
-        c.core.transport.psk = Some(k.psk().clone());
-        c
-    };
-    // The wrong key, direct and through the relay: refused, nothing kept.
-    let e = Session::connect(sink, keyed(&wrong, &["direct"]))
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("key"), "{e}");
-    let e = Session::connect(sink, keyed(&wrong, &[&via]))
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("key"), "{e}");
-    let r = relay.snapshot().await.unwrap();
-    assert_eq!(r.stats.pairs, 0, "the relay kept no state");
-    assert!(r.endpoint.auth_failed >= 1);
-    // No key at all: refused too.
-    let e = Session::connect(sink, config(&[&via])).await.unwrap_err();
-    assert!(e.to_string().contains("key"), "{e}");
-    // The right key, through the relay.
-    let sink_task = tokio::spawn(async move { drain(l.accept().await.unwrap()).await });
-    let session = Session::connect(sink, keyed(&key, &[&via])).await.unwrap();
-    let s = session
-        .open_stream(StreamConfig::new(StreamSpec::best_effort(1).unwrap()))
-        .await
-        .unwrap();
-    send_all(s, data(9, 100_000)).await.unwrap();
-    session.close().await.unwrap();
-    let (got, _) = sink_task.await.unwrap();
-    assert!(got[&StreamId(1)] == data(9, 100_000));
+    keys_guard("").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -129,44 +129,5 @@ async fn a_taken_tcp_port_is_a_clear_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_guard_tcp_paths_as_they_guard_udp_ones() {
-    use braid::key::Key;
-    let key = Key::generate().unwrap();
-    let wrong = Key::generate().unwrap();
-    let mut lc = ListenerConfig::default();
-    lc.core.transport.psk = Some(key.psk().clone());
-    let mut l = SessionListener::bind("127.0.0.1:0".parse().unwrap(), lc).unwrap();
-    let sink = l.local_addr();
-    let mut rc = RelayConfig::default();
-    rc.transport.psk = Some(key.psk().clone());
-    let relay = Relay::bind("127.0.0.1:0".parse().unwrap(), rc).unwrap();
-    let via = format!("via={}+tcp", relay.local_addr());
-    let keyed = |k: &Key, paths: &[&str]| {
-        let mut c = config(paths);
-        c.connect_timeout = Duration::from_secs(2);
-        c.core.transport.psk = Some(k.psk().clone());
-        c
-    };
-    let e = Session::connect(sink, keyed(&wrong, &["direct+tcp"]))
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("key"), "{e}");
-    let e = Session::connect(sink, keyed(&wrong, &[&via]))
-        .await
-        .unwrap_err();
-    assert!(e.to_string().contains("key"), "{e}");
-    let r = relay.snapshot().await.unwrap();
-    assert_eq!(r.stats.pairs, 0, "the relay kept no state");
-    assert!(r.endpoint.auth_failed >= 1);
-    let sink_task = tokio::spawn(async move { drain(l.accept().await.unwrap()).await });
-    let session = Session::connect(sink, keyed(&key, &[&via, "direct+tcp"]))
-        .await
-        .unwrap();
-    let s = session
-        .open_stream(StreamConfig::new(StreamSpec::best_effort(1).unwrap()))
-        .await
-        .unwrap();
-    send_all(s, data(9, 300_000)).await.unwrap();
-    session.close().await.unwrap();
-    let (got, _) = sink_task.await.unwrap();
-    assert!(got[&StreamId(1)] == data(9, 300_000));
+    keys_guard("+tcp").await;
 }

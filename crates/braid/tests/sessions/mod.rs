@@ -101,3 +101,48 @@ pub async fn three_streams(paths: &[&str]) -> braid_core::session::Snapshot {
     }
     snap
 }
+
+/// A keyed sink and a keyed relay, paths written with `suffix` (`""` or
+/// `"+tcp"`): the wrong key (direct and through the relay) and no key are
+/// refused, the relay keeps no state and counts the refusal, and the right
+/// key carries a stream through the relay intact.
+pub async fn keys_guard(suffix: &str) {
+    use braid::key::Key;
+    use braid::relay::{Relay, RelayConfig};
+    let key = Key::generate().unwrap();
+    let wrong = Key::generate().unwrap();
+    let mut lc = ListenerConfig::default();
+    lc.core.transport.psk = Some(key.psk().clone());
+    let mut l = SessionListener::bind("127.0.0.1:0".parse().unwrap(), lc).unwrap();
+    let sink = l.local_addr();
+    let mut rc = RelayConfig::default();
+    rc.transport.psk = Some(key.psk().clone());
+    let relay = Relay::bind("127.0.0.1:0".parse().unwrap(), rc).unwrap();
+    let via = format!("via={}{suffix}", relay.local_addr());
+    let direct = format!("direct{suffix}");
+    let keyed = |k: Option<&Key>, paths: &[&str]| {
+        let mut c = config(paths);
+        c.connect_timeout = Duration::from_secs(2);
+        c.core.transport.psk = k.map(|k| k.psk().clone());
+        c
+    };
+    for (k, path) in [(Some(&wrong), &direct), (Some(&wrong), &via), (None, &via)] {
+        let e = Session::connect(sink, keyed(k, &[path])).await.unwrap_err();
+        assert!(e.to_string().contains("key"), "{path}: {e}");
+    }
+    let r = relay.snapshot().await.unwrap();
+    assert_eq!(r.stats.pairs, 0, "the relay kept no state");
+    assert!(r.endpoint.auth_failed >= 1);
+    let sink_task = tokio::spawn(async move { drain(l.accept().await.unwrap()).await });
+    let session = Session::connect(sink, keyed(Some(&key), &[&via, &direct]))
+        .await
+        .unwrap();
+    let s = session
+        .open_stream(StreamConfig::new(StreamSpec::best_effort(1).unwrap()))
+        .await
+        .unwrap();
+    send_all(s, data(9, 300_000)).await.unwrap();
+    session.close().await.unwrap();
+    let (got, _) = sink_task.await.unwrap();
+    assert!(got[&StreamId(1)] == data(9, 300_000));
+}
