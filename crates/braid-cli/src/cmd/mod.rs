@@ -16,3 +16,17 @@ pub mod sim_session;
 pub mod sim_tables;
 pub mod stream;
 pub mod view;
+
+/// The tokio runtime the session commands (`stream`, `serve`, `relay`)
+/// run on: two workers, I/O and timers.
+///
+/// # Errors
+/// The OS refused the runtime's threads or I/O driver.
+pub fn session_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context as _;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}

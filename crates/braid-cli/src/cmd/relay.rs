@@ -50,11 +50,7 @@ pub fn run(args: RelayArgs) -> anyhow::Result<()> {
     if args.every.is_zero() {
         bail!("--every must be above zero");
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let rt = super::session_runtime()?;
     rt.block_on(relay(listen, args))
 }
 

@@ -11,7 +11,7 @@ use super::config::{OnInfeasible, Plan};
 use super::source::{produce, Outlet, Produced, RealClock, Source};
 use crate::cmd::metrics;
 use crate::cmd::view::{unmet_text, Format, LiveView, Names};
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, bail};
 use braid::session::{PathConfig, Session, SessionConfig, SessionError, Stream};
 use braid_core::scheduler::{BestAchievable, StreamSpec, UpcallAnswer};
 use braid_core::session::{CloseReason, Event};
@@ -41,11 +41,7 @@ pub struct Output {
 /// failed under `--on-infeasible fail`, or the session ended early.
 pub fn session(plan: Plan, sources: Vec<Source>, out: Output) -> anyhow::Result<()> {
     let key = read_key(plan.key.as_deref())?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let rt = crate::cmd::session_runtime()?;
     rt.block_on(run(plan, sources, out, key))
 }
 
