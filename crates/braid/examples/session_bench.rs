@@ -11,7 +11,7 @@
 //! session_bench source --to ADDR --path P [--path P …] [--scheduler pgos|msfq|wfq|rr|minrtt]
 //!                      --stream NAME,rate,MBIT,PROB | NAME,be,MBIT | NAME,bulk  [--stream …]
 //!                      [--secs N] [--window SAMPLES] [--reliable] [--message BYTES]
-//!                      [--cap-unscheduled]
+//!                      [--cap-unscheduled QUANTILE]
 //! session_bench relay  --listen ADDR
 //! ```
 //!
@@ -71,7 +71,7 @@ impl Args {
             let key = k
                 .strip_prefix("--")
                 .ok_or_else(|| format!("expected --option, got {k:?}"))?;
-            if key == "reliable" || key == "cap-unscheduled" {
+            if key == "reliable" {
                 out.push((key.to_string(), String::new()));
                 continue;
             }
@@ -223,7 +223,10 @@ async fn source(a: Args) -> Result<(), BoxError> {
         ..SessionConfig::default()
     };
     config.core.scheduler = scheduler(a.one("scheduler").unwrap_or("pgos"))?;
-    config.core.cap_unscheduled = a.has("cap-unscheduled");
+    config.core.cap_unscheduled = a
+        .one("cap-unscheduled")
+        .map(|q| q.parse::<f64>())
+        .transpose()?;
     if let Some(w) = a.one("window") {
         config.core.estimate_window = w.parse()?;
     }

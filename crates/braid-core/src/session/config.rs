@@ -124,11 +124,11 @@ pub struct SessionConfig {
     pub probe: Option<super::probe::ProbeConfig>,
     /// On a path that carries guarantees, hold unscheduled traffic (best
     /// effort, excess, other paths' backlog) to what the path's estimate
-    /// leaves after them: its 5th-percentile rate minus the rates promised
-    /// on it (see `source::fill_path`). Off (the default): the seed's rule,
-    /// spare capacity to unscheduled traffic up to what the transport
-    /// takes.
-    pub cap_unscheduled: bool,
+    /// leaves after them: the estimate's quantile `q` (e.g. 0.05) minus the
+    /// rates promised on it (see `source::fill_path`). `None` (the
+    /// default): the seed's rule, spare capacity to unscheduled traffic up
+    /// to what the transport takes.
+    pub cap_unscheduled: Option<f64>,
 }
 
 impl Default for SessionConfig {
@@ -146,7 +146,7 @@ impl Default for SessionConfig {
             ack_interval: Duration::from_millis(5),
             peer_timeout: None,
             probe: None,
-            cap_unscheduled: false,
+            cap_unscheduled: None,
         }
     }
 }

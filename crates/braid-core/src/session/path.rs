@@ -199,15 +199,15 @@ impl PathState {
     }
 
     /// With guarantees on the path, whether unscheduled traffic may have
-    /// another `bytes` now: refills the bucket at the 5th-percentile
-    /// estimate minus the promised rate (depth: 20 ms of it, at least one
-    /// message). `true` when nothing is promised here or there is no
+    /// another `bytes` now: refills the bucket at the estimate's
+    /// `q`-quantile minus the promised rate (depth: 20 ms of it, at least
+    /// one message). `true` when nothing is promised here or there is no
     /// estimate yet.
-    pub fn spare_for(&mut self, now: Instant, bytes: u64) -> bool {
+    pub fn spare_for(&mut self, now: Instant, bytes: u64, q: f64) -> bool {
         if self.promised_bps == 0 {
             return true;
         }
-        let Some(q) = self.estimate.window().quantile(0.05) else {
+        let Some(q) = self.estimate.window().quantile(q) else {
             return true;
         };
         let rate = q.bps().saturating_sub(self.promised_bps) as f64 / 8.0;

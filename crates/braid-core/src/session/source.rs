@@ -548,11 +548,11 @@ impl Session {
             }
             // Room for unscheduled traffic (always, unless capped)?
             let cap = self.config.cap_unscheduled;
-            let spare = !cap
-                || self
-                    .paths
-                    .get_mut(&path)
-                    .is_some_and(|p| p.spare_for(now, crate::session::probe::PROBE_MESSAGE as u64));
+            let spare = cap.is_none_or(|q| {
+                self.paths.get_mut(&path).is_some_and(|p| {
+                    p.spare_for(now, crate::session::probe::PROBE_MESSAGE as u64, q)
+                })
+            });
             let d = if spare {
                 self.sched.get().poll_dispatch_on(path, now)
             } else {
@@ -564,7 +564,7 @@ impl Session {
                 }
                 return;
             };
-            if cap && d.class == crate::scheduler::Class::Unscheduled {
+            if cap.is_some() && d.class == crate::scheduler::Class::Unscheduled {
                 if let Some(p) = self.paths.get_mut(&path) {
                     p.spend_spare(u64::from(d.bytes));
                 }
