@@ -19,6 +19,9 @@
 //!   stops answering (data in flight and no acknowledgement for
 //!   max(3 × SRTT, [`SILENCE_MIN`])), the other is closed with the reason,
 //!   so the source learns of a failure beyond the first hop at once.
+//!   Reports and these checks run at the relay's timers (the connections'
+//!   statistics intervals, retransmission and drain timers), not per
+//!   datagram.
 //! * [`Relay::new`] (braid-sim's relay nodes): one fixed next hop for every
 //!   up connection; no routes, reports or tied lives.
 //!
@@ -152,6 +155,8 @@ pub struct Relay {
     next_pair: u64,
     by_conn: BTreeMap<ConnectionHandle, u64>,
     stats: RelayStats,
+    /// Reused list of pair ids for the walk over pairs.
+    scratch: Vec<u64>,
 }
 
 impl Relay {
@@ -188,6 +193,7 @@ impl Relay {
             next_pair: 0,
             by_conn: BTreeMap::new(),
             stats: RelayStats::default(),
+            scratch: Vec::new(),
         })
     }
 
@@ -231,18 +237,18 @@ impl Relay {
     /// A datagram arrived over `path`.
     pub fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]) {
         self.endpoint.handle_datagram(now, path, data);
-        self.forward(now);
+        self.forward(now, false);
     }
 
     /// The instant of [`Relay::poll_timeout`] has passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.endpoint.handle_timeout(now);
-        self.forward(now);
+        self.forward(now, true);
     }
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        self.forward(now);
+        self.forward(now, false);
         self.endpoint.poll_transmit(now, buf)
     }
 
@@ -251,7 +257,9 @@ impl Relay {
         self.endpoint.poll_timeout()
     }
 
-    fn forward(&mut self, now: Instant) {
+    /// Accepts, routes and pumps every pair; with `watch` (at timers only,
+    /// not per datagram) also reports on and ends pairs.
+    fn forward(&mut self, now: Instant, watch: bool) {
         while let Some(up) = self.endpoint.accept() {
             if self.pairs.len() >= MAX_RELAY_PAIRS {
                 self.stats.refused += 1;
@@ -279,15 +287,21 @@ impl Relay {
             }
             self.stats.pairs += 1;
         }
-        let ids: Vec<u64> = self.pairs.keys().copied().collect();
-        for id in ids {
+        // A reused buffer: this runs for every datagram.
+        let mut ids = std::mem::take(&mut self.scratch);
+        ids.clear();
+        ids.extend(self.pairs.keys().copied());
+        for &id in &ids {
             if self.next_hop.is_none() {
                 self.route_pair(now, id);
-                self.watch_pair(now, id);
+                if watch {
+                    self.watch_pair(now, id);
+                }
             }
             self.pump_pair(now, id, true);
             self.pump_pair(now, id, false);
         }
+        self.scratch = ids;
     }
 
     /// Routed mode: takes a new pair's ROUTE and opens its next hop.

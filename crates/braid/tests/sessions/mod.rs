@@ -146,3 +146,22 @@ pub async fn keys_guard(suffix: &str) {
     let (got, _) = sink_task.await.unwrap();
     assert!(got[&StreamId(1)] == data(9, 300_000));
 }
+
+/// Whether `cond` holds within `limit`, checked every 10 ms: the one way
+/// these tests wait, always on a condition, always bounded.
+pub async fn eventually<F, Fut>(limit: std::time::Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let check = async {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(10));
+        loop {
+            tick.tick().await;
+            if cond().await {
+                return;
+            }
+        }
+    };
+    tokio::time::timeout(limit, check).await.is_ok()
+}
