@@ -1,6 +1,7 @@
 //! Identities shared across braid-core: the one [`StreamId`] that the wire
 //! format, the transport and the schedulers all use, its bound
-//! [`MAX_STREAMS`], and the scheduler's [`PathId`].
+//! [`MAX_STREAMS`], the scheduler's [`PathId`], and the reservation book's
+//! [`ReservationId`].
 //!
 //! Invariant: a stream id that crosses the wire or is held by a scheduler is
 //! in `0..MAX_STREAMS`; decoders reject larger ids and schedulers refuse to
@@ -22,6 +23,20 @@ pub struct StreamId(pub u32);
 /// A path (overlay route or connection), named by the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PathId(pub u32);
+
+/// A reservation in a [`crate::reserve::Book`], assigned by the book in
+/// increasing order and never reused by it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct ReservationId(pub u64);
+
+impl fmt::Display for ReservationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "reservation {}", self.0)
+    }
+}
 
 impl StreamId {
     /// Whether the id is below [`MAX_STREAMS`], i.e. can be encoded.
@@ -52,5 +67,6 @@ mod tests {
         assert!(!StreamId(MAX_STREAMS).in_range());
         assert_eq!(StreamId(3).to_string(), "stream 3");
         assert_eq!(PathId(2).to_string(), "path 2");
+        assert_eq!(ReservationId(7).to_string(), "reservation 7");
     }
 }
