@@ -134,6 +134,11 @@ impl Book {
         &self.config
     }
 
+    /// The latest time the book has been given.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
     /// The counters.
     pub fn stats(&self) -> BookStats {
         self.stats

@@ -327,3 +327,191 @@ impl Coordinator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reserve::policy::Owner;
+    use crate::reserve::state::ReservationState;
+    use crate::reserve::{Book, BookConfig};
+    use crate::time::Duration;
+    use crate::units::Bandwidth;
+
+    fn secs(s: u64) -> Instant {
+        Instant::from_nanos(s * 1_000_000_000)
+    }
+    fn part(domain: u32, resource: &str, mbit: u64) -> Part {
+        Part {
+            domain: DomainId(domain),
+            request: ReserveRequest {
+                owner: Owner::new("alice", "lab"),
+                resource: resource.into(),
+                rate: Bandwidth::from_mbps(mbit),
+                start: secs(0),
+                end: secs(600),
+                class: Default::default(),
+            },
+        }
+    }
+    /// Two domains: 0 has a link and a CPU, 1 has the transit link.
+    fn books() -> Vec<Book> {
+        let mut a = Book::new(BookConfig::default());
+        a.add_resource("link", Bandwidth::from_mbps(100)).unwrap();
+        a.add_resource("cpu", Bandwidth::from_mbps(100)).unwrap();
+        let mut b = Book::new(BookConfig::default());
+        b.add_resource("transit", Bandwidth::from_mbps(50)).unwrap();
+        vec![a, b]
+    }
+    fn committed(books: &[Book]) -> usize {
+        books
+            .iter()
+            .flat_map(|b| b.reservations())
+            .filter(|r| r.committed.is_some())
+            .count()
+    }
+    fn used(books: &[Book]) -> Bandwidth {
+        let at = secs(1);
+        let a = books[0].usage_at("link", at).unwrap();
+        let c = books[0].usage_at("cpu", at).unwrap();
+        let t = books[1].usage_at("transit", at).unwrap();
+        a.saturating_add(c).saturating_add(t)
+    }
+
+    #[test]
+    fn all_held_then_all_committed() {
+        let mut books = books();
+        let parts = vec![
+            part(0, "link", 40),
+            part(0, "cpu", 20),
+            part(1, "transit", 40),
+        ];
+        let mut c = Coordinator::new(parts).unwrap();
+        assert_eq!(c.run_local(&mut books, secs(0)), Phase::Committed);
+        assert!(c.is_done());
+        assert_eq!(committed(&books), 3);
+        assert!(c
+            .parts()
+            .all(|(_, s, id)| s == PartState::Committed && id.is_some()));
+    }
+
+    #[test]
+    fn one_refusal_aborts_every_part() {
+        let mut books = books();
+        // The transit domain has only 50 Mbit/s.
+        let parts = vec![
+            part(0, "link", 60),
+            part(0, "cpu", 20),
+            part(1, "transit", 60),
+        ];
+        let mut c = Coordinator::new(parts).unwrap();
+        assert_eq!(c.run_local(&mut books, secs(0)), Phase::Aborted);
+        assert_eq!(committed(&books), 0);
+        assert_eq!(used(&books), Bandwidth::ZERO);
+        assert!(c.parts().all(|(_, s, _)| s == PartState::Released));
+    }
+
+    #[test]
+    fn a_crash_between_the_phases_leaves_nothing_committed() {
+        let mut books = books();
+        let parts = vec![part(0, "link", 40), part(1, "transit", 40)];
+        let mut c = Coordinator::new(parts).unwrap();
+        // Deliver the holds, then the coordinator dies with its commits unsent.
+        let mut commits = 0;
+        while let Some(cmd) = c.poll_command() {
+            let book = &mut books[cmd.domain.0 as usize];
+            let reply = match cmd.action {
+                Action::Reserve(req) => Reply::Held(book.reserve(req, secs(0)).unwrap()),
+                Action::Commit(_) => {
+                    commits += 1;
+                    continue;
+                }
+                other => panic!("unexpected {other:?}"),
+            };
+            c.handle_reply(cmd.part, reply).unwrap();
+        }
+        assert_eq!((c.phase(), commits), (Phase::Committing, 2));
+        drop(c);
+        assert_eq!(used(&books), Bandwidth::from_mbps(80));
+        // Every book times its hold out on its own.
+        for b in &mut books {
+            let wake = b.poll_timeout().unwrap();
+            assert_eq!(wake, secs(0) + Duration::from_secs(120));
+            b.handle_timeout(wake);
+        }
+        assert_eq!(committed(&books), 0);
+        assert_eq!(used(&books), Bandwidth::ZERO);
+        for b in &books {
+            assert!(b.reservations().next().is_none());
+        }
+    }
+
+    #[test]
+    fn a_refused_commit_unwinds_the_committed_parts() {
+        let mut books = books();
+        let parts = vec![part(0, "link", 40), part(1, "transit", 40)];
+        let mut c = Coordinator::new(parts).unwrap();
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            let cmd = c.poll_command().expect("one hold per part");
+            let Action::Reserve(req) = cmd.action else {
+                panic!("holds first")
+            };
+            let id = books[cmd.domain.0 as usize].reserve(req, secs(0)).unwrap();
+            held.push((cmd.part, cmd.domain, id));
+            c.handle_reply(cmd.part, Reply::Held(id)).unwrap();
+        }
+        // The coordinator was slow: domain 1's hold has run out.
+        books[1].handle_timeout(secs(120));
+        // Domain 0 commits at 119 s (its own clock), domain 1 refuses.
+        let mut rounds = 0;
+        while let Some(cmd) = c.poll_command() {
+            rounds += 1;
+            let now = if cmd.domain.0 == 0 {
+                secs(119)
+            } else {
+                secs(120)
+            };
+            let book = &mut books[cmd.domain.0 as usize];
+            let r = match cmd.action {
+                Action::Commit(id) => book.commit(id, now),
+                Action::Abort(id) => book.abort(id, now),
+                Action::Terminate(id) => book.terminate(id, now),
+                Action::Reserve(_) => panic!("no second hold"),
+            };
+            c.handle_reply(cmd.part, r.map_or_else(Reply::Refused, |()| Reply::Done))
+                .unwrap();
+        }
+        assert_eq!(c.phase(), Phase::Failed);
+        assert_eq!(rounds, 3, "two commits and one terminate");
+        assert_eq!(committed(&books), 0);
+        let (_, _, id0) = held[0];
+        assert_eq!(
+            books[0].reservation(id0).unwrap().state,
+            ReservationState::Committed
+        );
+        assert!(!books[0].reservation(id0).unwrap().life.is_created());
+    }
+
+    #[test]
+    fn replies_are_checked() {
+        assert_eq!(Coordinator::new(Vec::new()).unwrap_err(), CoError::Parts(0));
+        let many = (0..=MAX_PARTS).map(|_| part(0, "link", 1)).collect();
+        assert_eq!(
+            Coordinator::new(many).unwrap_err(),
+            CoError::Parts(MAX_PARTS + 1)
+        );
+        let mut c = Coordinator::new(vec![part(0, "link", 1)]).unwrap();
+        assert_eq!(c.handle_reply(3, Reply::Done), Err(CoError::UnknownPart(3)));
+        let _ = c.poll_command();
+        c.handle_reply(0, Reply::Held(ReservationId(1))).unwrap();
+        let _ = c.poll_command();
+        c.handle_reply(0, Reply::Done).unwrap();
+        assert_eq!(c.phase(), Phase::Committed);
+        assert_eq!(c.handle_reply(0, Reply::Done), Err(CoError::NotWaiting(0)));
+        // An unknown domain in run_local is a refusal, and everything unwinds.
+        let mut books = books();
+        let mut c = Coordinator::new(vec![part(0, "link", 1), part(7, "x", 1)]).unwrap();
+        assert_eq!(c.run_local(&mut books, secs(0)), Phase::Aborted);
+        assert_eq!(used(&books), Bandwidth::ZERO);
+    }
+}
