@@ -91,6 +91,15 @@ struct Resource {
     shares: BTreeMap<ReservationId, Bandwidth>,
 }
 
+/// What is active on one resource at an instant, for the shares.
+#[derive(Debug, Default)]
+struct Active {
+    /// Sum of the active foreground rates.
+    foreground: Bandwidth,
+    /// The active background holders and their minimum rates.
+    minimums: Vec<(ReservationId, Bandwidth)>,
+}
+
 /// One domain's reservation book (see the module doc).
 ///
 /// Driving: call the request methods ([`Book::reserve`], [`Book::commit`],
@@ -658,21 +667,23 @@ impl Book {
     /// announces those that changed (seed 004's callbacks).
     fn refresh_shares(&mut self) {
         let now = self.now;
-        let mut active: BTreeMap<&str, (Bandwidth, Vec<(ReservationId, Bandwidth)>)> =
-            BTreeMap::new();
+        let mut active: BTreeMap<&str, Active> = BTreeMap::new();
         for r in self.live.values() {
             let Some(v) = r.committed.filter(|v| v.is_active(now)) else {
                 continue;
             };
             let entry = active.entry(r.resource.as_str()).or_default();
             match r.class {
-                Class::Foreground => entry.0 = entry.0.saturating_add(v.rate),
-                Class::Background => entry.1.push((r.id, v.rate)),
+                Class::Foreground => entry.foreground = entry.foreground.saturating_add(v.rate),
+                Class::Background => entry.minimums.push((r.id, v.rate)),
             }
         }
         let mut events = Vec::new();
         for (name, res) in &mut self.resources {
-            let (fg, minimums) = active.remove(name.as_str()).unwrap_or_default();
+            let Active {
+                foreground: fg,
+                minimums,
+            } = active.remove(name.as_str()).unwrap_or_default();
             let fraction = self.config.background_fraction;
             let shares: BTreeMap<ReservationId, Bandwidth> =
                 background_shares(res.table.capacity(), fg, &minimums, fraction)
