@@ -403,10 +403,23 @@ impl Book {
     ///
     /// # Errors
     /// [`ReserveError::UnknownResource`], [`ReserveError::BookFull`],
-    /// [`ReserveError::Overbooked`] (the store and the capacities disagree).
+    /// [`ReserveError::ZeroRate`] or [`ReserveError::EndBeforeStart`] for a
+    /// version the book would never have made, [`ReserveError::Overbooked`]
+    /// (the store and the capacities disagree).
     pub fn restore(&mut self, r: Reservation) -> Result<(), ReserveError> {
         if self.live.len() >= self.config.max_reservations {
             return Err(ReserveError::BookFull(self.config.max_reservations));
+        }
+        for v in r.committed.iter().chain(r.pending.iter()) {
+            if v.rate == Bandwidth::ZERO {
+                return Err(ReserveError::ZeroRate);
+            }
+            if v.piece().is_none() {
+                return Err(ReserveError::EndBeforeStart {
+                    start: v.start,
+                    end: v.end,
+                });
+            }
         }
         let resource = r.resource.clone();
         let table = self.table_mut(&resource)?;

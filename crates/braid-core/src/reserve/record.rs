@@ -146,3 +146,42 @@ pub enum Event {
         share: Bandwidth,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_round_trips() {
+        let req = ReserveRequest {
+            owner: Owner::new("alice", "lab"),
+            resource: "link".into(),
+            rate: Bandwidth::from_mbps(10),
+            start: Instant::from_nanos(5),
+            end: Instant::from_nanos(9),
+            class: Class::Background,
+        };
+        let json = serde_json::to_string(&req).unwrap();
+        assert!(json.contains(r#""class":"background""#), "{json}");
+        assert_eq!(serde_json::from_str::<ReserveRequest>(&json).unwrap(), req);
+        let e = Event::Share {
+            id: ReservationId(3),
+            resource: "link".into(),
+            share: Bandwidth::from_mbps(8),
+        };
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            json,
+            r#"{"event":"share","id":3,"resource":"link","share":8000000}"#
+        );
+        assert_eq!(serde_json::from_str::<Event>(&json).unwrap(), e);
+        // A request without a class is foreground.
+        let bare =
+            r#"{"owner":{"user":"a","domain":"d"},"resource":"r","rate":1,"start":0,"end":1}"#;
+        assert_eq!(
+            serde_json::from_str::<ReserveRequest>(bare).unwrap().class,
+            Class::Foreground
+        );
+        assert!(serde_json::from_str::<Modify>(r#"{"rate":1,"colour":2}"#).is_err());
+    }
+}

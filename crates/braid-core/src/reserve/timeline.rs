@@ -18,11 +18,27 @@ use crate::id::ReservationId;
 use crate::time::Instant;
 use crate::units::Bandwidth;
 
-/// A half-open interval of time, `[start, end)`, never empty.
+/// A half-open interval of time, `[start, end)`, never empty (also when
+/// deserialized: an empty one is refused).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "RawInterval")]
 pub struct Interval {
     start: Instant,
     end: Instant,
+}
+
+/// An interval as it arrives, before the non-empty check.
+#[derive(serde::Deserialize)]
+struct RawInterval {
+    start: Instant,
+    end: Instant,
+}
+
+impl TryFrom<RawInterval> for Interval {
+    type Error = &'static str;
+    fn try_from(raw: RawInterval) -> Result<Self, Self::Error> {
+        Interval::new(raw.start, raw.end).ok_or("an interval's end must be after its start")
+    }
 }
 
 impl Interval {
@@ -325,6 +341,17 @@ mod tests {
         assert!(iv(1, 2).contains(t(1)));
         assert!(!iv(1, 2).contains(t(2)));
         assert!(!iv(1, 2).overlaps(iv(2, 3)));
+    }
+
+    #[test]
+    fn an_empty_interval_does_not_deserialize() {
+        let ok: Interval = serde_json::from_str(r#"{"start":1,"end":2}"#).unwrap();
+        assert_eq!(
+            ok,
+            Interval::new(Instant::from_nanos(1), Instant::from_nanos(2)).unwrap()
+        );
+        assert!(serde_json::from_str::<Interval>(r#"{"start":2,"end":2}"#).is_err());
+        assert!(serde_json::from_str::<Interval>(r#"{"start":3,"end":2}"#).is_err());
     }
 
     #[test]

@@ -523,7 +523,20 @@ fn restore_puts_back_holds_with_their_timers() {
     let mut c = Book::new(BookConfig::default());
     c.add_resource("link", mbit(10)).unwrap();
     let r = b.reservation(done).unwrap().clone();
-    assert!(matches!(c.restore(r), Err(ReserveError::Overbooked { .. })));
+    assert!(matches!(
+        c.restore(r.clone()),
+        Err(ReserveError::Overbooked { .. })
+    ));
+    let mut bad = r;
+    bad.id = ReservationId(50);
+    if let Some(v) = bad.committed.as_mut() {
+        v.end = v.start;
+    }
+    assert!(matches!(
+        c.restore(bad),
+        Err(ReserveError::EndBeforeStart { .. })
+    ));
+    assert_eq!(c.reservations().count(), 0);
 }
 
 #[test]
