@@ -274,6 +274,7 @@ impl Book {
             life: LifeState::Created,
             committed: None,
             pending: Some(version),
+            latest_version: 0,
             hold_expires: None,
         };
         self.admit(&r, interval, req.rate)?;
@@ -305,7 +306,7 @@ impl Book {
             return Err(ReserveError::NotCommitted(id));
         };
         let new = Version {
-            number: old.number + 1,
+            number: r.latest_version.max(old.number).saturating_add(1),
             start: old.start,
             end: m.end.unwrap_or(old.end),
             rate: m.rate.unwrap_or(old.rate),
@@ -317,6 +318,7 @@ impl Book {
         let mut candidate = r.clone();
         candidate.state = checking;
         candidate.pending = Some(new);
+        candidate.latest_version = new.number;
         self.admit(&candidate, interval, new.rate)?;
         candidate.state = step(id, checking, ReservationInput::Admit, true)?;
         candidate.hold_expires = Some(self.now + self.config.hold_time);

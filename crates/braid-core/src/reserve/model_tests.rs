@@ -215,3 +215,38 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Enquiries against brute force: the largest free rate over an
+    /// interval, and the earliest start at which a rate fits for a length.
+    #[test]
+    fn enquiries_match_brute_force(
+        slots in proptest::collection::vec((0..40u64, 1..20u64, 1..60u64), 0..12),
+        (a, len) in (0..50u64, 1..20u64),
+        rate in 1..=CAPACITY + 5,
+    ) {
+        let mut table = crate::reserve::SlotTable::new(bps(CAPACITY));
+        let mut admitted: Vec<(u64, u64, u64)> = Vec::new();
+        for (i, &(s, l, r)) in slots.iter().enumerate() {
+            let iv = crate::reserve::Interval::new(secs(s), secs(s + l)).unwrap();
+            if table.admit(ReservationId(i as u64), crate::reserve::Footprint::single(iv, bps(r))).is_ok() {
+                admitted.push((s, s + l, r));
+            }
+        }
+        let level = |t: u64| -> u64 { admitted.iter().filter(|&&(s, e, _)| s <= t && t < e).map(|&(_, _, r)| r).sum() };
+        prop_assert!((0..70).all(|t| level(t) <= CAPACITY));
+        let peak = (a..a + len).map(level).max().unwrap_or(0);
+        let iv = crate::reserve::Interval::new(secs(a), secs(a + len)).unwrap();
+        prop_assert_eq!(table.max_free(iv).bps(), CAPACITY - peak);
+        let fits_at = |s: u64| (s..s + len).all(|t| level(t) + rate <= CAPACITY);
+        let found = table.earliest_fit(bps(rate), Duration::from_secs(len), secs(a));
+        if rate > CAPACITY {
+            prop_assert_eq!(found, None);
+        } else {
+            let want = (a..).find(|&s| fits_at(s)).expect("free beyond the last slot");
+            prop_assert_eq!(found, crate::reserve::Interval::new(secs(want), secs(want + len)));
+        }
+    }
+}

@@ -94,6 +94,11 @@ pub struct Reservation {
     pub committed: Option<Version>,
     /// The held version (a first version or a modification), if any.
     pub pending: Option<Version>,
+    /// The highest version number handed out (committed, held, aborted or
+    /// timed out); the next modification gets one more, so numbers are
+    /// never reused, as NSI asks.
+    #[serde(default)]
+    pub latest_version: u32,
     /// When the held version's hold runs out.
     pub hold_expires: Option<Instant>,
 }

@@ -357,7 +357,11 @@ fn an_aborted_or_expired_modification_leaves_the_old_version() {
         (r.state, r.committed.unwrap().end, r.life),
         (ReservationState::Committed, secs(1000), LifeState::Created)
     );
-    assert_eq!(events(&mut b), vec![Event::HoldTimedOut { id, version: 1 }]);
+    assert_eq!(
+        events(&mut b),
+        vec![Event::HoldTimedOut { id, version: 2 }],
+        "version 1 was aborted, never reused"
+    );
     assert_eq!(b.usage_at("link", secs(1500)).unwrap(), Bandwidth::ZERO);
 }
 
