@@ -119,6 +119,11 @@ pub struct Book {
     events: VecDeque<Event>,
     next_id: u64,
     now: Instant,
+    /// At or before the earliest timer of any live reservation (a lower
+    /// bound: lowered whenever a timer is set, made exact whenever timers
+    /// run), [`Instant::MAX`] when none; requests arriving before it skip
+    /// the scan for due timers.
+    next_due: Instant,
     stats: BookStats,
 }
 
@@ -134,6 +139,7 @@ impl Book {
             finished_order: VecDeque::new(),
             events: VecDeque::new(),
             now: Instant::ZERO,
+            next_due: Instant::MAX,
             stats: BookStats::default(),
         }
     }
@@ -282,6 +288,7 @@ impl Book {
         r.hold_expires = Some(now + self.config.hold_time);
         self.next_id += 1;
         self.live.insert(id, r);
+        self.note_timers(id);
         Ok(id)
     }
 
@@ -323,6 +330,7 @@ impl Book {
         candidate.state = step(id, checking, ReservationInput::Admit, true)?;
         candidate.hold_expires = Some(self.now + self.config.hold_time);
         self.live.insert(id, candidate);
+        self.note_timers(id);
         Ok(new.number)
     }
 
@@ -342,8 +350,10 @@ impl Book {
         r.state = done;
         r.committed = r.pending.take().or(r.committed);
         r.hold_expires = None;
+        let (resource, class) = (r.resource.clone(), r.class);
         self.settle_footprint(id);
-        self.refresh_shares();
+        self.note_timers(id);
+        self.refresh_shares_after(&resource, class);
         Ok(())
     }
 
@@ -358,6 +368,7 @@ impl Book {
         let r = self.alive(id)?;
         let next = step(id, r.state, ReservationInput::Abort, r.committed.is_some())?;
         self.drop_hold(id, next);
+        self.note_timers(id);
         Ok(())
     }
 
@@ -431,8 +442,10 @@ impl Book {
                 .map_err(|source| ReserveError::Overbooked { resource, source })?;
         }
         self.next_id = self.next_id.max(r.id.0.saturating_add(1));
+        let id = r.id;
         if r.life.is_created() {
-            self.live.insert(r.id, r);
+            self.live.insert(id, r);
+            self.note_timers(id);
         } else {
             self.finish(r);
         }
@@ -442,17 +455,10 @@ impl Book {
 
     /// When the book next needs [`Book::handle_timeout`]: a hold running
     /// out, a committed version starting (background shares change) or
-    /// ending.
+    /// ending. May be early after a request removed the earliest timer (an
+    /// abort, a terminate); a wake with nothing due just makes it exact.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.live
-            .values()
-            .flat_map(|r| {
-                let start = r.committed.map(|v| v.start).filter(|s| *s > self.now);
-                let end = r.committed.filter(|_| r.pending.is_none()).map(|v| v.end);
-                [r.hold_expires, start, end]
-            })
-            .flatten()
-            .min()
+        (self.next_due != Instant::MAX).then_some(self.next_due)
     }
 
     /// Acts on every timer due by `now`: holds time out, ended reservations
@@ -469,6 +475,9 @@ impl Book {
     fn advance(&mut self, now: Instant) {
         self.now = self.now.max(now);
         let now = self.now;
+        if now < self.next_due {
+            return;
+        }
         let expired: Vec<ReservationId> = self
             .live
             .values()
@@ -508,6 +517,21 @@ impl Book {
             self.push_event(Event::PassedEndTime { id });
         }
         self.refresh_shares();
+        self.next_due = self
+            .live
+            .values()
+            .flat_map(|r| timers(r, now))
+            .flatten()
+            .min()
+            .unwrap_or(Instant::MAX);
+    }
+
+    /// Lowers [`Book::next_due`] to `id`'s timers.
+    fn note_timers(&mut self, id: ReservationId) {
+        if let Some(r) = self.live.get(&id) {
+            let first = timers(r, self.now).into_iter().flatten().min();
+            self.next_due = self.next_due.min(first.unwrap_or(Instant::MAX));
+        }
     }
 
     /// Policy, then capacity, for `r` (its pending version being the
@@ -622,9 +646,10 @@ impl Book {
         r.hold_expires = None;
         r.provision = ProvisionState::Released;
         r.life = life;
+        let (resource, class) = (r.resource.clone(), r.class);
         self.untable(&r);
         self.finish(r);
-        self.refresh_shares();
+        self.refresh_shares_after(&resource, class);
         Ok(())
     }
 
@@ -676,6 +701,20 @@ impl Book {
         }
         self.finished_order.push_back(r.id);
         self.finished.insert(r.id, r);
+    }
+
+    /// Recomputes the shares after a change of a `class` reservation on
+    /// `resource`: needed for a background one, or when the resource has
+    /// background holders (shares are recomputed at every change of the
+    /// active set, so no announced shares means no active holder).
+    fn refresh_shares_after(&mut self, resource: &str, class: Class) {
+        let holders = self
+            .resources
+            .get(resource)
+            .is_some_and(|r| !r.shares.is_empty());
+        if class == Class::Background || holders {
+            self.refresh_shares();
+        }
     }
 
     /// Recomputes every resource's background shares at `now` and
@@ -769,6 +808,15 @@ impl Book {
             .get_mut(&id)
             .ok_or(ReserveError::UnknownReservation(id))
     }
+}
+
+/// The instants at which `r` needs the book: its hold running out, its
+/// committed version starting (after `now`; shares change) and ending
+/// (unless a modification is held, whose hold comes first).
+fn timers(r: &Reservation, now: Instant) -> [Option<Instant>; 3] {
+    let start = r.committed.map(|v| v.start).filter(|s| *s > now);
+    let end = r.committed.filter(|_| r.pending.is_none()).map(|v| v.end);
+    [r.hold_expires, start, end]
 }
 
 fn step(

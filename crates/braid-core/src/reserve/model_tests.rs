@@ -134,8 +134,6 @@ fn pick(ids: &[ReservationId], i: usize) -> Option<ReservationId> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-
     #[test]
     fn never_over_admitted(ops in proptest::collection::vec(op(), 1..60)) {
         let mut book = Book::new(BookConfig { hold_time: Duration::from_secs(5), ..BookConfig::default() });
@@ -209,16 +207,21 @@ proptest! {
             check_invariants(&book)?;
             // No hold outlives its deadline once the book has seen the time.
             prop_assert_eq!(book.now(), secs(now));
+            // The book never sleeps through a timer: poll_timeout is at or
+            // before every hold deadline, future start and end.
+            let wake = book.poll_timeout().unwrap_or(Instant::MAX);
             for r in book.reservations() {
-                if let Some(h) = r.hold_expires { prop_assert!(h > secs(now)); }
+                if let Some(h) = r.hold_expires { prop_assert!(h > secs(now)); prop_assert!(wake <= h); }
+                if let Some(c) = r.committed {
+                    if c.start > secs(now) { prop_assert!(wake <= c.start); }
+                    if r.pending.is_none() { prop_assert!(wake <= c.end, "{:?} sleeps through {:?}", wake, c.end); }
+                }
             }
         }
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-
     /// Enquiries against brute force: the largest free rate over an
     /// interval, and the earliest start at which a rate fits for a length.
     #[test]
