@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::id::ReservationId;
-use crate::reserve::class::{background_shares, Class, DEFAULT_BACKGROUND_FRACTION};
+use crate::reserve::class::DEFAULT_BACKGROUND_FRACTION;
 use crate::reserve::error::ReserveError;
 use crate::reserve::policy::{Policy, PolicyQuery, Scope};
 use crate::reserve::record::{Event, Modify, Reservation, ReserveRequest, Version};
@@ -89,15 +89,6 @@ struct Resource {
     table: SlotTable,
     /// The shares last announced to background holders.
     shares: BTreeMap<ReservationId, Bandwidth>,
-}
-
-/// What is active on one resource at an instant, for the shares.
-#[derive(Debug, Default)]
-struct Active {
-    /// Sum of the active foreground rates.
-    foreground: Bandwidth,
-    /// The active background holders and their minimum rates.
-    minimums: Vec<(ReservationId, Bandwidth)>,
 }
 
 /// One domain's reservation book (see the module doc).
@@ -472,68 +463,6 @@ impl Book {
         self.events.pop_front()
     }
 
-    fn advance(&mut self, now: Instant) {
-        self.now = self.now.max(now);
-        let now = self.now;
-        if now < self.next_due {
-            return;
-        }
-        let expired: Vec<ReservationId> = self
-            .live
-            .values()
-            .filter(|r| r.hold_expires.is_some_and(|t| t <= now))
-            .map(|r| r.id)
-            .collect();
-        for id in expired {
-            let Some(r) = self.live.get(&id) else {
-                continue;
-            };
-            let version = r.pending.map_or(0, |v| v.number);
-            // Held is the only state with a hold deadline.
-            if let Ok(next) = r
-                .state
-                .step(ReservationInput::Expire, r.committed.is_some())
-            {
-                self.stats.timed_out += 1;
-                self.drop_hold(id, next);
-                self.push_event(Event::HoldTimedOut { id, version });
-            }
-        }
-        let ended: Vec<ReservationId> = self
-            .live
-            .values()
-            .filter(|r| r.pending.is_none() && r.committed.is_some_and(|v| v.end <= now))
-            .map(|r| r.id)
-            .collect();
-        for id in ended {
-            let Some(mut r) = self.live.remove(&id) else {
-                continue;
-            };
-            if let Ok(life) = r.life.step(LifeInput::EndTime) {
-                r.life = life;
-            }
-            self.untable(&r);
-            self.finish(r);
-            self.push_event(Event::PassedEndTime { id });
-        }
-        self.refresh_shares();
-        self.next_due = self
-            .live
-            .values()
-            .flat_map(|r| timers(r, now))
-            .flatten()
-            .min()
-            .unwrap_or(Instant::MAX);
-    }
-
-    /// Lowers [`Book::next_due`] to `id`'s timers.
-    fn note_timers(&mut self, id: ReservationId) {
-        if let Some(r) = self.live.get(&id) {
-            let first = timers(r, self.now).into_iter().flatten().min();
-            self.next_due = self.next_due.min(first.unwrap_or(Instant::MAX));
-        }
-    }
-
     /// Policy, then capacity, for `r` (its pending version being the
     /// request); on success its footprint is on the table.
     fn admit(
@@ -703,69 +632,6 @@ impl Book {
         self.finished.insert(r.id, r);
     }
 
-    /// Recomputes the shares after a change of a `class` reservation on
-    /// `resource`: needed for a background one, or when the resource has
-    /// background holders (shares are recomputed at every change of the
-    /// active set, so no announced shares means no active holder).
-    fn refresh_shares_after(&mut self, resource: &str, class: Class) {
-        let holders = self
-            .resources
-            .get(resource)
-            .is_some_and(|r| !r.shares.is_empty());
-        if class == Class::Background || holders {
-            self.refresh_shares();
-        }
-    }
-
-    /// Recomputes every resource's background shares at `now` and
-    /// announces those that changed (seed 004's callbacks).
-    fn refresh_shares(&mut self) {
-        let now = self.now;
-        let mut active: BTreeMap<&str, Active> = BTreeMap::new();
-        for r in self.live.values() {
-            let Some(v) = r.committed.filter(|v| v.is_active(now)) else {
-                continue;
-            };
-            let entry = active.entry(r.resource.as_str()).or_default();
-            match r.class {
-                Class::Foreground => entry.foreground = entry.foreground.saturating_add(v.rate),
-                Class::Background => entry.minimums.push((r.id, v.rate)),
-            }
-        }
-        let mut events = Vec::new();
-        for (name, res) in &mut self.resources {
-            let Active {
-                foreground: fg,
-                minimums,
-            } = active.remove(name.as_str()).unwrap_or_default();
-            let fraction = self.config.background_fraction;
-            let shares: BTreeMap<ReservationId, Bandwidth> =
-                background_shares(res.table.capacity(), fg, &minimums, fraction)
-                    .into_iter()
-                    .collect();
-            for (&id, &share) in &shares {
-                if res.shares.get(&id) != Some(&share) {
-                    events.push(Event::Share {
-                        id,
-                        resource: name.clone(),
-                        share,
-                    });
-                }
-            }
-            for &id in res.shares.keys().filter(|id| !shares.contains_key(id)) {
-                events.push(Event::Share {
-                    id,
-                    resource: name.clone(),
-                    share: Bandwidth::ZERO,
-                });
-            }
-            res.shares = shares;
-        }
-        for e in events {
-            self.push_event(e);
-        }
-    }
-
     fn push_event(&mut self, e: Event) {
         if self.events.len() >= MAX_EVENTS {
             self.events.pop_front();
@@ -810,15 +676,6 @@ impl Book {
     }
 }
 
-/// The instants at which `r` needs the book: its hold running out, its
-/// committed version starting (after `now`; shares change) and ending
-/// (unless a modification is held, whose hold comes first).
-fn timers(r: &Reservation, now: Instant) -> [Option<Instant>; 3] {
-    let start = r.committed.map(|v| v.start).filter(|s| *s > now);
-    let end = r.committed.filter(|_| r.pending.is_none()).map(|v| v.end);
-    [r.hold_expires, start, end]
-}
-
 fn step(
     id: ReservationId,
     from: ReservationState,
@@ -828,6 +685,9 @@ fn step(
     from.step(input, in_force)
         .map_err(|source| ReserveError::Transition { id, source })
 }
+
+mod shares;
+mod timers;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! Unit tests of the book: each request, each transition, each error.
 
 use super::*;
+use crate::reserve::class::Class;
 use crate::reserve::policy::{LimitKind, Limits, Owner};
 use crate::reserve::state::TransitionError;
 
