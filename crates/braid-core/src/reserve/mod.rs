@@ -31,7 +31,9 @@
 //! # Example
 //!
 //! ```
-//! use braid_core::reserve::{Book, BookConfig, Class, Owner, ReserveRequest, ReservationState};
+//! use braid_core::reserve::{
+//!     Book, BookConfig, Class, LifeState, Owner, ReservationState, ReserveRequest,
+//! };
 //! use braid_core::{Bandwidth, Duration, Instant};
 //!
 //! let mut book = Book::new(BookConfig::default());
@@ -53,8 +55,12 @@
 //! // … but 40 Mbit/s does, and the book can say so beforehand.
 //! let free = book.max_free("link", now, now + Duration::from_secs(600)).unwrap();
 //! assert_eq!(free, Bandwidth::from_mbps(40));
-//! // The book wakes at the reservation's end and frees the capacity.
-//! assert_eq!(book.poll_timeout(), Some(now + Duration::from_secs(600)));
+//! // The driver wakes at `poll_timeout` (at or before the next timer) and
+//! // calls `handle_timeout`; at the end the capacity is free again.
+//! assert!(book.poll_timeout().is_some_and(|t| t <= now + Duration::from_secs(600)));
+//! book.handle_timeout(now + Duration::from_secs(600));
+//! assert_eq!(book.reservation(id).unwrap().life, LifeState::PassedEndTime);
+//! assert_eq!(book.reservations().count(), 0);
 //! ```
 
 pub mod book;
