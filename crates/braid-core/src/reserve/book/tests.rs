@@ -559,3 +559,53 @@ fn the_event_queue_is_bounded() {
     assert_eq!(events(&mut b).len(), MAX_EVENTS);
     assert_eq!(b.stats().events_dropped, 10);
 }
+
+#[test]
+fn two_background_holders_share_in_proportion_to_their_minimums() {
+    let mut b = Book::new(BookConfig {
+        background_fraction: 1.0,
+        ..BookConfig::default()
+    });
+    b.add_resource("premium", mbit(100)).unwrap();
+    let mut ids = Vec::new();
+    for min in [10, 30] {
+        let mut r = req(min, 0, 1000);
+        r.resource = "premium".into();
+        r.class = Class::Background;
+        let id = b.reserve(r, secs(0)).unwrap();
+        b.commit(id, secs(0)).unwrap();
+        ids.push(id);
+    }
+    assert_eq!(
+        (b.share(ids[0]), b.share(ids[1])),
+        (Some(mbit(25)), Some(mbit(75)))
+    );
+    // An advance foreground reservation changes the shares when it starts.
+    let mut fg = req(60, 100, 200);
+    fg.resource = "premium".into();
+    let f = b.reserve(fg, secs(0)).unwrap();
+    b.commit(f, secs(0)).unwrap();
+    assert_eq!(b.share(ids[0]), Some(mbit(25)));
+    // The minimums (40) take everything foreground leaves (40).
+    assert!(b
+        .reserve(
+            ReserveRequest {
+                resource: "premium".into(),
+                ..req(1, 150, 160)
+            },
+            secs(0)
+        )
+        .is_err());
+    while let Some(t) = b.poll_timeout().filter(|t| *t <= secs(100)) {
+        b.handle_timeout(t);
+    }
+    assert_eq!(
+        (b.share(ids[0]), b.share(ids[1])),
+        (Some(mbit(10)), Some(mbit(30)))
+    );
+    b.handle_timeout(secs(200));
+    assert_eq!(
+        (b.share(ids[0]), b.share(ids[1])),
+        (Some(mbit(25)), Some(mbit(75)))
+    );
+}
