@@ -70,6 +70,28 @@ pub enum PipeError {
         /// Bytes it wrote.
         bytes: u64,
     },
+    /// The receiver reported the end before this side reached the end of
+    /// its input (a forged or confused peer): nothing is confirmed.
+    #[error(
+        "the receiver reported the end after {bytes} bytes before the input ended; the transfer is not confirmed"
+    )]
+    EarlyDone {
+        /// Bytes the receiver claimed.
+        bytes: u64,
+    },
+    /// The receiver's count or digest differs from this side's.
+    #[error(
+        "the receiver confirmed {confirmed} bytes but {sent} were sent; digests {}; the transfer is not confirmed",
+        if *.digests_match { "match" } else { "differ" }
+    )]
+    DoneMismatch {
+        /// Bytes this side sent.
+        sent: u64,
+        /// Bytes the receiver confirmed.
+        confirmed: u64,
+        /// True if the digest prefixes agree.
+        digests_match: bool,
+    },
     /// Every connection failed and reconnecting did not help.
     #[error(
         "lost the receiver: all {conns} connections failed ({last_error}); {acked_bytes} bytes were acknowledged"

@@ -312,6 +312,10 @@ pub enum Control {
         reason: StopReason,
         /// Bytes written.
         bytes: u64,
+        /// The first 8 bytes of the BLAKE3 digest of what was written
+        /// ([`digest_prefix`]): the sender compares it, and `bytes`, with
+        /// its own at its end of input before it declares success.
+        digest: u64,
     },
     /// The receiver gave up.
     Abort {
@@ -330,7 +334,11 @@ impl Control {
         let mut b = [0u8; CONTROL_LEN];
         let (kind, code, x, y) = match *self {
             Control::Ack { seq, written } => (3u8, 0u8, seq, written),
-            Control::Done { reason, bytes } => (5, reason.code(), bytes, 0),
+            Control::Done {
+                reason,
+                bytes,
+                digest,
+            } => (5, reason.code(), bytes, digest),
             Control::Abort { reason, bytes, seq } => (6, reason.code(), bytes, seq),
         };
         b[0] = kind;
@@ -352,6 +360,7 @@ impl Control {
             5 => Ok(Control::Done {
                 reason: StopReason::from_code(b[1]),
                 bytes: x,
+                digest: y,
             }),
             6 => Ok(Control::Abort {
                 reason: StopReason::from_code(b[1]),
@@ -361,6 +370,14 @@ impl Control {
             k => Err(ProtocolViolation::ControlKind(k)),
         }
     }
+}
+
+/// The first 8 bytes of a BLAKE3 digest as a big-endian integer: what a
+/// [`Control::Done`] carries.
+pub fn digest_prefix(digest: &[u8; 32]) -> u64 {
+    u64::from_be_bytes([
+        digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7],
+    ])
 }
 
 /// Encodes an END payload.
@@ -481,6 +498,7 @@ mod tests {
             Control::Done {
                 reason: StopReason::Verified,
                 bytes: 77,
+                digest: 0x0102_0304_0506_0708,
             },
             Control::Abort {
                 reason: StopReason::BadChecksum,

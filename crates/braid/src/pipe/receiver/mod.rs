@@ -193,6 +193,7 @@ impl Receiver {
             out_busy: 0,
             finishing: false,
             result: None,
+            digest: None,
         };
         let mut ev_rx = ev_rx;
         let result = owner.run(&mut ev_rx, observer).await;

@@ -6,7 +6,7 @@ use super::{
     PROGRESS_TICK,
 };
 use crate::clock;
-use crate::pipe::frame::{Control, Hello, HelloAck, HelloStatus, StopReason, FLAG_REJOIN};
+use crate::pipe::frame::{self, Control, Hello, HelloAck, HelloStatus, StopReason, FLAG_REJOIN};
 use crate::pipe::reorder::Reorder;
 use crate::pipe::stats::{Progress, RecvConn, RecvReport};
 use crate::pipe::{PipeError, ProtocolViolation, MAX_CONNECTIONS, MAX_WINDOW_BLOCKS};
@@ -47,6 +47,8 @@ pub(super) struct Owner {
     pub(super) out_busy: usize,
     pub(super) finishing: bool,
     pub(super) result: Option<Result<RecvReport, PipeError>>,
+    /// The digest of what was written, once the output is flushed.
+    pub(super) digest: Option<[u8; 32]>,
 }
 
 impl Owner {
@@ -200,6 +202,7 @@ impl Owner {
                     .get_or_insert(Err(PipeError::Output { bytes, source }));
             }
             Event::Flushed { digest } => {
+                self.digest = Some(digest);
                 let Some((_, total, sent_digest)) = self.end else {
                     return;
                 };
@@ -276,10 +279,12 @@ impl Owner {
             Ok(_) => Control::Done {
                 reason: StopReason::Verified,
                 bytes,
+                digest: self.digest.map_or(0, |d| frame::digest_prefix(&d)),
             },
             Err(PipeError::Digest { .. }) => Control::Done {
                 reason: StopReason::DigestMismatch,
                 bytes,
+                digest: self.digest.map_or(0, |d| frame::digest_prefix(&d)),
             },
             Err(e) => Control::Abort {
                 reason: stop_reason(e),

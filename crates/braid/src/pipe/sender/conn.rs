@@ -160,12 +160,16 @@ async fn run_conn(
                 lowat = Some(want);
             }
         }
+        let last = matches!(job, Job::Abort);
         let res = tokio::select! {
             r = write_job(cfg, &mut s, job) => r,
             _ = &mut kill => return None,
         };
         if let Err(e) = res {
             return Some(format!("sending to {}: {e}", addr_of(cfg, c)));
+        }
+        if last {
+            return None;
         }
     }
 }
@@ -204,6 +208,16 @@ async fn write_job(cfg: &SendConfig, s: &mut OwnedWriteHalf, job: Job) -> std::i
             };
             s.write_all(&h.encode()).await?;
             s.write_all(&payload).await
+        }
+        Job::Abort => {
+            let h = DataHeader {
+                kind: DataKind::Abort,
+                seq: 0,
+                len: 0,
+                crc: 0,
+            };
+            s.write_all(&h.encode()).await?;
+            s.flush().await
         }
     }
 }

@@ -60,6 +60,9 @@ const EVENT_QUEUE: usize = 4 * MAX_CONNECTIONS;
 /// Jobs queued for one connection: it asks for the next only after it has
 /// written the previous one, so one is enough.
 const JOB_QUEUE: usize = 1;
+/// After the input failed, how long the connections have to finish the
+/// block they are writing and send the ABORT.
+const ABORT_GRACE: StdDuration = StdDuration::from_secs(2);
 /// Read requests queued for the reader: one block at a time (the
 /// scheduler fixes a block's length when it is read).
 const READ_QUEUE: usize = 1;
@@ -133,6 +136,9 @@ enum Job {
         bytes: u64,
         digest: [u8; 32],
     },
+    /// The input failed: tell the receiver to stop (after the block being
+    /// written, so the framing stays intact).
+    Abort,
 }
 
 /// What the reader hands back.
@@ -283,9 +289,34 @@ pub async fn send_async(
         rotate: 0,
         reweights: 0,
     };
-    let result = owner.run(ev_rx, input_rx, start, observer).await;
+    let mut ev_rx = ev_rx;
+    let result = owner.run(&mut ev_rx, input_rx, start, observer).await;
     // Stop everything: kill the connections, then wait for their tasks.
     owner.publish(Stop::Finished);
+    if matches!(result, Err(PipeError::Input(_))) {
+        // Tell the receiver at once (it would otherwise wait for its idle
+        // limit): every open connection writes an ABORT after its current
+        // block; events are drained meanwhile so no task blocks on them.
+        let jobs: Vec<_> = owner.slots.iter().filter_map(|s| s.jobs.clone()).collect();
+        let abort = async {
+            for j in jobs {
+                let _ = j.send(Job::Abort).await;
+            }
+            // A handle popped but not finished at the timeout is detached:
+            // its task ends when the kill below reaches it.
+            while let Some(t) = tasks.pop() {
+                let _ = t.await;
+            }
+        };
+        let drain = async { while ev_rx.recv().await.is_some() {} };
+        let _ = tokio::time::timeout(ABORT_GRACE, async {
+            tokio::select! {
+                _ = abort => {}
+                _ = drain => {}
+            }
+        })
+        .await;
+    }
     for s in &mut owner.slots {
         s.jobs = None;
         s.kill = None;

@@ -38,7 +38,7 @@ pub(super) struct Owner {
 impl Owner {
     pub(super) async fn run(
         &mut self,
-        mut events: mpsc::Receiver<Event>,
+        events: &mut mpsc::Receiver<Event>,
         mut input: mpsc::Receiver<Input>,
         start: Instant,
         observer: &mut dyn FnMut(&Progress),
@@ -245,14 +245,28 @@ impl Owner {
             Ok(Control::Done {
                 reason: frame::StopReason::Verified,
                 bytes,
+                digest,
             }) => {
-                // The receiver wrote and verified every byte: its count is
-                // exact, while the per-block ack tally can lag it (acks of
-                // the last blocks still in flight on other connections).
-                self.acked_bytes = bytes;
-                self.outcome.get_or_insert(Ok(()));
+                // Success only at this side's end of input, with the
+                // receiver's count and digest equal to its own.
+                let r = match self.end {
+                    None => Err(PipeError::EarlyDone { bytes }),
+                    Some((sent, d)) if sent == bytes && frame::digest_prefix(&d) == digest => {
+                        // The receiver wrote and verified every byte: its
+                        // count is exact, while the per-block ack tally can
+                        // lag it (acks of the last blocks in flight).
+                        self.acked_bytes = bytes;
+                        Ok(())
+                    }
+                    Some((sent, d)) => Err(PipeError::DoneMismatch {
+                        sent,
+                        confirmed: bytes,
+                        digests_match: frame::digest_prefix(&d) == digest,
+                    }),
+                };
+                self.outcome.get_or_insert(r);
             }
-            Ok(Control::Done { reason, bytes }) | Ok(Control::Abort { reason, bytes, .. }) => {
+            Ok(Control::Done { reason, bytes, .. }) | Ok(Control::Abort { reason, bytes, .. }) => {
                 self.outcome
                     .get_or_insert(Err(PipeError::ReceiverStopped { reason, bytes }));
             }

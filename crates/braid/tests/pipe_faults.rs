@@ -1,0 +1,135 @@
+//! Faults found when the pipe was attacked (issue 13 §4): a forged early
+//! DONE, an input that fails mid-stream, a path that goes silent for good,
+//! a flood of silent connections. Each must end with a clear error or be
+//! shrugged off; none may end a transfer with a false success.
+
+use braid::pipe::frame::{HelloAck, HelloStatus, CONTROL_LEN, HELLO_LEN};
+use braid::pipe::net::SockOpts;
+use braid::pipe::{send, Layout, Mode, PipeError, Receiver, RecvConfig, SendConfig};
+use braid_core::Duration;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+
+fn sock() -> SockOpts {
+    SockOpts {
+        mptcp: false,
+        sockbuf: None,
+        notsent_lowat: None,
+        user_timeout: None,
+    }
+}
+
+fn send_cfg(to: SocketAddr, connections: usize) -> SendConfig {
+    SendConfig {
+        to: vec![to],
+        connections,
+        mode: Mode::Adaptive,
+        layout: Layout::Interleaved,
+        block_size: 64 << 10,
+        window_bytes: 4 << 20,
+        auto_window: true,
+        total_size: None,
+        sock: sock(),
+        reconnect_attempts: 1,
+        corrupt_block: None,
+    }
+}
+
+fn receiver(idle: Duration) -> (Receiver, SocketAddr) {
+    let rx = Receiver::bind(RecvConfig {
+        listen: vec!["127.0.0.1:0".parse().expect("addr")],
+        window_bytes: 4 << 20,
+        sock: sock(),
+        idle_limit: idle,
+    })
+    .expect("bind");
+    let addr = rx.local_addrs()[0];
+    (rx, addr)
+}
+
+fn data(n: usize) -> Vec<u8> {
+    (0..n as u64).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+/// A fake receiver: accepts the hello, reads `after` bytes of frames, then
+/// sends DONE(verified) claiming those bytes, and keeps the socket open.
+fn forged_receiver(after: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        let mut hello = [0u8; HELLO_LEN];
+        s.read_exact(&mut hello).expect("hello");
+        let ack = HelloAck {
+            status: HelloStatus::Ok,
+            window_blocks: 64,
+            window_bytes: 4 << 20,
+        };
+        s.write_all(&ack.encode()).expect("ack");
+        let mut got = vec![0u8; after];
+        s.read_exact(&mut got).expect("some data");
+        // DONE (kind 5), reason 0 = verified, bytes = what it read.
+        let mut done = [0u8; CONTROL_LEN];
+        done[0] = 5;
+        done[8..16].copy_from_slice(&(after as u64).to_be_bytes());
+        s.write_all(&done).expect("done");
+        // Keep reading until the sender closes.
+        let mut sink = [0u8; 1 << 16];
+        while matches!(s.read(&mut sink), Ok(n) if n > 0) {}
+    });
+    (addr, t)
+}
+
+#[test]
+fn forged_early_done_is_not_a_success() {
+    let (addr, fake) = forged_receiver(1 << 20);
+    let res = send(
+        Box::new(std::io::Cursor::new(data(4 << 20))),
+        send_cfg(addr, 1),
+        &mut |_| {},
+    );
+    assert!(
+        matches!(
+            res,
+            Err(PipeError::EarlyDone { .. } | PipeError::DoneMismatch { .. })
+        ),
+        "a forged early DONE must fail the transfer, got {res:?}"
+    );
+    fake.join().expect("fake receiver");
+}
+
+/// An input that fails after `left` bytes.
+struct Failing {
+    left: usize,
+}
+
+impl Read for Failing {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Err(std::io::Error::other("disk on fire"));
+        }
+        let n = b.len().min(self.left);
+        b[..n].fill(7);
+        self.left -= n;
+        Ok(n)
+    }
+}
+
+#[test]
+fn input_failure_aborts_the_receiver_at_once() {
+    // An idle limit far above the test's run: the receiver must stop on
+    // the sender's ABORT, not by losing the sender.
+    let (rx, addr) = receiver(Duration::from_secs(120));
+    let server = std::thread::spawn(move || rx.run(Box::new(std::io::sink()), &mut |_| {}));
+    let res = send(
+        Box::new(Failing { left: 1 << 20 }),
+        send_cfg(addr, 2),
+        &mut |_| {},
+    );
+    assert!(matches!(res, Err(PipeError::Input(_))), "got {res:?}");
+    let r = server.join().expect("server thread");
+    assert!(
+        matches!(r, Err(PipeError::SenderAborted { .. })),
+        "the receiver must report the sender's abort, got {r:?}"
+    );
+}
