@@ -159,19 +159,25 @@ pub struct ClientArgs {
     pub key: Option<std::path::PathBuf>,
 }
 
+/// Most runtime threads `BRAID_PERF_THREADS` may ask for.
+const MAX_THREADS: usize = 256;
+
 /// Runtime threads, from `BRAID_PERF_THREADS` (default 2; 1 runs
 /// everything on the calling thread).
-fn threads() -> usize {
-    std::env::var("BRAID_PERF_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2)
+fn threads() -> anyhow::Result<usize> {
+    let Ok(v) = std::env::var("BRAID_PERF_THREADS") else {
+        return Ok(2);
+    };
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => bail!("BRAID_PERF_THREADS must be 1..={MAX_THREADS}, not {v:?}"),
+    }
 }
 
 /// Runs `braid perf`.
 pub fn run(cmd: PerfCommand) -> anyhow::Result<()> {
-    let rt = match threads() {
-        0 | 1 => tokio::runtime::Builder::new_current_thread()
+    let rt = match threads()? {
+        1 => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
         n => tokio::runtime::Builder::new_multi_thread()

@@ -46,6 +46,26 @@ pub struct RecvArgs {
     pub rate_log: Option<std::path::PathBuf>,
 }
 
+/// True if the process started with stdout closed (`>&-`). Rust's
+/// runtime then opens `/dev/null` read-write in its place before `main`,
+/// so every write would "succeed" into nothing; a shell's `> /dev/null`
+/// opens it write-only, which this tells apart (Linux `/proc`).
+fn stdout_was_closed() -> bool {
+    let is_null =
+        std::fs::read_link("/proc/self/fd/1").is_ok_and(|p| p == std::path::Path::new("/dev/null"));
+    if !is_null {
+        return false;
+    }
+    let Ok(info) = std::fs::read_to_string("/proc/self/fdinfo/1") else {
+        return false;
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+        // O_ACCMODE == 3, O_RDWR == 2.
+        .is_some_and(|flags| flags & 3 == 2)
+}
+
 /// Runs `braid recv`.
 pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     let listen = resolve(&args.listen)?;
@@ -57,6 +77,9 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         }
         None => {
             use std::os::fd::AsFd;
+            if stdout_was_closed() {
+                anyhow::bail!("stdout is closed: redirect it (e.g. > FILE) or give -o FILE");
+            }
             let fd = std::io::stdout()
                 .as_fd()
                 .try_clone_to_owned()
@@ -69,7 +92,7 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         window_bytes: args.window,
         sock: SockOpts {
             mptcp: args.mptcp,
-            sockbuf: args.sockbuf.map(|b| b as usize),
+            sockbuf: args.sockbuf.map(super::send::sockbuf),
             notsent_lowat: None,
             user_timeout: None,
         },

@@ -112,6 +112,12 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|e| e.to_string())
 }
 
+/// A `--sockbuf` size for [`SockOpts`]; beyond `usize` saturates (and is
+/// then refused by the library's bounds check).
+pub fn sockbuf(bytes: u64) -> usize {
+    usize::try_from(bytes).unwrap_or(usize::MAX)
+}
+
 /// Resolves `host:port` strings.
 pub fn resolve(addrs: &[String]) -> anyhow::Result<Vec<SocketAddr>> {
     let mut out = Vec::new();
@@ -227,7 +233,9 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
             (Box::new(std::fs::File::from(fd)), None)
         }
     };
-    let block = u32::try_from(args.block_size).context("block size too large")?;
+    // Out of u32's range is out of the pipe's range: the library's check
+    // names the bounds.
+    let block = u32::try_from(args.block_size).unwrap_or(u32::MAX);
     let cfg = SendConfig {
         connections: args.connections.unwrap_or(2 * to.len()),
         to,
@@ -246,7 +254,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         total_size: total,
         sock: SockOpts {
             mptcp: args.mptcp,
-            sockbuf: args.sockbuf.map(|b| b as usize),
+            sockbuf: args.sockbuf.map(sockbuf),
             notsent_lowat: Some(block.saturating_mul(LOWAT_BLOCKS)),
             user_timeout: Some(args.user_timeout.into()),
         },

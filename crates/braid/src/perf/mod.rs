@@ -278,18 +278,21 @@ impl ClientOptions {
 }
 
 /// Sleeps until message `k` is due: frame `k`'s time for the frame
-/// workload, or as `rate` allows after `sent` bytes otherwise.
-async fn wait_due(o: &ClientOptions, start: Instant, k: u64, sent: u64) {
-    match &o.frames {
-        Some(f) => {
-            let due = start + f.due(k);
-            let now = clock::now();
-            if due > now {
-                tokio::time::sleep(due.saturating_duration_since(now).into()).await;
-            }
-        }
-        None if k > 0 => pace(o.rate, start, sent).await,
-        None => {}
+/// workload, or as `rate` allows after `sent` bytes otherwise; never past
+/// `end` (the test's duration bounds every wait, however low the rate).
+async fn wait_due(o: &ClientOptions, start: Instant, end: Instant, k: u64, sent: u64) {
+    let due = match &o.frames {
+        Some(f) => start + f.due(k),
+        None if k > 0 => match o.rate {
+            Some(rate) => start + rate.transmit_time(sent),
+            None => return,
+        },
+        None => return,
+    };
+    let now = clock::now();
+    let due = due.min(end);
+    if due > now + Duration::from_millis(1) {
+        tokio::time::sleep(due.saturating_duration_since(now).into()).await;
     }
 }
 
@@ -338,16 +341,6 @@ pub struct Summary {
     pub retrans: u64,
     /// Packets lost over packets sent over the test, in percent.
     pub loss_pct: f64,
-}
-
-/// Sleeps as needed so that `sent` bytes since `start` stay within `rate`.
-async fn pace(rate: Option<Bandwidth>, start: Instant, sent: u64) {
-    let Some(rate) = rate else { return };
-    let due = start + rate.transmit_time(sent);
-    let now = clock::now();
-    if due > now + Duration::from_millis(1) {
-        tokio::time::sleep(due.saturating_duration_since(now).into()).await;
-    }
 }
 
 #[cfg(test)]

@@ -144,7 +144,7 @@ pub async fn client(
         let end = start + opts.duration;
         let (mut bytes, mut n) = (0u64, 0u64);
         loop {
-            wait_due(&opts, start, n, bytes).await;
+            wait_due(&opts, start, end, n, bytes).await;
             if clock::now() >= end {
                 break;
             }

@@ -102,12 +102,17 @@ fn write_header(msg: &mut [u8], len: u64, stamp: u64) {
     }
 }
 
+/// A test connection that sends nothing for this long is closed (a silent
+/// or dead client must not hold the server's task and socket forever).
+pub const SERVE_SILENCE: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Serves one TCP test on an accepted stream: counts what arrives, reports
 /// every [`REPORT_EVERY`], and once the client shuts down its side sends
 /// the final report, which it returns with the per-message statistics.
 ///
 /// # Errors
-/// [`PerfError::Io`] if reading or writing fails.
+/// [`PerfError::Io`] if reading or writing fails, [`PerfError::Protocol`]
+/// if the client sends nothing for [`SERVE_SILENCE`].
 pub async fn serve(mut s: TcpStream) -> Result<Served, PerfError> {
     let _ = s.set_nodelay(true);
     let (mut rd, mut wr) = s.split();
@@ -115,15 +120,24 @@ pub async fn serve(mut s: TcpStream) -> Result<Served, PerfError> {
     let mut framer = Framer::default();
     let mut buf = vec![0u8; TCP_CHUNK];
     let mut tick = tokio::time::interval(REPORT_EVERY);
+    let mut heard = clock::now();
     loop {
+        let silence = braid_core::Duration::from(SERVE_SILENCE);
         tokio::select! {
             n = rd.read(&mut buf) => {
                 let n = n.map_err(PerfError::io("reading"))?;
                 if n == 0 { break; }
+                heard = clock::now();
                 count.add_bytes(n);
                 framer.feed(&buf[..n], |stamp| count.add_message(Some(stamp)));
             }
             _ = tick.tick() => {
+                if clock::now().saturating_duration_since(heard) > silence {
+                    return Err(PerfError::Protocol(format!(
+                        "the client sent nothing for {} s",
+                        SERVE_SILENCE.as_secs()
+                    )));
+                }
                 wr.write_all(&count.report(false).encode()).await.map_err(PerfError::io("writing a report"))?;
             }
         }
@@ -212,7 +226,7 @@ pub async fn client(
         let end = start + opts.duration;
         let (mut bytes, mut n) = (0u64, 0u64);
         loop {
-            wait_due(&opts, start, n, bytes).await;
+            wait_due(&opts, start, end, n, bytes).await;
             if clock::now() >= end {
                 break;
             }

@@ -139,6 +139,13 @@ pub enum ConfigError {
     /// The block size is below 4 KiB or above [`frame::MAX_BLOCK_LEN`].
     #[error("block size must be 4 KiB..={} MiB", frame::MAX_BLOCK_LEN >> 20)]
     BlockSize,
+    /// The fixed socket buffer is out of range.
+    #[error(
+        "socket buffer must be {} KiB..={} MiB",
+        super::net::MIN_SOCKBUF >> 10,
+        super::net::MAX_SOCKBUF >> 20
+    )]
+    SockBuf,
     /// The partitioned layout needs the input size up front.
     #[error("--layout partitioned needs a file whose size is known and fits in the window")]
     PartitionedNeedsSize,

@@ -11,8 +11,16 @@
 //! bounds how long unacknowledged data may sit before the kernel declares the
 //! connection dead (a path that went down).
 
+use super::ConfigError;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+
+/// Smallest fixed socket buffer (`--sockbuf`).
+pub const MIN_SOCKBUF: usize = 4 << 10;
+/// Largest fixed socket buffer (`--sockbuf`): the kernel takes an `int`
+/// and doubles it, so anything above would overflow (and silently become
+/// a tiny buffer).
+pub const MAX_SOCKBUF: usize = 1 << 30;
 
 /// `IPPROTO_MPTCP` (Linux).
 pub const IPPROTO_MPTCP: i32 = 262;
@@ -23,11 +31,25 @@ pub struct SockOpts {
     /// Use kernel MPTCP instead of TCP.
     pub mptcp: bool,
     /// Fixed SO_SNDBUF/SO_RCVBUF (disables autotuning); `None`: autotune.
+    /// Must be [`MIN_SOCKBUF`]..=[`MAX_SOCKBUF`] ([`SockOpts::validate`]).
     pub sockbuf: Option<usize>,
     /// TCP_NOTSENT_LOWAT in bytes (sender).
     pub notsent_lowat: Option<u32>,
     /// TCP_USER_TIMEOUT.
     pub user_timeout: Option<std::time::Duration>,
+}
+
+impl SockOpts {
+    /// Checks the options' bounds.
+    ///
+    /// # Errors
+    /// [`ConfigError::SockBuf`] if `sockbuf` is out of range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self.sockbuf {
+            Some(b) if !(MIN_SOCKBUF..=MAX_SOCKBUF).contains(&b) => Err(ConfigError::SockBuf),
+            _ => Ok(()),
+        }
+    }
 }
 
 fn socket_for(addr: &SocketAddr, o: &SockOpts) -> std::io::Result<Socket> {

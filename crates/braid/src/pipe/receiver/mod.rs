@@ -101,6 +101,7 @@ impl Receiver {
         if cfg.listen.is_empty() {
             return Err(ConfigError::NoListenAddress.into());
         }
+        cfg.sock.validate()?;
         let mut listeners = Vec::new();
         for a in &cfg.listen {
             let l = net::listen(a, &cfg.sock).map_err(|e| PipeError::Listen {

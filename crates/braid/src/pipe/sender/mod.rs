@@ -340,7 +340,7 @@ fn validate(cfg: &SendConfig) -> Result<(), ConfigError> {
     if cfg.block_size < 4096 || cfg.block_size > frame::MAX_BLOCK_LEN {
         return Err(ConfigError::BlockSize);
     }
-    Ok(())
+    cfg.sock.validate()
 }
 
 fn session_id(cfg: &SendConfig) -> SessionId {
