@@ -8,7 +8,7 @@ use braid::pipe::net::SockOpts;
 use braid::pipe::{send, Layout, Mode, PipeError, Receiver, RecvConfig, SendConfig};
 use braid_core::Duration;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 
 fn sock() -> SockOpts {
     SockOpts {
@@ -32,6 +32,7 @@ fn send_cfg(to: SocketAddr, connections: usize) -> SendConfig {
         sock: sock(),
         reconnect_attempts: 1,
         corrupt_block: None,
+        silence_limit: std::time::Duration::from_secs(10),
     }
 }
 
@@ -131,5 +132,87 @@ fn input_failure_aborts_the_receiver_at_once() {
     assert!(
         matches!(r, Err(PipeError::SenderAborted { .. })),
         "the receiver must report the sender's abort, got {r:?}"
+    );
+}
+
+/// A TCP proxy to `target` that forwards until its clients have sent
+/// `cut` bytes, then stops forwarding in both directions for good while
+/// keeping every socket open (a path that went down without a reset);
+/// later connections are accepted and held, never forwarded.
+fn black_hole_proxy(target: SocketAddr, cut: usize) -> SocketAddr {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+    let addr = l.local_addr().expect("proxy addr");
+    let held: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+    let down = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicUsize::new(0));
+    std::thread::spawn(move || {
+        for client in l.incoming() {
+            let Ok(client) = client else { return };
+            if down.load(Ordering::SeqCst) {
+                held.lock().expect("held").push(client);
+                continue;
+            }
+            let Ok(server) = TcpStream::connect(target) else {
+                return;
+            };
+            for (from, to, count) in [
+                (client.try_clone(), server.try_clone(), true),
+                (server.try_clone(), client.try_clone(), false),
+            ] {
+                let (Ok(mut from), Ok(mut to)) = (from, to) else {
+                    return;
+                };
+                let (held, down, sent) = (held.clone(), down.clone(), sent.clone());
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 16 << 10];
+                    loop {
+                        let n = match from.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        if count && sent.fetch_add(n, Ordering::SeqCst) + n > cut {
+                            down.store(true, Ordering::SeqCst);
+                        }
+                        if down.load(Ordering::SeqCst) {
+                            // Keep both ends open, forward nothing more.
+                            held.lock().expect("held").extend([from, to]);
+                            return;
+                        }
+                        if to.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_path_down_for_good_ends_both_sides_with_a_clear_error() {
+    let (rx, addr) = receiver(Duration::from_secs(2));
+    let server = std::thread::spawn(move || rx.run(Box::new(std::io::sink()), &mut |_| {}));
+    let proxy = black_hole_proxy(addr, 1 << 20);
+    let mut cfg = send_cfg(proxy, 1);
+    cfg.silence_limit = std::time::Duration::from_secs(2);
+    let res = send(
+        Box::new(std::io::Cursor::new(data(16 << 20))),
+        cfg,
+        &mut |_| {},
+    );
+    let r = server.join().expect("server thread");
+    assert!(
+        matches!(
+            r,
+            Err(PipeError::SilentSender { .. } | PipeError::LostSender { .. })
+        ),
+        "the receiver must give up on a silent path, got {r:?}"
+    );
+    assert!(
+        matches!(res, Err(PipeError::LostReceiver { .. })),
+        "the sender must give up with a clear error, got {res:?}"
     );
 }

@@ -82,6 +82,7 @@ fn junk_and_strangers_do_not_disturb_a_good_transfer() {
         sock: sock(),
         reconnect_attempts: 1,
         corrupt_block: None,
+        silence_limit: std::time::Duration::from_secs(10),
     };
     let d2 = data.clone();
     let sender =

@@ -78,7 +78,9 @@ pub struct SendArgs {
     /// Reconnect attempts per connection (backoff 0.2 s, doubling).
     #[arg(long, default_value_t = 4)]
     pub reconnect: u32,
-    /// Declare a connection dead when sent data stays unacknowledged this long.
+    /// Declare a connection dead when sent data stays unacknowledged, or
+    /// the receiver says nothing (it sends a keepalive every second), this
+    /// long.
     #[arg(long, default_value = "10s")]
     pub user_timeout: Duration,
     /// Show progress (default: when stderr is a terminal).
@@ -260,6 +262,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         },
         reconnect_attempts: args.reconnect,
         corrupt_block: args.corrupt_block,
+        silence_limit: args.user_timeout.into(),
     };
     let mut view = ProgressView::new(args.progress, args.no_progress, total);
     let res = pipe::send(input, cfg, &mut |p| view.update(p));

@@ -112,6 +112,17 @@ pub enum PipeError {
         /// Bytes written.
         bytes: u64,
     },
+    /// The sender's connections are open but nothing arrived on any of
+    /// them (not even a keepalive) for the idle limit: the path is down.
+    #[error(
+        "lost the sender: nothing arrived for {secs} s (the path may be down); {bytes} bytes written, all verified"
+    )]
+    SilentSender {
+        /// Seconds waited.
+        secs: u64,
+        /// Bytes written.
+        bytes: u64,
+    },
     /// The sender gave up (its input failed).
     #[error("the sender aborted the transfer; {bytes} bytes written, all verified")]
     SenderAborted {

@@ -182,6 +182,11 @@ pub enum DataKind {
     End,
     /// The sender gives up (e.g. its input failed); no payload.
     Abort,
+    /// Nothing to send right now, but the sender is alive; no payload.
+    /// A connection waiting for work writes one every
+    /// [`KEEPALIVE`](super::KEEPALIVE), so the receiver can count
+    /// silence as a dead path.
+    Keepalive,
 }
 
 /// The header in front of every sender-to-receiver frame.
@@ -205,6 +210,7 @@ impl DataHeader {
             DataKind::Data => 1,
             DataKind::End => 2,
             DataKind::Abort => 4,
+            DataKind::Keepalive => 8,
         };
         b[4..8].copy_from_slice(&self.len.to_be_bytes());
         b[8..16].copy_from_slice(&self.seq.to_be_bytes());
@@ -222,12 +228,13 @@ impl DataHeader {
             1 => DataKind::Data,
             2 => DataKind::End,
             4 => DataKind::Abort,
+            8 => DataKind::Keepalive,
             k => return Err(ProtocolViolation::FrameKind(k)),
         };
         let ok = match kind {
             DataKind::Data => len >= 1 && len <= max_block.min(MAX_BLOCK_LEN),
             DataKind::End => len == END_PAYLOAD_LEN,
-            DataKind::Abort => len == 0,
+            DataKind::Abort | DataKind::Keepalive => len == 0,
         };
         if !ok {
             return Err(ProtocolViolation::FrameLen(len));

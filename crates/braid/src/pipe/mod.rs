@@ -49,5 +49,10 @@ pub const MAX_CONNECTIONS: usize = 64;
 pub const MAX_WINDOW_BLOCKS: u64 = 65_536;
 /// Default block size (256 KiB).
 pub const DEFAULT_BLOCK: u32 = 256 << 10;
+/// How often each side shows it is alive on an otherwise quiet
+/// connection: the sender writes a keepalive frame while a connection has
+/// no job, the receiver repeats its cumulative ack. Silence for much
+/// longer means the path is down.
+pub const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(1);
 /// Default reorder window in bytes (64 MiB).
 pub const DEFAULT_WINDOW_BYTES: u64 = 64 << 20;

@@ -3,12 +3,12 @@
 //! each block header, the payload is read and CRC-checked here), and each
 //! connection's control writer.
 
-use super::{Ctl, Event, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT};
+use super::{Ctl, Event, Shared, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT};
 use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
 use crate::pipe::reorder::Verdict;
 use crate::pipe::{PipeError, ProtocolViolation};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,14 +20,14 @@ use tokio::sync::{mpsc, oneshot};
 pub(super) async fn accept_loop(
     l: tokio::net::TcpListener,
     events: mpsc::Sender<Event>,
-    written: Arc<AtomicU64>,
+    shared: Arc<Shared>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
     loop {
         while conns.try_join_next().is_some() {}
         match l.accept().await {
             Ok((s, peer)) => {
-                conns.spawn(serve(s, peer, events.clone(), Arc::clone(&written)));
+                conns.spawn(serve(s, peer, events.clone(), Arc::clone(&shared)));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -43,7 +43,7 @@ async fn serve(
     mut s: TcpStream,
     peer: SocketAddr,
     events: mpsc::Sender<Event>,
-    written: Arc<AtomicU64>,
+    shared: Arc<Shared>,
 ) {
     let mut b = [0u8; frame::HELLO_LEN];
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, s.read_exact(&mut b)).await {
@@ -77,7 +77,7 @@ async fn serve(
     };
     let (mut rd, wr) = s.into_split();
     let writer = tokio::spawn(ctl_writer(wr, admit.ack.encode(), ctl_rx));
-    let res = serve_frames(&mut rd, idx, max_block, &events, ctl_tx, &written).await;
+    let res = serve_frames(&mut rd, idx, max_block, &events, ctl_tx, &shared).await;
     if let Err(error) = res {
         let _ = events.send(Event::Fatal { peer, error }).await;
         // Stay open and keep reading until the sender closes: the ABORT goes
@@ -153,16 +153,26 @@ async fn serve_frames(
     max_block: u32,
     events: &mpsc::Sender<Event>,
     ctl: mpsc::Sender<Ctl>,
-    written: &AtomicU64,
+    shared: &Shared,
 ) -> Result<(), PipeError> {
     let mut hb = [0u8; frame::HEADER_LEN];
     let mut scratch = Vec::new();
     loop {
-        if s.read_exact(&mut hb).await.is_err() {
-            return Ok(());
+        // The sender writes a keepalive at least every KEEPALIVE: a
+        // connection silent for the idle limit is a dead path; closing it
+        // moves the acks to the others.
+        match tokio::time::timeout(shared.silence, s.read_exact(&mut hb)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Ok(()),
+            Err(_) => {
+                tracing::info!(conn = idx, "closing a silent connection");
+                return Ok(());
+            }
         }
+        shared.activity.fetch_add(1, Ordering::Relaxed);
         let h = DataHeader::decode(&hb, max_block)?;
         match h.kind {
+            DataKind::Keepalive => {}
             DataKind::Abort => return Err(PipeError::SenderAborted { bytes: 0 }),
             DataKind::End => {
                 let mut p = [0u8; frame::END_PAYLOAD_LEN as usize];
@@ -203,22 +213,18 @@ async fn serve_frames(
                 let ev = match verdict {
                     Verdict::Violation => return Err(ProtocolViolation::BeyondWindow(h.seq).into()),
                     Verdict::Duplicate => {
-                        if discard(s, h.len as usize, &mut scratch).await.is_err() {
+                        if discard(s, h.len as usize, &mut scratch, shared)
+                            .await
+                            .is_err()
+                        {
                             return Ok(());
                         }
                         Event::Duplicate { idx, len: h.len }
                     }
                     Verdict::Take => {
-                        // read_to_end fills spare capacity without zeroing it.
-                        let mut data = Vec::with_capacity(h.len as usize);
-                        match (&mut *s)
-                            .take(u64::from(h.len))
-                            .read_to_end(&mut data)
-                            .await
-                        {
-                            Ok(n) if n == h.len as usize => {}
-                            _ => return Ok(()),
-                        }
+                        let Some(data) = read_payload(s, h.len, shared).await else {
+                            return Ok(());
+                        };
                         if crc32fast::hash(&data) != h.crc {
                             return Err(PipeError::Corrupt {
                                 seq: h.seq,
@@ -238,7 +244,7 @@ async fn serve_frames(
                 }
                 let ack = Control::Ack {
                     seq: h.seq,
-                    written: written.load(Ordering::Relaxed),
+                    written: shared.written.load(Ordering::Relaxed),
                 };
                 if ctl.send(Ctl::Frame(ack)).await.is_err() {
                     return Ok(());
@@ -248,14 +254,43 @@ async fn serve_frames(
     }
 }
 
-async fn discard(s: &mut OwnedReadHalf, mut n: usize, buf: &mut Vec<u8>) -> std::io::Result<()> {
+/// Reads a block's `len` payload bytes; `None` if the connection ends or
+/// stays silent for the idle limit first. Each read that returns bytes
+/// counts as activity, so a large block on a slow path is not silence.
+async fn read_payload(s: &mut OwnedReadHalf, len: u32, shared: &Shared) -> Option<Vec<u8>> {
+    // read_buf fills spare capacity without zeroing it first.
+    let mut data = Vec::with_capacity(len as usize);
+    while data.len() < len as usize {
+        let left = len as u64 - data.len() as u64;
+        let mut part = (&mut *s).take(left);
+        match tokio::time::timeout(shared.silence, part.read_buf(&mut data)).await {
+            Ok(Ok(n)) if n > 0 => {
+                shared.activity.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => return None,
+        }
+    }
+    Some(data)
+}
+
+async fn discard(
+    s: &mut OwnedReadHalf,
+    mut n: usize,
+    buf: &mut Vec<u8>,
+    shared: &Shared,
+) -> std::io::Result<()> {
     if buf.len() < DISCARD_CHUNK.min(n) {
         buf.resize(DISCARD_CHUNK.min(n), 0);
     }
     while n > 0 {
         let k = n.min(buf.len());
-        s.read_exact(&mut buf[..k]).await?;
-        n -= k;
+        match tokio::time::timeout(shared.silence, s.read(&mut buf[..k])).await {
+            Ok(Ok(0)) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            Ok(Ok(got)) => n -= got,
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+        }
+        shared.activity.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
 }

@@ -60,6 +60,9 @@ const MAX_ACCEPTED: usize = 4 * MAX_CONNECTIONS;
 const ACK_WRITE_TIMEOUT: StdDuration = StdDuration::from_secs(2);
 /// Size of the scratch buffer for dropping duplicate payloads.
 const DISCARD_CHUNK: usize = 64 << 10;
+/// How often the owner repeats its cumulative ack on every connection
+/// (the receiver's keepalive).
+const KEEPALIVE: Duration = Duration::from_secs(1);
 /// How often the observer is called.
 const PROGRESS_TICK: StdDuration = StdDuration::from_millis(150);
 /// Bound of the channel into the owner: a few messages per connection.
@@ -81,7 +84,10 @@ pub struct RecvConfig {
     pub window_bytes: u64,
     /// Socket options.
     pub sock: SockOpts,
-    /// Give up when no connection is open for this long mid-stream.
+    /// Give up when the sender has been silent (no connection open, or
+    /// open connections delivering nothing, not even the keepalive it
+    /// sends every [`KEEPALIVE`](super::KEEPALIVE)) for this long
+    /// mid-stream; a connection silent this long is closed.
     pub idle_limit: Duration,
 }
 
@@ -158,7 +164,11 @@ impl Receiver {
         observer: &mut dyn FnMut(&Progress),
     ) -> Result<RecvReport, PipeError> {
         let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
-        let written = Arc::new(AtomicU64::new(0));
+        let shared = Arc::new(Shared {
+            written: AtomicU64::new(0),
+            activity: AtomicU64::new(0),
+            silence: StdDuration::from(self.cfg.idle_limit),
+        });
         let mut acceptors = Vec::new();
         for (l, &addr) in self.listeners.into_iter().zip(&self.cfg.listen) {
             let l = tokio::net::TcpListener::from_std(l)
@@ -166,7 +176,7 @@ impl Receiver {
             acceptors.push(tokio::spawn(accept_loop(
                 l,
                 ev_tx.clone(),
-                Arc::clone(&written),
+                Arc::clone(&shared),
             )));
         }
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_QUEUE + 1);
@@ -189,7 +199,9 @@ impl Receiver {
             first_conn: None,
             done: false,
             bytes: 0,
-            written,
+            shared,
+            heard: (0, clock::now()),
+            last_keepalive: clock::now(),
             out_tx,
             out_busy: 0,
             finishing: false,
@@ -218,6 +230,19 @@ impl Receiver {
         }
         result
     }
+}
+
+/// What the connection tasks share with the owner (counters only, no
+/// lock).
+struct Shared {
+    /// Blocks written, for the connection tasks' acks.
+    written: AtomicU64,
+    /// Reads that returned bytes, on any connection: the owner counts
+    /// silence (a path down with its connections still open) as no change.
+    activity: AtomicU64,
+    /// A connection that delivers nothing (not even a keepalive) for this
+    /// long is closed.
+    silence: StdDuration,
 }
 
 struct Session {

@@ -2,8 +2,8 @@
 //! window, the connection slots and the outcome (see the parent module).
 
 use super::{
-    Admit, Ctl, Event, Out, Session, ACK_WRITE_TIMEOUT, CTL_QUEUE, MAX_ACCEPTED, OUTPUT_QUEUE,
-    PROGRESS_TICK,
+    Admit, Ctl, Event, Out, Session, Shared, ACK_WRITE_TIMEOUT, CTL_QUEUE, KEEPALIVE, MAX_ACCEPTED,
+    OUTPUT_QUEUE, PROGRESS_TICK,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control, Hello, HelloAck, HelloStatus, StopReason, FLAG_REJOIN};
@@ -12,7 +12,7 @@ use crate::pipe::stats::{Progress, RecvConn, RecvReport};
 use crate::pipe::{PipeError, ProtocolViolation, MAX_CONNECTIONS, MAX_WINDOW_BLOCKS};
 use braid_core::{Duration, Instant};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 use tokio::sync::mpsc;
@@ -41,8 +41,12 @@ pub(super) struct Owner {
     pub(super) done: bool,
     /// Bytes written (all verified).
     pub(super) bytes: u64,
-    /// Blocks written, for the connection tasks' acks.
-    pub(super) written: Arc<AtomicU64>,
+    /// Counters shared with the connection tasks.
+    pub(super) shared: Arc<Shared>,
+    /// The activity count last seen, and when it last changed.
+    pub(super) heard: (u64, Instant),
+    /// When the cumulative ack was last repeated on every connection.
+    pub(super) last_keepalive: Instant,
     pub(super) out_tx: mpsc::Sender<Out>,
     pub(super) out_busy: usize,
     pub(super) finishing: bool,
@@ -86,8 +90,13 @@ impl Owner {
                     None => return Err(PipeError::LostSender { secs: 0, bytes: self.bytes }),
                 },
                 _ = tick.tick() => {
-                    let p = self.progress(clock::now());
+                    let now = clock::now();
+                    let p = self.progress(now);
                     observer(&p);
+                    if now.saturating_duration_since(self.last_keepalive) >= KEEPALIVE {
+                        self.ack_all();
+                    }
+                    self.check_silence(now)?;
                 }
                 _ = sleep_opt(idle) => {
                     let now = clock::now();
@@ -102,6 +111,38 @@ impl Owner {
                 }
             }
         }
+    }
+
+    /// Sends the cumulative ack on every open connection: after each write,
+    /// and every [`KEEPALIVE`] so the sender hears from a quiet receiver.
+    fn ack_all(&mut self) {
+        self.last_keepalive = clock::now();
+        let ack = Control::Ack {
+            seq: u64::MAX,
+            written: self.reorder.written(),
+        };
+        for ctl in self.conns.iter().filter_map(|c| c.ctl.as_ref()) {
+            // Cumulative: if the queue is full, the next one will do.
+            let _ = ctl.try_send(Ctl::Frame(ack));
+        }
+    }
+
+    /// Mid-stream, fails once nothing at all (no byte, no keepalive) has
+    /// arrived on any connection for the idle limit: a path that went down
+    /// with its connections still open.
+    fn check_silence(&mut self, now: Instant) -> Result<(), PipeError> {
+        let seen = self.shared.activity.load(Ordering::Relaxed);
+        if seen != self.heard.0 || self.session.is_none() || self.done || self.finishing {
+            self.heard = (seen, now);
+            return Ok(());
+        }
+        if now.saturating_duration_since(self.heard.1) > self.idle_limit {
+            return Err(PipeError::SilentSender {
+                secs: self.idle_limit.as_secs_f64() as u64,
+                bytes: self.bytes,
+            });
+        }
+        Ok(())
     }
 
     /// Hands ready blocks to the output writer; at the end, asks it to
@@ -186,15 +227,8 @@ impl Owner {
                 self.reorder.mark_written(blocks, bytes);
                 self.bytes += bytes;
                 let written = self.reorder.written();
-                self.written.store(written, Ordering::Relaxed);
-                let ack = Control::Ack {
-                    seq: u64::MAX,
-                    written,
-                };
-                for ctl in self.conns.iter().filter_map(|c| c.ctl.as_ref()) {
-                    // Cumulative: if the queue is full, the next one will do.
-                    let _ = ctl.try_send(Ctl::Frame(ack));
-                }
+                self.shared.written.store(written, Ordering::Relaxed);
+                self.ack_all();
             }
             Event::OutputFailed { bytes, source } => {
                 self.out_busy = self.out_busy.saturating_sub(1);

@@ -9,7 +9,7 @@ use super::{
 use crate::pipe::frame::{
     self, Control, DataHeader, DataKind, Hello, HelloAck, HelloStatus, SessionId, FLAG_REJOIN,
 };
-use crate::pipe::net;
+use crate::pipe::{net, KEEPALIVE};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -146,9 +146,28 @@ async fn run_conn(
         if events.send(Event::Want { c, gen }).await.is_err() {
             return None;
         }
-        let job = tokio::select! {
-            j = jobs.recv() => j?,
-            _ = &mut kill => return None,
+        // While there is no job, show the receiver this side is alive.
+        let job = loop {
+            tokio::select! {
+                j = jobs.recv() => break j?,
+                _ = &mut kill => return None,
+                _ = tokio::time::sleep(KEEPALIVE) => {
+                    let ka = DataHeader {
+                        kind: DataKind::Keepalive,
+                        seq: 0,
+                        len: 0,
+                        crc: 0,
+                    }
+                    .encode();
+                    let r = tokio::select! {
+                        r = s.write_all(&ka) => r,
+                        _ = &mut kill => return None,
+                    };
+                    if let Err(e) = r {
+                        return Some(format!("sending to {}: {e}", addr_of(cfg, c)));
+                    }
+                }
+            }
         };
         if let Job::Block {
             lowat: Some(want), ..
@@ -231,9 +250,18 @@ async fn ack_reader(
 ) {
     let mut b = [0u8; frame::CONTROL_LEN];
     loop {
-        let msg = match s.read_exact(&mut b).await {
-            Ok(_) => Control::decode(&b),
-            Err(e) => {
+        let msg = match tokio::time::timeout(cfg.silence_limit, s.read_exact(&mut b)).await {
+            Ok(Ok(_)) => Control::decode(&b),
+            Err(_) => {
+                let error = format!(
+                    "{}: no word from the receiver for {} s (the path may be down)",
+                    addr_of(&cfg, c),
+                    cfg.silence_limit.as_secs_f64()
+                );
+                let _ = events.send(Event::Down { c, gen, error }).await;
+                return;
+            }
+            Ok(Err(e)) => {
                 let msg = if e.kind() == std::io::ErrorKind::UnexpectedEof {
                     "the receiver closed the connection".to_string()
                 } else {

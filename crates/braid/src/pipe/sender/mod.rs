@@ -94,6 +94,11 @@ pub struct SendConfig {
     pub reconnect_attempts: u32,
     /// Test hook: corrupt the first copy of this block on the wire.
     pub corrupt_block: Option<u64>,
+    /// A connection on which the receiver says nothing (not even its
+    /// keepalive, every [`KEEPALIVE`](super::KEEPALIVE)) for this long is
+    /// declared dead; when every connection is dead and reconnecting fails,
+    /// the transfer fails with [`PipeError::LostReceiver`].
+    pub silence_limit: StdDuration,
 }
 
 /// Why the transfer stopped; published to every task.
