@@ -216,3 +216,75 @@ fn a_path_down_for_good_ends_both_sides_with_a_clear_error() {
         "the sender must give up with a clear error, got {res:?}"
     );
 }
+
+/// A TCP connection to `to` from the loopback address `from`.
+fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+    let local: SocketAddr = format!("{from}:0").parse().expect("addr");
+    s.bind(&SockAddr::from(local)).expect("bind");
+    s.connect(&SockAddr::from(to)).expect("connect");
+    s.into()
+}
+
+/// True once the peer has closed `s` (end of stream or reset).
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Ok(0) => true,
+        Ok(_) => false,
+        // A read that would block is an open connection.
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
+#[test]
+fn a_flood_of_silent_connections_is_bounded_and_the_transfer_works() {
+    const FLOOD: usize = 1000;
+    let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("sink").extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let (rx, addr) = receiver(Duration::from_secs(30));
+    let sink = Sink(out.clone());
+    let server = std::thread::spawn(move || rx.run(Box::new(sink), &mut |_| {}));
+    // 1,000 connections that never say hello, from another address.
+    let mut flood: Vec<TcpStream> = (0..FLOOD)
+        .map(|_| connect_from("127.0.0.2", addr))
+        .collect();
+    for s in &flood {
+        s.set_nonblocking(true).expect("nonblocking");
+    }
+    // The receiver closes all but a bounded few of them at once (well
+    // before its hello timeout): poll, with a bound.
+    let mut open = FLOOD;
+    for _ in 0..100 {
+        open = 0;
+        for s in &mut flood {
+            open += usize::from(!closed(s));
+        }
+        if open <= 64 {
+            break;
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(20));
+    }
+    assert!(open <= 64, "{open} silent connections still held");
+    // The real transfer still works.
+    let d = data(1 << 20);
+    let rep = send(
+        Box::new(std::io::Cursor::new(d.clone())),
+        send_cfg(addr, 2),
+        &mut |_| {},
+    )
+    .expect("send succeeds");
+    assert_eq!(rep.bytes, d.len() as u64);
+    server.join().expect("server").expect("recv succeeds");
+    assert!(*out.lock().expect("out") == d);
+}

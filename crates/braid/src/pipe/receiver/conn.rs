@@ -3,12 +3,16 @@
 //! each block header, the payload is read and CRC-checked here), and each
 //! connection's control writer.
 
-use super::{Ctl, Event, Shared, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT};
+use super::{
+    Ctl, Event, Shared, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT, MAX_PENDING,
+    MAX_PENDING_PER_SOURCE,
+};
 use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
 use crate::pipe::reorder::Verdict;
 use crate::pipe::{PipeError, ProtocolViolation};
-use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -16,18 +20,57 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+/// A connection that has not sent its hello yet, as its acceptor tracks
+/// it.
+struct Pending {
+    ip: IpAddr,
+    task: tokio::task::AbortHandle,
+    /// Set by the connection task once its hello arrived.
+    hello: Arc<AtomicBool>,
+}
+
 /// Accepts connections until aborted; dropping it drops its connections.
+///
+/// Unverified connections are bounded: at most [`MAX_PENDING`] wait for
+/// their hello at once, at most [`MAX_PENDING_PER_SOURCE`] from one IP
+/// address; a new connection over a bound evicts the oldest waiting one
+/// (from its own address first), so a flood of silent connections holds a
+/// bounded number of sockets and tasks and cannot lock out a sender that
+/// says hello at once. Each waits at most [`HELLO_TIMEOUT`].
 pub(super) async fn accept_loop(
     l: tokio::net::TcpListener,
     events: mpsc::Sender<Event>,
     shared: Arc<Shared>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
+    let mut pending: VecDeque<Pending> = VecDeque::with_capacity(MAX_PENDING);
     loop {
         while conns.try_join_next().is_some() {}
         match l.accept().await {
             Ok((s, peer)) => {
-                conns.spawn(serve(s, peer, events.clone(), Arc::clone(&shared)));
+                pending.retain(|p| !p.task.is_finished() && !p.hello.load(Ordering::Relaxed));
+                let ip = peer.ip();
+                let evict =
+                    if pending.iter().filter(|p| p.ip == ip).count() >= MAX_PENDING_PER_SOURCE {
+                        pending.iter().position(|p| p.ip == ip)
+                    } else if pending.len() >= MAX_PENDING {
+                        Some(0)
+                    } else {
+                        None
+                    };
+                if let Some(old) = evict.and_then(|i| pending.remove(i)) {
+                    tracing::debug!(%peer, "too many connections without a hello: closing the oldest");
+                    old.task.abort();
+                }
+                let hello = Arc::new(AtomicBool::new(false));
+                let task = conns.spawn(serve(
+                    s,
+                    peer,
+                    events.clone(),
+                    Arc::clone(&shared),
+                    Arc::clone(&hello),
+                ));
+                pending.push_back(Pending { ip, task, hello });
             }
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
@@ -44,10 +87,14 @@ async fn serve(
     peer: SocketAddr,
     events: mpsc::Sender<Event>,
     shared: Arc<Shared>,
+    said_hello: Arc<AtomicBool>,
 ) {
     let mut b = [0u8; frame::HELLO_LEN];
     let hello = match tokio::time::timeout(HELLO_TIMEOUT, s.read_exact(&mut b)).await {
-        Ok(Ok(_)) => Hello::decode(&b).map_err(|e| e.to_string()),
+        Ok(Ok(_)) => {
+            said_hello.store(true, Ordering::Relaxed);
+            Hello::decode(&b).map_err(|e| e.to_string())
+        }
         Ok(Err(e)) => Err(format!("no hello: {e}")),
         Err(_) => Err("no hello: timed out".to_string()),
     };

@@ -51,6 +51,11 @@ use owner::Owner;
 
 /// How long a new connection has to send its hello.
 const HELLO_TIMEOUT: StdDuration = StdDuration::from_secs(5);
+/// Connections per listening address that may wait for their hello at
+/// once (a new one beyond evicts the oldest).
+const MAX_PENDING: usize = 64;
+/// Connections from one IP address that may wait for their hello at once.
+const MAX_PENDING_PER_SOURCE: usize = 16;
 /// After the outcome, how long to wait for the sender to close.
 const DRAIN: Duration = Duration::from_secs(2);
 /// Accepted connections ever (bounds the per-connection table).
