@@ -33,6 +33,7 @@ fn send_cfg(to: SocketAddr, connections: usize) -> SendConfig {
         reconnect_attempts: 1,
         corrupt_block: None,
         silence_limit: std::time::Duration::from_secs(10),
+        rate: None,
     }
 }
 
@@ -287,4 +288,34 @@ fn a_flood_of_silent_connections_is_bounded_and_the_transfer_works() {
     assert_eq!(rep.bytes, d.len() as u64);
     server.join().expect("server").expect("recv succeeds");
     assert!(*out.lock().expect("out") == d);
+}
+
+#[test]
+fn rate_cap_holds_the_total_over_every_connection() {
+    let rate = braid_core::Bandwidth::from_mbps(20);
+    let n: usize = 4 << 20;
+    let (rx, addr) = receiver(Duration::from_secs(30));
+    let server = std::thread::spawn(move || rx.run(Box::new(std::io::sink()), &mut |_| {}));
+    let mut cfg = send_cfg(addr, 4);
+    cfg.rate = Some(rate);
+    let start = braid::clock::now();
+    let rep =
+        send(Box::new(std::io::Cursor::new(data(n))), cfg, &mut |_| {}).expect("send succeeds");
+    let secs = braid::clock::now()
+        .saturating_duration_since(start)
+        .as_secs_f64();
+    server.join().expect("server").expect("recv succeeds");
+    assert_eq!(rep.bytes, n as u64);
+    // Loopback moves gigabits; the cap must hold the whole transfer near
+    // 20 Mbit/s (a loose band: behaviour, not timing precision).
+    let floor = 0.8 * n as f64 / rate.bytes_per_sec() as f64;
+    assert!(
+        secs >= floor,
+        "{n} bytes in {secs:.2} s: faster than the cap"
+    );
+    assert!(
+        rep.bps < 1.25 * rate.bps() as f64 && rep.bps > 0.25 * rate.bps() as f64,
+        "average {:.1} Mbit/s, cap 20",
+        rep.bps / 1e6
+    );
 }

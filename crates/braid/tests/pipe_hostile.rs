@@ -83,6 +83,7 @@ fn junk_and_strangers_do_not_disturb_a_good_transfer() {
         reconnect_attempts: 1,
         corrupt_block: None,
         silence_limit: std::time::Duration::from_secs(10),
+        rate: None,
     };
     let d2 = data.clone();
     let sender =

@@ -108,6 +108,7 @@ fn cut_connection_reconnects_and_stream_completes() {
         reconnect_attempts: 4,
         corrupt_block: None,
         silence_limit: std::time::Duration::from_secs(10),
+        rate: None,
     };
     let d2 = data.clone();
     let report = send(Box::new(std::io::Cursor::new(d2)), cfg, &mut |_| {}).expect("send succeeds");

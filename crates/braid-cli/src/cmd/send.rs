@@ -72,6 +72,10 @@ pub struct SendArgs {
     /// Fixed socket buffer size (default: kernel autotuning to the BDP).
     #[arg(long, value_parser = parse_size)]
     pub sockbuf: Option<u64>,
+    /// Cap the total sending rate over all connections (e.g. 800mbit),
+    /// paced smoothly (default: as fast as the paths allow).
+    #[arg(long)]
+    pub rate: Option<braid_core::Bandwidth>,
     /// Use kernel MPTCP sockets (IPPROTO_MPTCP) instead of TCP.
     #[arg(long)]
     pub mptcp: bool,
@@ -263,6 +267,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         reconnect_attempts: args.reconnect,
         corrupt_block: args.corrupt_block,
         silence_limit: args.user_timeout.into(),
+        rate: args.rate,
     };
     let mut view = ProgressView::new(args.progress, args.no_progress, total);
     let res = pipe::send(input, cfg, &mut |p| view.update(p));

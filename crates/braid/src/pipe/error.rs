@@ -150,6 +150,9 @@ pub enum ConfigError {
     /// The block size is below 4 KiB or above [`frame::MAX_BLOCK_LEN`].
     #[error("block size must be 4 KiB..={} MiB", frame::MAX_BLOCK_LEN >> 20)]
     BlockSize,
+    /// The rate cap is below one byte per second.
+    #[error("--rate must be at least 8bit (one byte per second)")]
+    Rate,
     /// The fixed socket buffer is out of range.
     #[error(
         "socket buffer must be {} KiB..={} MiB",

@@ -130,3 +130,27 @@ pub fn set_notsent_lowat(s: &impl std::os::fd::AsRawFd, bytes: u32) {
         );
     }
 }
+
+/// Sets `SO_MAX_PACING_RATE` (bytes per second, saturating at `u32::MAX`):
+/// the kernel spreads the socket's packets out at no more than this rate
+/// (`braid send --rate`); a failure is logged, not fatal.
+pub fn set_max_pacing_rate(s: &impl std::os::fd::AsRawFd, bytes_per_sec: u64) {
+    let v: u32 = u32::try_from(bytes_per_sec).unwrap_or(u32::MAX);
+    // SAFETY: setsockopt with a valid fd, a pointer to a live u32 and its
+    // size; the kernel copies the value and keeps no pointer.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MAX_PACING_RATE,
+            (&v as *const u32).cast(),
+            std::mem::size_of::<u32>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(
+            "SO_MAX_PACING_RATE not set: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}

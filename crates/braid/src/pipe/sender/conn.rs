@@ -37,6 +37,11 @@ async fn open(
         let mut s = net::connect_async(&addr, &cfg.sock)
             .await
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
+        if let Some(r) = cfg.rate {
+            // No connection alone may exceed the total cap; the owner's
+            // bucket keeps the sum under it.
+            net::set_max_pacing_rate(&s, r.bytes_per_sec());
+        }
         let io = |e: std::io::Error| format!("hello with {addr}: {e}");
         s.write_all(&hello.encode()).await.map_err(io)?;
         let mut b = [0u8; frame::HELLO_ACK_LEN];

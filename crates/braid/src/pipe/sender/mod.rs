@@ -13,7 +13,8 @@
 //!   receiver's control frames and hands them to the owner.
 //!
 //! Files: `owner` (the state and its event handling), `conn` (connection
-//! and ack-reader tasks), `input` (the blocking reader).
+//! and ack-reader tasks), `input` (the blocking reader), `pace` (the
+//! `--rate` token bucket).
 //!
 //! Wake-ups are messages: the owner answers a connection that asked for
 //! work as soon as an event (an ack, a block read, a connection down) lets
@@ -30,10 +31,12 @@
 mod conn;
 mod input;
 mod owner;
+mod pace;
 
 use conn::conn_task;
 use input::reader;
 use owner::Owner;
+use pace::Pacer;
 
 use super::frame::{self, Control, SessionId};
 use super::net::SockOpts;
@@ -99,6 +102,9 @@ pub struct SendConfig {
     /// declared dead; when every connection is dead and reconnecting fails,
     /// the transfer fails with [`PipeError::LostReceiver`].
     pub silence_limit: StdDuration,
+    /// Cap on the total sending rate over every connection (`None`: as
+    /// fast as the paths allow); see `pace`.
+    pub rate: Option<braid_core::Bandwidth>,
 }
 
 /// Why the transfer stopped; published to every task.
@@ -277,6 +283,7 @@ pub async fn send_async(
         )));
     }
     drop(ev_tx);
+    let pacer = cfg.rate.map(|r| Pacer::new(r, start));
     let mut owner = Owner {
         slots: (0..cfg.connections).map(|_| Slot::default()).collect(),
         cfg,
@@ -293,6 +300,7 @@ pub async fn send_async(
         pub_tx,
         rotate: 0,
         reweights: 0,
+        pacer,
     };
     let mut ev_rx = ev_rx;
     let result = owner.run(&mut ev_rx, input_rx, start, observer).await;
@@ -344,6 +352,9 @@ fn validate(cfg: &SendConfig) -> Result<(), ConfigError> {
     }
     if cfg.block_size < 4096 || cfg.block_size > frame::MAX_BLOCK_LEN {
         return Err(ConfigError::BlockSize);
+    }
+    if cfg.rate.is_some_and(|r| r.bytes_per_sec() == 0) {
+        return Err(ConfigError::Rate);
     }
     cfg.sock.validate()
 }

@@ -2,7 +2,9 @@
 //! yet acknowledged, the connection slots and the outcome (see the parent
 //! module).
 
-use super::{addr_of, Block, Event, Input, Job, Published, SendConfig, Slot, Stop, PROGRESS_TICK};
+use super::{
+    addr_of, Block, Event, Input, Job, Pacer, Published, SendConfig, Slot, Stop, PROGRESS_TICK,
+};
 use crate::clock;
 use crate::pipe::frame::{self, Control};
 use crate::pipe::sched::Scheduler;
@@ -33,6 +35,8 @@ pub(super) struct Owner {
     /// Where the next round of job offers starts (fairness).
     pub(super) rotate: usize,
     pub(super) reweights: u64,
+    /// The `--rate` cap, if any.
+    pub(super) pacer: Option<Pacer>,
 }
 
 impl Owner {
@@ -60,15 +64,28 @@ impl Owner {
                 });
             }
             self.service();
-            // A waiting connection may get a copy once a path stalls.
+            // A waiting connection may get a copy once a path stalls, or
+            // a block once the rate cap allows.
             let stall = self
                 .slots
                 .iter()
                 .any(|s| s.wants)
                 .then(|| {
                     let now = clock::now();
-                    let due = self.sched.poll_timeout(now)?;
-                    Some(StdDuration::from(due.saturating_duration_since(now)))
+                    let stall = self
+                        .sched
+                        .poll_timeout(now)
+                        .map(|due| due.saturating_duration_since(now));
+                    let pace = self
+                        .pacer
+                        .as_mut()
+                        .map(|p| p.wait(now))
+                        .filter(|w| !w.is_zero());
+                    let wake = match (stall, pace) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    wake.map(StdDuration::from)
                 })
                 .flatten();
             tokio::select! {
@@ -118,9 +135,13 @@ impl Owner {
     }
 
     fn next_job(&mut self, c: usize, now: Instant) -> Option<Job> {
-        if let Some(t) = self.sched.poll_send(c, now) {
+        let paced = self.pacer.as_mut().is_some_and(|p| !p.wait(now).is_zero());
+        if let Some(t) = (!paced).then(|| self.sched.poll_send(c, now)).flatten() {
             if let Some(b) = self.blocks.get(&t.seq) {
                 self.sent_wire += u64::from(t.len);
+                if let Some(p) = &mut self.pacer {
+                    p.take(u64::from(t.len), now);
+                }
                 let lowat = self
                     .cfg
                     .sock
