@@ -34,6 +34,7 @@ fn send_cfg(to: SocketAddr, connections: usize) -> SendConfig {
         corrupt_block: None,
         silence_limit: std::time::Duration::from_secs(10),
         rate: None,
+        resume: false,
     }
 }
 
@@ -43,6 +44,7 @@ fn receiver(idle: Duration) -> (Receiver, SocketAddr) {
         window_bytes: 4 << 20,
         sock: sock(),
         idle_limit: idle,
+        resume: None,
     })
     .expect("bind");
     let addr = rx.local_addrs()[0];

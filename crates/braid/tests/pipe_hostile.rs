@@ -24,6 +24,7 @@ fn receiver() -> (Receiver, SocketAddr) {
         window_bytes: 1 << 20,
         sock: sock(),
         idle_limit: Duration::from_secs(5),
+        resume: None,
     })
     .expect("bind");
     let addr = rx.local_addrs()[0];
@@ -84,6 +85,7 @@ fn junk_and_strangers_do_not_disturb_a_good_transfer() {
         corrupt_block: None,
         silence_limit: std::time::Duration::from_secs(10),
         rate: None,
+        resume: false,
     };
     let d2 = data.clone();
     let sender =

@@ -85,6 +85,7 @@ fn cut_connection_reconnects_and_stream_completes() {
         window_bytes: 4 << 20,
         sock: sock(),
         idle_limit: Duration::from_secs(10),
+        resume: None,
     })
     .expect("bind");
     let via = proxy(rx.local_addrs()[0]);
@@ -109,6 +110,7 @@ fn cut_connection_reconnects_and_stream_completes() {
         corrupt_block: None,
         silence_limit: std::time::Duration::from_secs(10),
         rate: None,
+        resume: false,
     };
     let d2 = data.clone();
     let report = send(Box::new(std::io::Cursor::new(d2)), cfg, &mut |_| {}).expect("send succeeds");

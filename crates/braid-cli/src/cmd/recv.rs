@@ -4,7 +4,7 @@
 
 use super::send::{emit_stats, parse_size, resolve, ProgressView, StatsFormat};
 use anyhow::Context;
-use braid::pipe::{net::SockOpts, Receiver, RecvConfig};
+use braid::pipe::{net::SockOpts, Receiver, RecvConfig, ResumePoint};
 use braid_core::Duration;
 
 /// Flags of `braid recv`.
@@ -28,6 +28,11 @@ pub struct RecvArgs {
     /// Give up when no sender connection is open for this long mid-stream.
     #[arg(long, default_value = "30s")]
     pub idle_limit: Duration,
+    /// Resume an interrupted transfer into the -o FILE: keep what it holds
+    /// (every byte was verified when written) and ask `braid send --resume`
+    /// for the rest; the end-to-end digest covers the whole file.
+    #[arg(long)]
+    pub resume: bool,
     /// Show progress (default: when stderr is a terminal).
     #[arg(long, overrides_with = "no_progress")]
     pub progress: bool,
@@ -71,9 +76,27 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     let listen = resolve(&args.listen)?;
     // Open the output first: an unwritable output fails before anything
     // is accepted.
+    let mut resume = None;
     let output: Box<dyn std::io::Write + Send> = match &args.output {
+        Some(p) if args.resume => {
+            // Keep what an earlier run wrote; go on at its end.
+            let mut f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(p)
+                .with_context(|| format!("opening {}", p.display()))?;
+            resume = Some(
+                ResumePoint::read(&mut f).with_context(|| format!("reading {}", p.display()))?,
+            );
+            Box::new(f)
+        }
         Some(p) => {
             Box::new(std::fs::File::create(p).with_context(|| format!("opening {}", p.display()))?)
+        }
+        None if args.resume => {
+            anyhow::bail!("--resume needs -o FILE: a stream to stdout cannot be resumed")
         }
         None => {
             use std::os::fd::AsFd;
@@ -97,6 +120,7 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
             user_timeout: None,
         },
         idle_limit: args.idle_limit,
+        resume,
     })?;
     let mut view = ProgressView::new(args.progress, args.no_progress, None);
     let mut log = match &args.rate_log {

@@ -99,6 +99,11 @@ pub struct SendArgs {
     /// Also write the JSON summary to this file.
     #[arg(long)]
     pub stats_file: Option<std::path::PathBuf>,
+    /// Resume an interrupted transfer of FILE: send only what the receiver
+    /// (`braid recv --resume`) has not verified yet, after checking that
+    /// its part matches this file's start.
+    #[arg(long)]
+    pub resume: bool,
     /// Testing only: corrupt block N on the wire (its checksum then fails).
     #[arg(long, hide = true)]
     pub corrupt_block: Option<u64>,
@@ -224,6 +229,9 @@ pub fn emit_stats<T: serde::Serialize>(
 /// Runs `braid send`.
 pub fn run(args: SendArgs) -> anyhow::Result<()> {
     let to = resolve(&args.to)?;
+    if args.resume && args.file.is_none() {
+        bail!("--resume needs an input FILE: a stream from stdin cannot be resumed");
+    }
     let (input, total): (Box<dyn std::io::Read + Send>, Option<u64>) = match &args.file {
         Some(p) => {
             let f = std::fs::File::open(p).with_context(|| format!("opening {}", p.display()))?;
@@ -268,6 +276,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         corrupt_block: args.corrupt_block,
         silence_limit: args.user_timeout.into(),
         rate: args.rate,
+        resume: args.resume,
     };
     let mut view = ProgressView::new(args.progress, args.no_progress, total);
     let res = pipe::send(input, cfg, &mut |p| view.update(p));

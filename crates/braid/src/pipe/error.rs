@@ -92,6 +92,17 @@ pub enum PipeError {
         /// True if the digest prefixes agree.
         digests_match: bool,
     },
+    /// Resume: the receiver's verified prefix is not this input's.
+    #[error(
+        "cannot resume: the receiver holds {bytes} bytes that differ from this input's first {bytes} (or the input is shorter); not the same file?"
+    )]
+    ResumeMismatch {
+        /// The receiver's prefix length.
+        bytes: u64,
+    },
+    /// Only one side was started with `--resume`.
+    #[error("{0}")]
+    ResumeOneSided(&'static str),
     /// Every connection failed and reconnecting did not help.
     #[error(
         "lost the receiver: all {conns} connections failed ({last_error}); {acked_bytes} bytes were acknowledged"
@@ -153,6 +164,10 @@ pub enum ConfigError {
     /// The rate cap is below one byte per second.
     #[error("--rate must be at least 8bit (one byte per second)")]
     Rate,
+    /// `--resume` with the partitioned layout (its blocks are fixed from
+    /// the whole size up front).
+    #[error("--resume does not work with --layout partitioned")]
+    ResumePartitioned,
     /// The fixed socket buffer is out of range.
     #[error(
         "socket buffer must be {} KiB..={} MiB",

@@ -324,6 +324,17 @@ pub enum Control {
         /// its own at its end of input before it declares success.
         digest: u64,
     },
+    /// Resume (`--resume`): the receiver already holds the first `bytes`
+    /// of the stream, verified; `digest` is the first 8 bytes of their
+    /// BLAKE3 ([`digest_prefix`]). Sent right after the hello-ack on every
+    /// connection of a resuming receiver; the sender checks it against its
+    /// own first `bytes` and sends only the rest.
+    Resume {
+        /// Length of the verified prefix.
+        bytes: u64,
+        /// Digest prefix of those bytes.
+        digest: u64,
+    },
     /// The receiver gave up.
     Abort {
         /// Why.
@@ -347,6 +358,7 @@ impl Control {
                 digest,
             } => (5, reason.code(), bytes, digest),
             Control::Abort { reason, bytes, seq } => (6, reason.code(), bytes, seq),
+            Control::Resume { bytes, digest } => (7, 0, bytes, digest),
         };
         b[0] = kind;
         b[1] = code;
@@ -373,6 +385,10 @@ impl Control {
                 reason: StopReason::from_code(b[1]),
                 bytes: x,
                 seq: y,
+            }),
+            7 => Ok(Control::Resume {
+                bytes: x,
+                digest: y,
             }),
             k => Err(ProtocolViolation::ControlKind(k)),
         }
@@ -511,6 +527,10 @@ mod tests {
                 reason: StopReason::BadChecksum,
                 bytes: 1,
                 seq: 2,
+            },
+            Control::Resume {
+                bytes: 1 << 33,
+                digest: 9,
             },
         ] {
             assert_eq!(Control::decode(&c.encode()).unwrap(), c);

@@ -38,7 +38,7 @@ pub use braid_core::bulk::{reorder, sched, weighted};
 
 pub use error::{ConfigError, PipeError};
 pub use frame::ProtocolViolation;
-pub use receiver::{Receiver, RecvConfig};
+pub use receiver::{Receiver, RecvConfig, ResumePoint};
 pub use sched::{Layout, Mode};
 pub use sender::{send, SendConfig};
 pub use stats::{Progress, RecvReport, SendReport};

@@ -27,8 +27,12 @@ pub struct SendReport {
     pub side: &'static str,
     /// Scheduling mode.
     pub mode: Mode,
-    /// Bytes sent and acknowledged.
+    /// Bytes sent and acknowledged in this run (on resume, after the
+    /// receiver's prefix).
     pub bytes: u64,
+    /// Where this run started in the input: the receiver's verified
+    /// prefix on `--resume`, else 0.
+    pub resumed_from: u64,
     /// Blocks.
     pub blocks: u64,
     /// Wall time in seconds.

@@ -27,7 +27,7 @@
 //! CRC or an output error stops the transfer with an `Abort` to the sender
 //! and an error here.
 
-use super::frame::{Control, Hello, HelloAck, SessionId};
+use super::frame::{self, Control, Hello, HelloAck, SessionId};
 use super::net::{self, SockOpts};
 use super::reorder::{Reorder, Verdict};
 use super::stats::{Progress, RecvReport};
@@ -94,6 +94,34 @@ pub struct RecvConfig {
     /// sends every [`KEEPALIVE`](super::KEEPALIVE)) for this long
     /// mid-stream; a connection silent this long is closed.
     pub idle_limit: Duration,
+    /// Resume (`--resume`): the output already holds this verified
+    /// prefix of the stream; the sender is told, sends only the rest, and
+    /// the end-to-end digest covers both.
+    pub resume: Option<ResumePoint>,
+}
+
+/// Where a resuming receiver starts: its output already holds `bytes`
+/// bytes of the stream (every one verified when it was written) and
+/// `prefix` has hashed them.
+#[derive(Debug, Clone)]
+pub struct ResumePoint {
+    /// Length of the prefix.
+    pub bytes: u64,
+    /// BLAKE3 state after the prefix.
+    pub prefix: blake3::Hasher,
+}
+
+impl ResumePoint {
+    /// Reads `existing` (the output of an earlier, interrupted run) to
+    /// its end, hashing it.
+    ///
+    /// # Errors
+    /// The read error.
+    pub fn read(existing: &mut impl std::io::Read) -> std::io::Result<Self> {
+        let mut prefix = blake3::Hasher::new();
+        let bytes = std::io::copy(existing, &mut prefix)?;
+        Ok(ResumePoint { bytes, prefix })
+    }
 }
 
 /// A bound receiver; [`Receiver::run`] serves one transfer.
@@ -185,10 +213,12 @@ impl Receiver {
             )));
         }
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_QUEUE + 1);
+        let resume = self.cfg.resume;
+        let prefix = resume.as_ref().map(|r| (r.bytes, r.prefix.clone()));
         {
             let ev = ev_tx.clone();
             drop(tokio::task::spawn_blocking(move || {
-                output_writer(output, out_rx, ev)
+                output_writer(output, out_rx, ev, prefix)
             }));
         }
         let mut owner = Owner {
@@ -203,7 +233,7 @@ impl Receiver {
             last_close: None,
             first_conn: None,
             done: false,
-            bytes: 0,
+            bytes: resume.as_ref().map_or(0, |r| r.bytes),
             shared,
             heard: (0, clock::now()),
             last_keepalive: clock::now(),
@@ -212,6 +242,12 @@ impl Receiver {
             finishing: false,
             result: None,
             digest: None,
+            resume: resume.as_ref().map(|r| {
+                (
+                    r.bytes,
+                    frame::digest_prefix(r.prefix.finalize().as_bytes()),
+                )
+            }),
         };
         let mut ev_rx = ev_rx;
         let result = owner.run(&mut ev_rx, observer).await;

@@ -9,9 +9,11 @@ pub(super) fn output_writer(
     mut out: Box<dyn Write + Send>,
     mut jobs: mpsc::Receiver<Out>,
     events: mpsc::Sender<Event>,
+    resume: Option<(u64, blake3::Hasher)>,
 ) {
-    let mut hasher = blake3::Hasher::new();
-    let mut bytes: u64 = 0;
+    // On resume the output already holds a prefix: the digest and the
+    // count go on from it.
+    let (mut bytes, mut hasher) = resume.unwrap_or((0, blake3::Hasher::new()));
     while let Some(job) = jobs.blocking_recv() {
         let ev = match job {
             Out::Batch(batch) => {

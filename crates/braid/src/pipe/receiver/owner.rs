@@ -53,6 +53,9 @@ pub(super) struct Owner {
     pub(super) result: Option<Result<RecvReport, PipeError>>,
     /// The digest of what was written, once the output is flushed.
     pub(super) digest: Option<[u8; 32]>,
+    /// Resume: the prefix the output holds (length, digest prefix), told
+    /// to every connection after its hello-ack.
+    pub(super) resume: Option<(u64, u64)>,
 }
 
 impl Owner {
@@ -291,6 +294,10 @@ impl Owner {
         let max_block = self.session.as_ref().map_or(0, |ses| ses.max_block);
         let idx = self.conns.len();
         let (ctl_tx, ctl_rx) = mpsc::channel(CTL_QUEUE);
+        if let Some((bytes, digest)) = self.resume {
+            // A fresh queue has room: this goes right after the hello-ack.
+            let _ = ctl_tx.try_send(Ctl::Frame(Control::Resume { bytes, digest }));
+        }
         self.conns.push(ConnSlot {
             peer,
             ctl: Some(ctl_tx.clone()),

@@ -23,7 +23,7 @@ async fn open(
     c: usize,
     rejoin: bool,
     window: u64,
-) -> Result<(TcpStream, u64, u64), String> {
+) -> Result<(TcpStream, u64, u64, Option<(u64, u64)>), String> {
     let addr = addr_of(cfg, c);
     let hello = Hello {
         flags: if rejoin { FLAG_REJOIN } else { 0 },
@@ -46,16 +46,30 @@ async fn open(
         s.write_all(&hello.encode()).await.map_err(io)?;
         let mut b = [0u8; frame::HELLO_ACK_LEN];
         s.read_exact(&mut b).await.map_err(io)?;
-        Ok::<_, String>((s, b))
+        let ack = HelloAck::decode(&b).map_err(|e| format!("{addr}: {e}"))?;
+        // A resuming receiver follows its hello-ack with where to resume.
+        let mut resume = None;
+        if cfg.resume && ack.status == HelloStatus::Ok {
+            let mut c = [0u8; frame::CONTROL_LEN];
+            s.read_exact(&mut c).await.map_err(io)?;
+            match Control::decode(&c) {
+                Ok(Control::Resume { bytes, digest }) => resume = Some((bytes, digest)),
+                _ => {
+                    return Err(format!(
+                        "{addr}: the receiver is not resuming: start braid recv with --resume too"
+                    ))
+                }
+            }
+        }
+        Ok::<_, String>((s, ack, resume))
     };
-    let (s, b) = match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+    let (s, ack, resume) = match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Ok(r) => r?,
         Err(_) => return Err(format!("connecting to {addr}: timed out")),
     };
-    let ack = HelloAck::decode(&b).map_err(|e| format!("{addr}: {e}"))?;
     match ack.status {
         HelloStatus::Ok if ack.window_blocks >= 2 => {
-            Ok((s, u64::from(ack.window_blocks), ack.window_bytes))
+            Ok((s, u64::from(ack.window_blocks), ack.window_bytes, resume))
         }
         HelloStatus::Ok => Err(format!("{addr}: receiver window too small")),
         st => Err(format!("{addr} refused the connection: {st:?}")),
@@ -82,7 +96,7 @@ pub(super) async fn conn_task(
             _ = stopped(&mut published) => return,
         };
         match opened {
-            Ok((stream, granted, granted_bytes)) => {
+            Ok((stream, granted, granted_bytes, resume)) => {
                 attempts = 0;
                 gen += 1;
                 let (jobs_tx, jobs_rx) = mpsc::channel(JOB_QUEUE);
@@ -94,6 +108,7 @@ pub(super) async fn conn_task(
                     granted_bytes,
                     jobs: jobs_tx,
                     kill: kill_tx,
+                    resume,
                 };
                 if events.send(up).await.is_err() {
                     return;

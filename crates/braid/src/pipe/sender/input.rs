@@ -1,19 +1,47 @@
 //! The blocking reader: one block per request from the owner; the block's
-//! CRC-32 and the stream's BLAKE3 are computed here, off the owner.
+//! CRC-32 and the stream's BLAKE3 are computed here, off the owner. On
+//! resume it first reads and hashes the receiver's prefix (the digest
+//! covers the whole input) and checks it against the receiver's.
 
-use super::{Block, Input};
+use super::{Block, Input, Req};
+use crate::pipe::frame;
 use std::io::Read;
 use tokio::sync::mpsc;
 
 /// The blocking reader: one block per request, CRC and BLAKE3 here.
 pub(super) fn reader(
     mut input: Box<dyn Read + Send>,
-    mut requests: mpsc::Receiver<u32>,
+    mut requests: mpsc::Receiver<Req>,
     out: mpsc::Sender<Input>,
 ) {
     let mut hasher = blake3::Hasher::new();
     let mut total: u64 = 0;
-    while let Some(len) = requests.blocking_recv() {
+    while let Some(req) = requests.blocking_recv() {
+        let len = match req {
+            Req::Block(len) => len,
+            Req::Skip { bytes, digest } => {
+                let ok = match std::io::copy(&mut (&mut input).take(bytes), &mut hasher) {
+                    Ok(n) => {
+                        n == bytes
+                            && frame::digest_prefix(hasher.clone().finalize().as_bytes()) == digest
+                    }
+                    Err(e) => {
+                        let _ = out.blocking_send(Input::Failed(e));
+                        return;
+                    }
+                };
+                total = bytes;
+                let reply = if ok {
+                    Input::Resumed { bytes }
+                } else {
+                    Input::Mismatch { bytes }
+                };
+                if out.blocking_send(reply).is_err() || !ok {
+                    return;
+                }
+                continue;
+            }
+        };
         // read_to_end fills spare capacity without zeroing it first.
         let mut buf = Vec::with_capacity(len as usize);
         if let Err(e) = (&mut input).take(u64::from(len)).read_to_end(&mut buf) {

@@ -105,6 +105,11 @@ pub struct SendConfig {
     /// Cap on the total sending rate over every connection (`None`: as
     /// fast as the paths allow); see `pace`.
     pub rate: Option<braid_core::Bandwidth>,
+    /// Resume (`--resume`): the receiver reports the verified prefix it
+    /// holds; after checking its digest against this input's first bytes,
+    /// only the rest is sent (the end-to-end digest still covers it all).
+    /// The input must be the same file from its start.
+    pub resume: bool,
 }
 
 /// Why the transfer stopped; published to every task.
@@ -152,11 +157,31 @@ enum Job {
     Abort,
 }
 
+/// What the owner asks the reader for.
+enum Req {
+    /// The next block, of at most this length.
+    Block(u32),
+    /// Resume: read and hash the first `bytes`, check them against the
+    /// receiver's `digest` prefix.
+    Skip { bytes: u64, digest: u64 },
+}
+
 /// What the reader hands back.
 enum Input {
     Block(Block),
-    Eof { bytes: u64, digest: [u8; 32] },
+    Eof {
+        bytes: u64,
+        digest: [u8; 32],
+    },
     Failed(std::io::Error),
+    /// The prefix matched; blocks follow from `bytes` on.
+    Resumed {
+        bytes: u64,
+    },
+    /// The prefix differs (or the input is shorter).
+    Mismatch {
+        bytes: u64,
+    },
 }
 
 /// A message to the owner.
@@ -170,6 +195,9 @@ enum Event {
         granted_bytes: u64,
         jobs: mpsc::Sender<Job>,
         kill: oneshot::Sender<()>,
+        /// The receiver's [`Control::Resume`] (length, digest prefix), if
+        /// resuming.
+        resume: Option<(u64, u64)>,
     },
     /// Connection `c` wants its next job.
     Want { c: usize, gen: u64 },
@@ -236,8 +264,11 @@ pub async fn send_async(
 ) -> Result<SendReport, PipeError> {
     validate(&cfg)?;
     let start = clock::now();
+    // On resume the count is unknown until the receiver says where to
+    // start; the reader's end of input closes the stream then.
     let total_blocks = cfg
         .total_size
+        .filter(|_| !cfg.resume)
         .map(|s| s.div_ceil(u64::from(cfg.block_size)));
     // Blocks may be as small as MIN_ADAPTIVE_BLOCK; the byte window bounds memory.
     let window = (cfg.window_bytes / u64::from(MIN_ADAPTIVE_BLOCK.min(cfg.block_size)))
@@ -284,6 +315,7 @@ pub async fn send_async(
     }
     drop(ev_tx);
     let pacer = cfg.rate.map(|r| Pacer::new(r, start));
+    let owner_resume = cfg.resume;
     let mut owner = Owner {
         slots: (0..cfg.connections).map(|_| Slot::default()).collect(),
         cfg,
@@ -301,15 +333,27 @@ pub async fn send_async(
         rotate: 0,
         reweights: 0,
         pacer,
+        skip: None,
+        resumed_from: (!owner_resume).then_some(0),
     };
     let mut ev_rx = ev_rx;
     let result = owner.run(&mut ev_rx, input_rx, start, observer).await;
     // Stop everything: kill the connections, then wait for their tasks.
     owner.publish(Stop::Finished);
-    if matches!(result, Err(PipeError::Input(_))) {
-        // Tell the receiver at once (it would otherwise wait for its idle
-        // limit): every open connection writes an ABORT after its current
-        // block; events are drained meanwhile so no task blocks on them.
+    let tell_receiver = matches!(
+        result,
+        Err(PipeError::Input(_)
+            | PipeError::ResumeMismatch { .. }
+            | PipeError::ResumeOneSided(_)
+            | PipeError::EarlyDone { .. }
+            | PipeError::DoneMismatch { .. }
+            | PipeError::Protocol(_))
+    );
+    if tell_receiver {
+        // This side gave up while the receiver may still wait: tell it at
+        // once (it would otherwise wait for its idle limit): every open
+        // connection writes an ABORT after its current block; events are
+        // drained meanwhile so no task blocks on them.
         let jobs: Vec<_> = owner.slots.iter().filter_map(|s| s.jobs.clone()).collect();
         let abort = async {
             for j in jobs {
@@ -352,6 +396,9 @@ fn validate(cfg: &SendConfig) -> Result<(), ConfigError> {
     }
     if cfg.block_size < 4096 || cfg.block_size > frame::MAX_BLOCK_LEN {
         return Err(ConfigError::BlockSize);
+    }
+    if cfg.resume && cfg.layout == Layout::Partitioned {
+        return Err(ConfigError::ResumePartitioned);
     }
     if cfg.rate.is_some_and(|r| r.bytes_per_sec() == 0) {
         return Err(ConfigError::Rate);

@@ -3,7 +3,7 @@
 //! module).
 
 use super::{
-    addr_of, Block, Event, Input, Job, Pacer, Published, SendConfig, Slot, Stop, PROGRESS_TICK,
+    addr_of, Block, Event, Input, Job, Pacer, Published, Req, SendConfig, Slot, Stop, PROGRESS_TICK,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control};
@@ -30,13 +30,19 @@ pub(super) struct Owner {
     pub(super) window_blocks: u64,
     /// A read request is out to the reader.
     pub(super) reading: bool,
-    pub(super) read_tx: mpsc::Sender<u32>,
+    pub(super) read_tx: mpsc::Sender<Req>,
     pub(super) pub_tx: watch::Sender<Published>,
     /// Where the next round of job offers starts (fairness).
     pub(super) rotate: usize,
     pub(super) reweights: u64,
     /// The `--rate` cap, if any.
     pub(super) pacer: Option<Pacer>,
+    /// Resume: the receiver's prefix (length, digest prefix) the reader
+    /// has yet to be asked to check.
+    pub(super) skip: Option<(u64, u64)>,
+    /// Where this run's blocks start in the input: `Some(0)` without
+    /// resume; `None` until the reader has checked the receiver's prefix.
+    pub(super) resumed_from: Option<u64>,
 }
 
 impl Owner {
@@ -107,10 +113,21 @@ impl Owner {
     /// Starts a read if the scheduler allows and offers jobs to every
     /// connection that asked for one.
     fn service(&mut self) {
-        if !self.reading && self.session_up && self.sched.may_read() {
+        if !self.reading && self.session_up {
             // The reader owns the other end until the transfer ends; a full
             // queue cannot happen (one request at a time).
-            if self.read_tx.try_send(self.sched.next_len()).is_ok() {
+            if let Some((bytes, digest)) = self.skip {
+                if self.read_tx.try_send(Req::Skip { bytes, digest }).is_ok() {
+                    self.reading = true;
+                    self.skip = None;
+                }
+            } else if self.resumed_from.is_some()
+                && self.sched.may_read()
+                && self
+                    .read_tx
+                    .try_send(Req::Block(self.sched.next_len()))
+                    .is_ok()
+            {
                 self.reading = true;
             }
         }
@@ -185,6 +202,14 @@ impl Owner {
             Some(Input::Failed(e)) => {
                 self.outcome.get_or_insert(Err(PipeError::Input(e)));
             }
+            Some(Input::Resumed { bytes }) => {
+                tracing::info!(bytes, "resuming after the receiver's verified prefix");
+                self.resumed_from = Some(bytes);
+            }
+            Some(Input::Mismatch { bytes }) => {
+                self.outcome
+                    .get_or_insert(Err(PipeError::ResumeMismatch { bytes }));
+            }
             None => {
                 self.outcome
                     .get_or_insert(Err(PipeError::Input(std::io::Error::other(
@@ -203,7 +228,11 @@ impl Owner {
                 granted_bytes,
                 jobs,
                 kill,
+                resume,
             } => {
+                if self.cfg.resume && self.resumed_from.is_none() && !self.reading {
+                    self.skip = self.skip.or(resume);
+                }
                 if !self.session_up {
                     self.window_blocks = granted;
                     let bytes = granted_bytes.min(self.cfg.window_bytes);
@@ -276,7 +305,7 @@ impl Owner {
                         // The receiver wrote and verified every byte: its
                         // count is exact, while the per-block ack tally can
                         // lag it (acks of the last blocks in flight).
-                        self.acked_bytes = bytes;
+                        self.acked_bytes = bytes - self.resumed_from.unwrap_or(0).min(bytes);
                         Ok(())
                     }
                     Some((sent, d)) => Err(PipeError::DoneMismatch {
@@ -286,6 +315,13 @@ impl Owner {
                     }),
                 };
                 self.outcome.get_or_insert(r);
+            }
+            Ok(Control::Resume { .. }) => {
+                // A resuming sender reads these while connecting; here
+                // one means only the receiver is resuming.
+                self.outcome.get_or_insert(Err(PipeError::ResumeOneSided(
+                    "the receiver was started with --resume: start braid send with --resume too",
+                )));
             }
             Ok(Control::Done { reason, bytes, .. }) | Ok(Control::Abort { reason, bytes, .. }) => {
                 self.outcome
@@ -337,6 +373,7 @@ impl Owner {
             window_final_bytes: self.sched.effective_window_bytes(),
             reweights: self.sched.reweights(),
             blake3: blake3::Hash::from_bytes(digest).to_hex().to_string(),
+            resumed_from: self.resumed_from.unwrap_or(0),
             connections: (0..self.slots.len())
                 .map(|c| {
                     let k = self.sched.counters(c);
