@@ -17,8 +17,16 @@
 //! Files: `owner` (the state and its event handling), `conn` (accept,
 //! per-connection and control-writer tasks), `output` (the output writer).
 //!
-//! Timers exist only for real timeouts: the hello, the idle limit, the
-//! drain after the outcome, progress reports.
+//! Timers exist only for real timeouts: the hello, the idle limit (counted
+//! as silence: no byte on any connection, open or not), a connection's
+//! silence, the keepalive ack every `KEEPALIVE` (1 s), the drain after the
+//! outcome, progress reports.
+//!
+//! Connections waiting for their hello are bounded (`MAX_PENDING` = 64 per
+//! listening address, `MAX_PENDING_PER_SOURCE` = 16 per IP address; a new
+//! one beyond evicts the oldest). On resume ([`RecvConfig::resume`]) the
+//! output already holds a verified prefix; the sender is told after every
+//! hello-ack and the digest goes on from the prefix's.
 //!
 //! Invariants: a connection gets per-peer state only after a hello with the
 //! right magic, version and session; a block is allocated only if the

@@ -20,13 +20,20 @@
 //! work as soon as an event (an ack, a block read, a connection down) lets
 //! the scheduler give it something, and otherwise at
 //! [`Scheduler::poll_timeout`] (when a stalled path makes a copy worth
-//! sending). Timers exist only for real timeouts: connect, reconnect
-//! backoff, progress reports.
+//! sending) or when the `--rate` bucket allows the next block. Timers
+//! exist only for real timeouts: connect, reconnect backoff, keepalives,
+//! silence, progress reports.
 //!
 //! Invariants: a block's bytes are kept until it is acknowledged; at most
 //! `window` blocks are held (the scheduler bounds reading); success is
-//! declared only when the receiver reports `Done(Verified)`; the stop signal
-//! is the typed `Stop` value the owner publishes to every task.
+//! declared only when the receiver reports `Done(Verified)` after the
+//! reader reached the end of input, with a count and digest equal to this
+//! side's; when this side gives up while the receiver may still wait (the
+//! input failed, a resume or DONE check failed) every open connection
+//! writes an ABORT; the stop signal is the typed `Stop` value the owner
+//! publishes to every task. A connection waiting for work writes a
+//! keepalive every [`KEEPALIVE`](super::KEEPALIVE); one the receiver is
+//! silent on for [`SendConfig::silence_limit`] is dropped.
 
 mod conn;
 mod input;
