@@ -113,7 +113,15 @@ pub const SERVE_SILENCE: std::time::Duration = std::time::Duration::from_secs(30
 /// # Errors
 /// [`PerfError::Io`] if reading or writing fails, [`PerfError::Protocol`]
 /// if the client sends nothing for [`SERVE_SILENCE`].
-pub async fn serve(mut s: TcpStream) -> Result<Served, PerfError> {
+pub async fn serve(s: TcpStream) -> Result<Served, PerfError> {
+    serve_within(s, SERVE_SILENCE).await
+}
+
+/// [`serve`] with the silence limit given.
+async fn serve_within(
+    mut s: TcpStream,
+    silence_limit: std::time::Duration,
+) -> Result<Served, PerfError> {
     let _ = s.set_nodelay(true);
     let (mut rd, mut wr) = s.split();
     let mut count = Counter::new();
@@ -122,7 +130,7 @@ pub async fn serve(mut s: TcpStream) -> Result<Served, PerfError> {
     let mut tick = tokio::time::interval(REPORT_EVERY);
     let mut heard = clock::now();
     loop {
-        let silence = braid_core::Duration::from(SERVE_SILENCE);
+        let silence = braid_core::Duration::from(silence_limit);
         tokio::select! {
             n = rd.read(&mut buf) => {
                 let n = n.map_err(PerfError::io("reading"))?;
@@ -135,7 +143,7 @@ pub async fn serve(mut s: TcpStream) -> Result<Served, PerfError> {
                 if clock::now().saturating_duration_since(heard) > silence {
                     return Err(PerfError::Protocol(format!(
                         "the client sent nothing for {} s",
-                        SERVE_SILENCE.as_secs()
+                        silence_limit.as_secs_f64()
                     )));
                 }
                 wr.write_all(&count.report(false).encode()).await.map_err(PerfError::io("writing a report"))?;
@@ -308,6 +316,25 @@ pub async fn client(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_silent_client_is_closed() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            let addr = l.local_addr().expect("addr");
+            // Connected, then silent: never sends, never closes.
+            let _client = TcpStream::connect(addr).await.expect("connect");
+            let (s, _) = l.accept().await.expect("accept");
+            let r = serve_within(s, std::time::Duration::from_millis(300)).await;
+            assert!(matches!(r, Err(PerfError::Protocol(_))), "{r:?}");
+        });
+    }
 
     fn message(len: u64, stamp: u64) -> Vec<u8> {
         let mut m = vec![0xa5; len.max(HEADER_LEN as u64) as usize];
