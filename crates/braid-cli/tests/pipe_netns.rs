@@ -176,3 +176,76 @@ fn netns_killed_receiver_fails_the_sender() {
     let err = String::from_utf8_lossy(&s.stderr);
     assert!(err.contains("lost the receiver"), "sender said: {err}");
 }
+
+/// Waits for `c` to exit, polling up to about `secs` seconds; kills it and
+/// returns `None` if it has not.
+fn exit_within(c: &mut Child, secs: u64) -> Option<std::process::ExitStatus> {
+    for _ in 0..secs * 20 {
+        if let Some(st) = c.try_wait().expect("wait") {
+            return Some(st);
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(50));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+    None
+}
+
+fn stderr_of(c: &mut Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = c.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut s);
+    }
+    s
+}
+
+#[test]
+fn netns_only_path_down_for_good_ends_both_sides() {
+    require_netns!();
+    let (inp, _) = input();
+    let t = Topology::up("pipefix-cut", &RATES[..1]);
+    let out = tmp("out-pipefix-cut");
+    let mut rx = t
+        .braid("r")
+        .args(["recv", "--no-progress", "--idle-limit", "3s"])
+        .args(["--listen", &addrs(1), "-o"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn recv");
+    t.wait_listening(PORT);
+    let mut tx = t
+        .braid("s")
+        .args(["send", "--no-progress", "--user-timeout", "2s"])
+        .args(["--reconnect", "1", "--to", &addrs(1)])
+        .arg(inp)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("send");
+    let mut cut = false;
+    for _ in 0..3000 {
+        let len = std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0);
+        if len as usize > STREAM_BYTES / 4 {
+            let o = testbed(&["link", "pipefix-cut", "1", "down"]);
+            assert!(o.status.success(), "link down failed");
+            cut = true;
+            break;
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(5));
+    }
+    assert!(cut, "the transfer ended before the path could be cut");
+    // Bounds far above the limits (3 s idle, 2 s silence, one reconnect).
+    let r = exit_within(&mut rx, 60);
+    let s = exit_within(&mut tx, 60);
+    let (rerr, serr) = (stderr_of(&mut rx), stderr_of(&mut tx));
+    let r = r.expect("the receiver must not wait forever");
+    let s = s.expect("the sender must not wait forever");
+    assert!(
+        !r.success() && rerr.contains("lost the sender"),
+        "recv: {rerr}"
+    );
+    assert!(
+        !s.success() && serr.contains("lost the receiver"),
+        "send: {serr}"
+    );
+}
