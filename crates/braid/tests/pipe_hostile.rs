@@ -4,7 +4,7 @@
 
 use braid::pipe::frame::{DataHeader, DataKind, Hello, HelloAck, HELLO_ACK_LEN, HELLO_LEN};
 use braid::pipe::net::SockOpts;
-use braid::pipe::{send, Layout, Mode, PipeError, Receiver, RecvConfig, SendConfig};
+use braid::pipe::{send, Layout, Mode, PipeError, Receiver, RecvConfig, Security, SendConfig};
 use braid_core::Duration;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -24,6 +24,7 @@ fn receiver() -> (Receiver, SocketAddr) {
         window_bytes: 1 << 20,
         sock: sock(),
         idle_limit: Duration::from_secs(5),
+        security: Security::Insecure,
     })
     .expect("bind");
     let addr = rx.local_addrs()[0];
@@ -82,6 +83,7 @@ fn junk_and_strangers_do_not_disturb_a_good_transfer() {
         sock: sock(),
         reconnect_attempts: 1,
         corrupt_block: None,
+        security: Security::Insecure,
     };
     let d2 = data.clone();
     let sender =

@@ -3,7 +3,7 @@
 //! the stream arrives complete and in order.
 
 use braid::pipe::net::SockOpts;
-use braid::pipe::{send, Layout, Mode, Receiver, RecvConfig, SendConfig};
+use braid::pipe::{send, Layout, Mode, Receiver, RecvConfig, Security, SendConfig};
 use braid_core::Duration;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -85,6 +85,7 @@ fn cut_connection_reconnects_and_stream_completes() {
         window_bytes: 4 << 20,
         sock: sock(),
         idle_limit: Duration::from_secs(10),
+        security: Security::Insecure,
     })
     .expect("bind");
     let via = proxy(rx.local_addrs()[0]);
@@ -107,6 +108,7 @@ fn cut_connection_reconnects_and_stream_completes() {
         sock: sock(),
         reconnect_attempts: 4,
         corrupt_block: None,
+        security: Security::Insecure,
     };
     let d2 = data.clone();
     let report = send(Box::new(std::io::Cursor::new(d2)), cfg, &mut |_| {}).expect("send succeeds");

@@ -44,11 +44,15 @@ pub struct RecvArgs {
     /// second (for throughput-over-time plots).
     #[arg(long)]
     pub rate_log: Option<std::path::PathBuf>,
+    /// Authentication and encryption.
+    #[command(flatten)]
+    pub security: super::pipe_security::RecvSecurity,
 }
 
 /// Runs `braid recv`.
 pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     let listen = resolve(&args.listen)?;
+    let (security, code) = args.security.resolve()?;
     // Open the output first: an unwritable output fails before anything
     // is accepted.
     let output: Box<dyn std::io::Write + Send> = match &args.output {
@@ -74,7 +78,15 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
             user_timeout: None,
         },
         idle_limit: args.idle_limit,
+        security,
     })?;
+    if let Some(code) = code {
+        let port = rx.local_addrs().first().map_or(0, |a| a.port());
+        eprintln!(
+            "braid recv: code {code}\nOn the sender: braid send --to HOST:{port} --code {code}"
+        );
+    }
+    let stats = rx.security_stats();
     let mut view = ProgressView::new(args.progress, args.no_progress, None);
     let mut log = match &args.rate_log {
         Some(p) => Some(std::io::BufWriter::new(
@@ -91,6 +103,13 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         }
     });
     view.finish();
+    let refused = stats.snapshot();
+    if refused != braid::pipe::SecureCounts::default() {
+        eprintln!(
+            "braid recv: refused {} connection(s) at the handshake, {} unverified record(s), {} wrong code(s), {} encryption-mode mismatch(es)",
+            refused.refused, refused.unverified, refused.code_failures, refused.mode_mismatch
+        );
+    }
     let report = res.context("braid recv")?;
     emit_stats(&report, args.stats, args.stats_file.as_deref())
 }

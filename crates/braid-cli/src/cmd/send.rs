@@ -98,6 +98,9 @@ pub struct SendArgs {
     pub corrupt_block: Option<u64>,
     /// Input file (default: stdin).
     pub file: Option<std::path::PathBuf>,
+    /// Authentication and encryption.
+    #[command(flatten)]
+    pub security: super::pipe_security::SendSecurity,
 }
 
 /// Parses a size flag with [`braid_core::ByteSize`]'s units: `4096`,
@@ -211,6 +214,7 @@ pub fn emit_stats<T: serde::Serialize>(
 
 /// Runs `braid send`.
 pub fn run(args: SendArgs) -> anyhow::Result<()> {
+    let security = args.security.resolve()?;
     let to = resolve(&args.to)?;
     let (input, total): (Box<dyn std::io::Read + Send>, Option<u64>) = match &args.file {
         Some(p) => {
@@ -252,6 +256,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         },
         reconnect_attempts: args.reconnect,
         corrupt_block: args.corrupt_block,
+        security,
     };
     let mut view = ProgressView::new(args.progress, args.no_progress, total);
     let res = pipe::send(input, cfg, &mut |p| view.update(p));

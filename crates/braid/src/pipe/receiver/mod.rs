@@ -20,7 +20,8 @@
 //! Timers exist only for real timeouts: the hello, the idle limit, the
 //! drain after the outcome, progress reports.
 //!
-//! Invariants: a connection gets per-peer state only after a hello with the
+//! Invariants: a connection gets per-peer state only after its handshake
+//! verified the key (`secure`; unless `--insecure`) and a hello with the
 //! right magic, version and session; a block is allocated only if the
 //! window's verdict says it is new and inside the window; a block is
 //! written only after its CRC matched; a block outside the window, a bad
@@ -30,6 +31,7 @@
 use super::frame::{Control, Hello, HelloAck, SessionId};
 use super::net::{self, SockOpts};
 use super::reorder::{Reorder, Verdict};
+use super::secure::{self, Authenticator, SecureStats, Security};
 use super::stats::{Progress, RecvReport};
 use super::{ConfigError, PipeError, ProtocolViolation, MAX_CONNECTIONS};
 use crate::clock;
@@ -49,7 +51,8 @@ use conn::accept_loop;
 use output::output_writer;
 use owner::Owner;
 
-/// How long a new connection has to send its hello.
+/// How long a new connection has to complete its handshake and send its
+/// hello (and a code pairing its exchange).
 const HELLO_TIMEOUT: StdDuration = StdDuration::from_secs(5);
 /// After the outcome, how long to wait for the sender to close.
 const DRAIN: Duration = Duration::from_secs(2);
@@ -83,6 +86,8 @@ pub struct RecvConfig {
     pub sock: SockOpts,
     /// Give up when no connection is open for this long mid-stream.
     pub idle_limit: Duration,
+    /// What a sender must prove (a key, a code) or `Insecure`.
+    pub security: Security,
 }
 
 /// A bound receiver; [`Receiver::run`] serves one transfer.
@@ -90,6 +95,7 @@ pub struct RecvConfig {
 pub struct Receiver {
     listeners: Vec<TcpListener>,
     cfg: RecvConfig,
+    stats: Arc<SecureStats>,
 }
 
 impl Receiver {
@@ -113,7 +119,17 @@ impl Receiver {
             })?;
             listeners.push(l);
         }
-        Ok(Receiver { listeners, cfg })
+        Ok(Receiver {
+            listeners,
+            cfg,
+            stats: Arc::default(),
+        })
+    }
+
+    /// The counters of refused connections and records (live during
+    /// [`Receiver::run`]; keep a clone to read them after).
+    pub fn security_stats(&self) -> Arc<SecureStats> {
+        Arc::clone(&self.stats)
     }
 
     /// The bound addresses (useful with port 0).
@@ -158,14 +174,30 @@ impl Receiver {
     ) -> Result<RecvReport, PipeError> {
         let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
         let written = Arc::new(AtomicU64::new(0));
-        let mut acceptors = Vec::new();
+        let mut listeners = Vec::new();
         for (l, &addr) in self.listeners.into_iter().zip(&self.cfg.listen) {
             let l = tokio::net::TcpListener::from_std(l)
                 .map_err(|source| PipeError::Listen { addr, source })?;
+            listeners.push(l);
+        }
+        let key = match &self.cfg.security {
+            Security::Insecure => None,
+            Security::Key { psk, encrypt } => Some((psk.clone(), *encrypt)),
+            Security::Code { code, encrypt } => {
+                let psk =
+                    secure::pair_accept(&listeners, code, *encrypt, HELLO_TIMEOUT, &self.stats)
+                        .await?;
+                Some((psk, *encrypt))
+            }
+        };
+        let auth = Arc::new(Authenticator::new(key, Arc::clone(&self.stats)));
+        let mut acceptors = Vec::new();
+        for l in listeners {
             acceptors.push(tokio::spawn(accept_loop(
                 l,
                 ev_tx.clone(),
                 Arc::clone(&written),
+                Arc::clone(&auth),
             )));
         }
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_QUEUE + 1);

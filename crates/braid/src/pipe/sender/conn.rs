@@ -1,7 +1,10 @@
 //! The network side of the sender: one task per connection (connect, TCP
-//! or MPTCP, hello, then ask the owner for a job and write it; reconnect
-//! with backoff) and its ack reader, which decodes the receiver's control
-//! frames for the owner.
+//! or MPTCP, handshake, hello, then ask the owner for a job and write it;
+//! reconnect with backoff) and its ack reader, which decodes the
+//! receiver's control frames for the owner. On a secure pipe every byte
+//! after the handshake goes through [`WriteHalf`] / comes through
+//! [`ReadHalf`] (sealed and opened records); a frame is flushed when
+//! written.
 
 use super::{
     addr_of, Event, Job, Published, SendConfig, Stop, BACKOFF_START, CONNECT_TIMEOUT, JOB_QUEUE,
@@ -10,20 +13,21 @@ use crate::pipe::frame::{
     self, Control, DataHeader, DataKind, Hello, HelloAck, HelloStatus, SessionId, FLAG_REJOIN,
 };
 use crate::pipe::net;
+use crate::pipe::record::{ReadHalf, WriteHalf};
+use crate::pipe::secure::Authenticator;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// Connects and exchanges hellos.
+/// Connects, runs the handshake and exchanges hellos.
 async fn open(
     cfg: &SendConfig,
+    auth: &Authenticator,
     session: SessionId,
     c: usize,
     rejoin: bool,
     window: u64,
-) -> Result<(TcpStream, u64, u64), String> {
+) -> Result<(ReadHalf, WriteHalf, u64, u64), String> {
     let addr = addr_of(cfg, c);
     let hello = Hello {
         flags: if rejoin { FLAG_REJOIN } else { 0 },
@@ -34,25 +38,30 @@ async fn open(
         total_size: cfg.total_size.unwrap_or(u64::MAX),
     };
     let attempt = async {
-        let mut s = net::connect_async(&addr, &cfg.sock)
+        let s = net::connect_async(&addr, &cfg.sock)
             .await
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
+        let (mut rd, mut wr) = auth.connect(s).await.map_err(|e| format!("{addr}: {e}"))?;
         let io = |e: std::io::Error| format!("hello with {addr}: {e}");
-        s.write_all(&hello.encode()).await.map_err(io)?;
+        wr.write_all(&hello.encode()).await.map_err(io)?;
+        wr.flush().await.map_err(io)?;
         let mut b = [0u8; frame::HELLO_ACK_LEN];
-        s.read_exact(&mut b).await.map_err(io)?;
-        Ok::<_, String>((s, b))
+        rd.read_exact(&mut b).await.map_err(io)?;
+        Ok::<_, String>((rd, wr, b))
     };
-    let (s, b) = match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+    let (rd, wr, b) = match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Ok(r) => r?,
         Err(_) => return Err(format!("connecting to {addr}: timed out")),
     };
     let ack = HelloAck::decode(&b).map_err(|e| format!("{addr}: {e}"))?;
     match ack.status {
         HelloStatus::Ok if ack.window_blocks >= 2 => {
-            Ok((s, u64::from(ack.window_blocks), ack.window_bytes))
+            Ok((rd, wr, u64::from(ack.window_blocks), ack.window_bytes))
         }
         HelloStatus::Ok => Err(format!("{addr}: receiver window too small")),
+        HelloStatus::KeyRequired => Err(format!(
+            "{addr}: the receiver requires a key or a code (it does not run --insecure)"
+        )),
         st => Err(format!("{addr} refused the connection: {st:?}")),
     }
 }
@@ -64,6 +73,7 @@ pub(super) async fn conn_task(
     c: usize,
     events: mpsc::Sender<Event>,
     mut published: watch::Receiver<Published>,
+    auth: Arc<Authenticator>,
 ) {
     let mut attempts = 0u32;
     let mut gen = 0u64;
@@ -73,11 +83,11 @@ pub(super) async fn conn_task(
             return;
         }
         let opened = tokio::select! {
-            r = open(&cfg, session, c, p.session_up, p.window_blocks) => r,
+            r = open(&cfg, &auth, session, c, p.session_up, p.window_blocks) => r,
             _ = stopped(&mut published) => return,
         };
         match opened {
-            Ok((stream, granted, granted_bytes)) => {
+            Ok((rd, wr, granted, granted_bytes)) => {
                 attempts = 0;
                 gen += 1;
                 let (jobs_tx, jobs_rx) = mpsc::channel(JOB_QUEUE);
@@ -93,7 +103,6 @@ pub(super) async fn conn_task(
                 if events.send(up).await.is_err() {
                     return;
                 }
-                let (rd, wr) = stream.into_split();
                 let acks = tokio::spawn(ack_reader(rd, c, gen, cfg.clone(), events.clone()));
                 let err = run_conn(&cfg, c, gen, wr, jobs_rx, kill_rx, &events).await;
                 acks.abort();
@@ -135,7 +144,7 @@ async fn run_conn(
     cfg: &SendConfig,
     c: usize,
     gen: u64,
-    mut s: OwnedWriteHalf,
+    mut s: WriteHalf,
     mut jobs: mpsc::Receiver<Job>,
     mut kill: oneshot::Receiver<()>,
     events: &mpsc::Sender<Event>,
@@ -156,7 +165,7 @@ async fn run_conn(
         {
             // Only a change of more than a quarter is worth a system call.
             if lowat.is_none_or(|have| want.abs_diff(have) > have / 4) {
-                net::set_notsent_lowat(s.as_ref(), want);
+                net::set_notsent_lowat(s.socket().as_ref(), want);
                 lowat = Some(want);
             }
         }
@@ -170,7 +179,12 @@ async fn run_conn(
     }
 }
 
-async fn write_job(cfg: &SendConfig, s: &mut OwnedWriteHalf, job: Job) -> std::io::Result<()> {
+async fn write_job(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::Result<()> {
+    write_frame(cfg, s, job).await?;
+    s.flush().await
+}
+
+async fn write_frame(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::Result<()> {
     match job {
         Job::Block {
             seq, block, copy, ..
@@ -209,7 +223,7 @@ async fn write_job(cfg: &SendConfig, s: &mut OwnedWriteHalf, job: Job) -> std::i
 }
 
 async fn ack_reader(
-    mut s: OwnedReadHalf,
+    mut s: ReadHalf,
     c: usize,
     gen: u64,
     cfg: Arc<SendConfig>,
