@@ -155,6 +155,8 @@ fn netns_pipe_over_heterogeneous_rtts_delivers_50mb_intact() {
     let rx = Reaped(Some(
         t.braid("r")
             .args(["recv", "--no-progress", "--listen", &addrs, "-o"])
+            .arg("--key")
+            .arg(common::pipe_key())
             .arg(&output)
             .stderr(Stdio::piped())
             .spawn()
@@ -164,6 +166,8 @@ fn netns_pipe_over_heterogeneous_rtts_delivers_50mb_intact() {
     let s = t
         .braid("s")
         .args(["send", "--no-progress", "-n", "4", "--to", &addrs])
+        .arg("--key")
+        .arg(common::pipe_key())
         .arg(&input)
         .output()
         .expect("send");
@@ -423,6 +427,8 @@ fn netns_icmp_and_mptcp_cross_emulated_links_unchanged() {
     let rx = Reaped(Some(
         t.braid("r")
             .args(["recv", "--no-progress", "--mptcp", "--listen"])
+            .arg("--key")
+            .arg(common::pipe_key())
             .arg(format!("0.0.0.0:{PORT}"))
             .arg("-o")
             .arg(&output)
@@ -434,6 +440,8 @@ fn netns_icmp_and_mptcp_cross_emulated_links_unchanged() {
     let s = t
         .braid("s")
         .args(["send", "--no-progress", "--mptcp", "-n", "1", "--to"])
+        .arg("--key")
+        .arg(common::pipe_key())
         .arg(format!("198.18.1.2:{PORT}"))
         .arg(&input)
         .output()

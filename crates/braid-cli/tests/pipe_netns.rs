@@ -29,6 +29,8 @@ fn addrs(n: usize) -> String {
 fn recv(t: &Topology, n: usize, out: &Path) -> Child {
     t.braid("r")
         .args(["recv", "--no-progress", "--listen", &addrs(n), "-o"])
+        .arg("--key")
+        .arg(common::pipe_key())
         .arg(out)
         .stderr(Stdio::piped())
         .spawn()
@@ -73,6 +75,8 @@ fn netns_200mb_identical_in_every_mode() {
                 "--to",
                 &addrs(3),
             ])
+            .arg("--key")
+            .arg(common::pipe_key())
             .arg(inp)
             .output()
             .expect("send");
@@ -104,6 +108,8 @@ fn netns_channel_down_mid_transfer_still_delivers() {
             "--to",
             &addrs(3),
         ])
+        .arg("--key")
+        .arg(common::pipe_key())
         .arg(inp)
         .stderr(Stdio::piped())
         .spawn()
@@ -150,6 +156,8 @@ fn netns_killed_receiver_fails_the_sender() {
             "--to",
             &addrs(3),
         ])
+        .arg("--key")
+        .arg(common::pipe_key())
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -104,12 +104,25 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     });
     view.finish();
     let refused = stats.snapshot();
-    if refused != braid::pipe::SecureCounts::default() {
+    // With --stats json, stderr is one JSON object: the counts go in it.
+    if refused != braid::pipe::SecureCounts::default() && args.stats.is_none() {
         eprintln!(
             "braid recv: refused {} connection(s) at the handshake, {} unverified record(s), {} wrong code(s), {} encryption-mode mismatch(es)",
             refused.refused, refused.unverified, refused.code_failures, refused.mode_mismatch
         );
     }
     let report = res.context("braid recv")?;
-    emit_stats(&report, args.stats, args.stats_file.as_deref())
+    let mut json = serde_json::to_value(&report)?;
+    if let Some(o) = json.as_object_mut() {
+        o.insert(
+            "security".into(),
+            serde_json::json!({
+                "refused": refused.refused,
+                "unverified": refused.unverified,
+                "code_failures": refused.code_failures,
+                "mode_mismatch": refused.mode_mismatch,
+            }),
+        );
+    }
+    emit_stats(&json, args.stats, args.stats_file.as_deref())
 }
