@@ -36,9 +36,12 @@
 pub mod code;
 mod error;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod net;
 pub mod receiver;
 pub mod record;
+mod refusals;
 pub mod secure;
 pub mod sender;
 pub mod stats;

@@ -37,9 +37,9 @@
 use super::code::{Code, MAX_CODE_FAILURES};
 use super::frame::{self, HelloAck, HelloStatus};
 use super::record::{ReadHalf, RecordKeys, WriteHalf};
+pub use super::refusals::{SecureCounts, SecureStats};
 use braid_core::transport::auth::{self, AuthError, ClientHandshake, Psk, SessionKeys};
 use spake2::{Ed25519Group, Identity, Password, Spake2};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -204,50 +204,6 @@ pub enum SecureError {
     /// The Noise state could not be built (a bug).
     #[error("handshake set-up failed: {0}")]
     Setup(AuthError),
-}
-
-/// Counters of one side's refusals (read them any time).
-#[derive(Debug, Default)]
-pub struct SecureStats {
-    refused: AtomicU64,
-    unverified: AtomicU64,
-    code_failures: AtomicU64,
-    mode_mismatch: AtomicU64,
-}
-
-/// A snapshot of [`SecureStats`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SecureCounts {
-    /// Connections refused at the handshake: no key, a wrong key, not a
-    /// secure sender, or silent until the timeout.
-    pub refused: u64,
-    /// Records that failed to open (altered, replayed, reordered); each
-    /// ended its connection.
-    pub unverified: u64,
-    /// Pairings whose code did not match.
-    pub code_failures: u64,
-    /// Connections refused for a different `--no-encrypt` setting.
-    pub mode_mismatch: u64,
-}
-
-impl SecureStats {
-    /// The counts now.
-    pub fn snapshot(&self) -> SecureCounts {
-        SecureCounts {
-            refused: self.refused.load(Ordering::Relaxed),
-            unverified: self.unverified.load(Ordering::Relaxed),
-            code_failures: self.code_failures.load(Ordering::Relaxed),
-            mode_mismatch: self.mode_mismatch.load(Ordering::Relaxed),
-        }
-    }
-
-    pub(crate) fn count_refused(&self) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn count_unverified(&self) {
-        self.unverified.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 /// 32 fresh bytes from the operating system for one handshake's RNG seed.
@@ -439,7 +395,7 @@ impl Authenticator {
             }
             Some(_) if status != STATUS_OK => {
                 tracing::info!("connection refused: --no-encrypt on one side only");
-                self.stats.mode_mismatch.fetch_add(1, Ordering::Relaxed);
+                self.stats.count_mode_mismatch();
                 Ok(None)
             }
             Some(keys) => Ok(Some(keys)),
@@ -539,7 +495,7 @@ pub async fn pair_accept(
         // is one guess, whatever became of it.
         if guessed {
             failures += 1;
-            stats.code_failures.fetch_add(1, Ordering::Relaxed);
+            stats.count_code_failure();
             tracing::warn!(%peer, failures, "a wrong code");
             if failures >= MAX_CODE_FAILURES {
                 return Err(SecureError::TooManyCodeFailures);
@@ -589,7 +545,7 @@ async fn pair_one(
         Some(_) => {
             // The code was right; the modes differ. Not a guess.
             *guessed = false;
-            stats.mode_mismatch.fetch_add(1, Ordering::Relaxed);
+            stats.count_mode_mismatch();
             Ok(None)
         }
         None => Ok(None),
