@@ -154,9 +154,15 @@ fn netns_pipe_over_heterogeneous_rtts_delivers_50mb_intact() {
     let addrs = format!("198.18.1.2:{PORT},198.18.2.2:{PORT}");
     let rx = Reaped(Some(
         t.braid("r")
-            .args(["recv", "--no-progress", "--listen", &addrs, "-o"])
-            .arg("--key")
-            .arg(common::pipe_key())
+            .args([
+                "recv",
+                "--key",
+                &common::pipe_key_arg(),
+                "--no-progress",
+                "--listen",
+                &addrs,
+                "-o",
+            ])
             .arg(&output)
             .stderr(Stdio::piped())
             .spawn()
@@ -165,9 +171,16 @@ fn netns_pipe_over_heterogeneous_rtts_delivers_50mb_intact() {
     t.wait_listening(PORT);
     let s = t
         .braid("s")
-        .args(["send", "--no-progress", "-n", "4", "--to", &addrs])
-        .arg("--key")
-        .arg(common::pipe_key())
+        .args([
+            "send",
+            "--key",
+            &common::pipe_key_arg(),
+            "--no-progress",
+            "-n",
+            "4",
+            "--to",
+            &addrs,
+        ])
         .arg(&input)
         .output()
         .expect("send");
@@ -426,9 +439,14 @@ fn netns_icmp_and_mptcp_cross_emulated_links_unchanged() {
     std::fs::write(&input, &data).expect("write input");
     let rx = Reaped(Some(
         t.braid("r")
-            .args(["recv", "--no-progress", "--mptcp", "--listen"])
-            .arg("--key")
-            .arg(common::pipe_key())
+            .args([
+                "recv",
+                "--key",
+                &common::pipe_key_arg(),
+                "--no-progress",
+                "--mptcp",
+                "--listen",
+            ])
             .arg(format!("0.0.0.0:{PORT}"))
             .arg("-o")
             .arg(&output)
@@ -439,9 +457,16 @@ fn netns_icmp_and_mptcp_cross_emulated_links_unchanged() {
     t.wait_listening(PORT);
     let s = t
         .braid("s")
-        .args(["send", "--no-progress", "--mptcp", "-n", "1", "--to"])
-        .arg("--key")
-        .arg(common::pipe_key())
+        .args([
+            "send",
+            "--key",
+            &common::pipe_key_arg(),
+            "--no-progress",
+            "--mptcp",
+            "-n",
+            "1",
+            "--to",
+        ])
         .arg(format!("198.18.1.2:{PORT}"))
         .arg(&input)
         .output()

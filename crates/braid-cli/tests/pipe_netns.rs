@@ -28,9 +28,15 @@ fn addrs(n: usize) -> String {
 
 fn recv(t: &Topology, n: usize, out: &Path) -> Child {
     t.braid("r")
-        .args(["recv", "--no-progress", "--listen", &addrs(n), "-o"])
-        .arg("--key")
-        .arg(common::pipe_key())
+        .args([
+            "recv",
+            "--key",
+            &common::pipe_key_arg(),
+            "--no-progress",
+            "--listen",
+            &addrs(n),
+            "-o",
+        ])
         .arg(out)
         .stderr(Stdio::piped())
         .spawn()
@@ -67,6 +73,8 @@ fn netns_200mb_identical_in_every_mode() {
             .braid("s")
             .args([
                 "send",
+                "--key",
+                &common::pipe_key_arg(),
                 "--no-progress",
                 "-n",
                 "3",
@@ -75,8 +83,6 @@ fn netns_200mb_identical_in_every_mode() {
                 "--to",
                 &addrs(3),
             ])
-            .arg("--key")
-            .arg(common::pipe_key())
             .arg(inp)
             .output()
             .expect("send");
@@ -100,6 +106,8 @@ fn netns_channel_down_mid_transfer_still_delivers() {
         .braid("s")
         .args([
             "send",
+            "--key",
+            &common::pipe_key_arg(),
             "--no-progress",
             "-n",
             "3",
@@ -108,8 +116,6 @@ fn netns_channel_down_mid_transfer_still_delivers() {
             "--to",
             &addrs(3),
         ])
-        .arg("--key")
-        .arg(common::pipe_key())
         .arg(inp)
         .stderr(Stdio::piped())
         .spawn()
@@ -148,6 +154,8 @@ fn netns_killed_receiver_fails_the_sender() {
         .braid("s")
         .args([
             "send",
+            "--key",
+            &common::pipe_key_arg(),
             "--no-progress",
             "-n",
             "3",
@@ -156,8 +164,6 @@ fn netns_killed_receiver_fails_the_sender() {
             "--to",
             &addrs(3),
         ])
-        .arg("--key")
-        .arg(common::pipe_key())
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -33,6 +33,15 @@ pub fn pipe_key() -> std::path::PathBuf {
     .clone()
 }
 
+/// [`pipe_key`] as a string argument.
+#[allow(dead_code)] // not every test binary talks to a pipe
+pub fn pipe_key_arg() -> String {
+    pipe_key()
+        .to_str()
+        .expect("temp paths are UTF-8")
+        .to_string()
+}
+
 // Only the namespace tests use it; the other test binaries include this
 // module too and would warn about unused items.
 #[allow(dead_code)]
