@@ -225,11 +225,12 @@ fn wrong_key_is_refused_counted_and_writes_nothing() {
 /// Bytes of the handshake before the first record (preface, message 1).
 const HANDSHAKE: usize = 16 + 48;
 
-/// A filter that parses the first connection's records and applies `op`
-/// to the records it has seen so far when record number `at` completes.
-fn record_filter(at: usize, op: fn(&mut Vec<Vec<u8>>)) -> impl Fn(usize) -> Mangle {
+/// A filter that parses the first connection's records, holds records
+/// `at .. at + hold` and releases them through `op`.
+fn record_filter(at: usize, hold: usize, op: fn(&mut Vec<Vec<u8>>)) -> impl Fn(usize) -> Mangle {
     move |conn| {
         let mut pending: Vec<u8> = Vec::new();
+        let mut held: Vec<Vec<u8>> = Vec::new();
         let mut seen = 0usize;
         let mut done = conn != 0;
         let mut handshake = HANDSHAKE;
@@ -242,24 +243,27 @@ fn record_filter(at: usize, op: fn(&mut Vec<Vec<u8>>)) -> impl Fn(usize) -> Mang
             let skip = handshake.min(pending.len());
             out.extend(pending.drain(..skip));
             handshake -= skip;
-            let mut records = Vec::new();
             while handshake == 0 && pending.len() >= 4 {
                 let len = u32::from_be_bytes(pending[..4].try_into().expect("4 bytes")) as usize;
                 let total = 4 + len + 16;
                 if pending.len() < total {
                     break;
                 }
-                records.push(pending.drain(..total).collect::<Vec<u8>>());
+                let rec: Vec<u8> = pending.drain(..total).collect();
                 seen += 1;
-                if seen == at {
-                    op(&mut records);
+                if seen < at {
+                    out.extend(rec);
+                    continue;
+                }
+                held.push(rec);
+                if held.len() == hold {
+                    op(&mut held);
                     done = true;
-                    out.extend(records.drain(..).flatten());
+                    out.extend(held.drain(..).flatten());
                     out.append(&mut pending);
                     return out;
                 }
             }
-            out.extend(records.into_iter().flatten());
             out
         })
     }
@@ -282,32 +286,23 @@ fn attacked_transfer(filter: impl Fn(usize) -> Mangle + Send + 'static) {
 
 #[test]
 fn tampered_record_is_refused_and_the_transfer_survives() {
-    attacked_transfer(record_filter(12, |r| {
-        let last = r.last_mut().expect("a record");
-        let i = last.len() / 2;
-        last[i] ^= 0x40;
+    attacked_transfer(record_filter(12, 1, |r| {
+        let i = r[0].len() / 2;
+        r[0][i] ^= 0x40;
     }));
 }
 
 #[test]
 fn replayed_record_is_refused_and_the_transfer_survives() {
-    attacked_transfer(record_filter(12, |r| {
-        let again = r.last().expect("a record").clone();
+    attacked_transfer(record_filter(12, 1, |r| {
+        let again = r[0].clone();
         r.push(again);
     }));
 }
 
 #[test]
 fn reordered_records_are_refused_and_the_transfer_survives() {
-    attacked_transfer(record_filter(12, |r| {
-        let n = r.len();
-        if n >= 2 {
-            r.swap(n - 1, n - 2);
-        } else {
-            // Both in one read: drop the last instead (also refused).
-            r.pop();
-        }
-    }));
+    attacked_transfer(record_filter(12, 2, |r| r.swap(0, 1)));
 }
 
 /// An input that stops after `first` bytes until `go` says so.
