@@ -195,6 +195,8 @@ impl Opener {
             self.need = LEN_BYTES + len + TAG_BYTES;
         } else if self.filled == self.need && self.need > LEN_BYTES {
             let body_end = self.need - TAG_BYTES;
+            // Exactly TAG_BYTES long (need = LEN_BYTES + len + TAG_BYTES),
+            // so clone_from_slice cannot panic.
             let tag = Tag::clone_from_slice(&self.buf[body_end..self.need]);
             if self.cipher.open(&mut self.buf[..body_end], &tag).is_err() {
                 return Err(self.fail());
