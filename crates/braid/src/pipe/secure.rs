@@ -206,6 +206,22 @@ pub enum SecureError {
     Setup(AuthError),
 }
 
+impl SecureError {
+    /// Whether trying again cannot help: the receiver refused this
+    /// sender's key, code or mode (a reconnect would be refused again).
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            SecureError::Refused
+                | SecureError::ReceiverUnverified
+                | SecureError::ModeMismatch
+                | SecureError::KeyRequired
+                | SecureError::WrongCode
+                | SecureError::TooManyCodeFailures
+        )
+    }
+}
+
 /// 32 fresh bytes from the operating system for one handshake's RNG seed.
 fn os_seed() -> Result<[u8; 32], SecureError> {
     use rand::TryRngCore;

@@ -19,6 +19,20 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, watch};
 
+/// Why a connection attempt failed, and whether another may succeed.
+struct OpenFailed {
+    error: String,
+    /// `false`: the receiver refused this sender's key, code or mode;
+    /// reconnecting would be refused again.
+    retry: bool,
+}
+
+impl From<String> for OpenFailed {
+    fn from(error: String) -> Self {
+        OpenFailed { error, retry: true }
+    }
+}
+
 /// Connects, runs the handshake and exchanges hellos.
 async fn open(
     cfg: &SendConfig,
@@ -27,7 +41,7 @@ async fn open(
     c: usize,
     rejoin: bool,
     window: u64,
-) -> Result<(ReadHalf, WriteHalf, u64, u64), String> {
+) -> Result<(ReadHalf, WriteHalf, u64, u64), OpenFailed> {
     let addr = addr_of(cfg, c);
     let hello = Hello {
         flags: if rejoin { FLAG_REJOIN } else { 0 },
@@ -41,28 +55,36 @@ async fn open(
         let s = net::connect_async(&addr, &cfg.sock)
             .await
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
-        let (mut rd, mut wr) = auth.connect(s).await.map_err(|e| format!("{addr}: {e}"))?;
+        let (mut rd, mut wr) = auth.connect(s).await.map_err(|e| OpenFailed {
+            error: format!("{addr}: {e}"),
+            retry: !e.is_final(),
+        })?;
         let io = |e: std::io::Error| format!("hello with {addr}: {e}");
         wr.write_all(&hello.encode()).await.map_err(io)?;
         wr.flush().await.map_err(io)?;
         let mut b = [0u8; frame::HELLO_ACK_LEN];
         rd.read_exact(&mut b).await.map_err(io)?;
-        Ok::<_, String>((rd, wr, b))
+        Ok::<_, OpenFailed>((rd, wr, b))
     };
     let (rd, wr, b) = match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Ok(r) => r?,
-        Err(_) => return Err(format!("connecting to {addr}: timed out")),
+        Err(_) => return Err(format!("connecting to {addr}: timed out").into()),
     };
     let ack = HelloAck::decode(&b).map_err(|e| format!("{addr}: {e}"))?;
+    if ack.status == HelloStatus::KeyRequired {
+        return Err(OpenFailed {
+            error: format!(
+                "{addr}: the receiver requires a key or a code (it does not run --insecure)"
+            ),
+            retry: false,
+        });
+    }
     match ack.status {
         HelloStatus::Ok if ack.window_blocks >= 2 => {
             Ok((rd, wr, u64::from(ack.window_blocks), ack.window_bytes))
         }
-        HelloStatus::Ok => Err(format!("{addr}: receiver window too small")),
-        HelloStatus::KeyRequired => Err(format!(
-            "{addr}: the receiver requires a key or a code (it does not run --insecure)"
-        )),
-        st => Err(format!("{addr} refused the connection: {st:?}")),
+        HelloStatus::Ok => Err(format!("{addr}: receiver window too small").into()),
+        st => Err(format!("{addr} refused the connection: {st:?}").into()),
     }
 }
 
@@ -110,7 +132,7 @@ pub(super) async fn conn_task(
                     let _ = events.send(Event::Down { c, gen, error }).await;
                 }
             }
-            Err(error) => {
+            Err(OpenFailed { error, retry }) => {
                 attempts += 1;
                 if events
                     .send(Event::ConnectFailed { c, error })
@@ -119,7 +141,7 @@ pub(super) async fn conn_task(
                 {
                     return;
                 }
-                if attempts > cfg.reconnect_attempts {
+                if !retry || attempts > cfg.reconnect_attempts {
                     let _ = events.send(Event::GaveUp { c }).await;
                     return;
                 }
