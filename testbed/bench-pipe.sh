@@ -37,6 +37,17 @@ export BT_OWNER=$$
 what=${1:?static|dynamic|loopback|wan|all}
 OUT=${2:?OUTDIR}
 mkdir -p "$OUT"
+
+# The pipe's security (issue 13): PIPE_SEC=key (default: a fresh key file in
+# OUTDIR, encrypted), no-encrypt (the key, --no-encrypt) or insecure (clear
+# text, no authentication: the old behaviour, for iperf3 comparisons).
+"$BRAID" keygen "$OUT/pipe.key" >/dev/null 2>&1 || [ -f "$OUT/pipe.key" ]
+case "${PIPE_SEC:-key}" in
+  key) SEC=(--key "$OUT/pipe.key");;
+  no-encrypt) SEC=(--key "$OUT/pipe.key" --no-encrypt);;
+  insecure) SEC=(--insecure);;
+  *) echo "PIPE_SEC must be key, no-encrypt or insecure" >&2; exit 2;;
+esac
 trap '$NETNS down bench >/dev/null 2>&1 || true; $NETNS clean >/dev/null 2>&1 || true' EXIT
 
 { echo "date: $(date -u +%FT%TZ)"; echo "nproc: $(nproc)";
@@ -60,12 +71,12 @@ one() {
   local st="$OUT/last-recv.json"
   rm -f "$st"
   # shellcheck disable=SC2086
-  timeout 300 $NETNS exec bench r "$BRAID" recv --no-progress -o /dev/null --idle-limit 3s \
+  timeout 300 $NETNS exec bench r "$BRAID" recv "${SEC[@]}" --no-progress -o /dev/null --idle-limit 3s \
     --stats-file "$st" $rargs &
   local rpid=$!
   wait_listen r $PORT
   # shellcheck disable=SC2086
-  head -c "$bytes" /dev/zero | timeout 300 $NETNS exec bench s "$BRAID" send --no-progress \
+  head -c "$bytes" /dev/zero | timeout 300 $NETNS exec bench s "$BRAID" send "${SEC[@]}" --no-progress \
     -n "$n" $sargs || true
   wait $rpid || true
   local bps=0
@@ -121,14 +132,14 @@ run_dynamic() { # [STATIC LOW HIGH] (default 100mbit 200mbit 300mbit)
   for mode in ${MODES:-weighted adaptive round-robin}; do
     $NETNS up bench "$low" "$static"
     timeout $((DYN_SECS + 30)) $NETNS exec bench r /usr/bin/time -f %M -o "$OUT/dyn-$mode.rss" \
-      "$BRAID" recv --no-progress -o /dev/null --idle-limit 2s --listen "$to" \
+      "$BRAID" recv "${SEC[@]}" --no-progress -o /dev/null --idle-limit 2s --listen "$to" \
       --rate-log "$OUT/dyn-$mode.log" &
     local rpid=$!
     wait_listen r $PORT
     date +%s.%N > "$OUT/dyn-$mode.start"
     $NETNS flap bench 1 20 "$high" "$low" "$DYN_SECS" > "$OUT/dyn-$mode.flaps" &
     local fpid=$!
-    head -c "${DYN_BYTES:-8000000000}" /dev/zero | timeout "$DYN_SECS" $NETNS exec bench s "$BRAID" send \
+    head -c "${DYN_BYTES:-8000000000}" /dev/zero | timeout "$DYN_SECS" $NETNS exec bench s "$BRAID" send "${SEC[@]}" \
       --no-progress -n 8 --mode "$mode" --to "$to" || true
     wait $rpid || true
     kill "$fpid" 2>/dev/null || true
@@ -153,11 +164,11 @@ run_loopback() {
       wait $ipid || true
       echo "iperf3,$n,$rep,$ib,0,$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$OUT/loopback.csv"
       local st="$OUT/last-loop.json"
-      /usr/bin/time -f %M -o "$OUT/loop.rss" "$BRAID" recv --no-progress -o /dev/null \
+      /usr/bin/time -f %M -o "$OUT/loop.rss" "$BRAID" recv "${SEC[@]}" --no-progress -o /dev/null \
         --listen 127.0.0.1:$PORT --stats-file "$st" &
       local rpid=$!
       for _ in $(seq 100); do ss -ltnH | grep -q ":$PORT " && break; sleep 0.02; done
-      "$BRAID" send --no-progress -n "$n" --to 127.0.0.1:$PORT "$f"
+      "$BRAID" send "${SEC[@]}" --no-progress -n "$n" --to 127.0.0.1:$PORT "$f"
       wait $rpid
       local bb
       bb=$(python3 -c "import json;print(json.load(open('$st'))['bps'])")
@@ -199,13 +210,13 @@ wan_one() {
   rm -f "$tag.recv.json" "$tag.send.json"
   # shellcheck disable=SC2086
   timeout $((WAN_SECS * 6 + 60)) $NETNS exec bench r /usr/bin/time -f %M -o "$tag.rss" \
-    "$BRAID" recv --no-progress -o /dev/null --idle-limit 5s \
+    "$BRAID" recv "${SEC[@]}" --no-progress -o /dev/null --idle-limit 5s \
     --stats-file "$tag.recv.json" --rate-log "$tag.rate" $rargs &
   local rpid=$!
   wait_listen r $PORT
   local t0; t0=$(date +%s.%N)
   # shellcheck disable=SC2086
-  head -c "$bytes" /dev/zero | timeout $((WAN_SECS * 6 + 30)) $NETNS exec bench s "$BRAID" send \
+  head -c "$bytes" /dev/zero | timeout $((WAN_SECS * 6 + 30)) $NETNS exec bench s "$BRAID" send "${SEC[@]}" \
     --no-progress --stats-file "$tag.send.json" -n "$n" $sargs || true
   wait $rpid || true
   local bps=0 secs=0 peak=0

@@ -32,6 +32,17 @@ export BT_OWNER=$$
 what=${1:?table3|relay|failover|bulk3}
 OUT=${2:?OUTDIR}
 mkdir -p "$OUT"
+
+# The pipe's security (issue 13): PIPE_SEC=key (default: a fresh key file in
+# OUTDIR, encrypted), no-encrypt (the key, --no-encrypt) or insecure (clear
+# text, no authentication: the old behaviour, for iperf3 comparisons).
+"$BRAID" keygen "$OUT/pipe.key" >/dev/null 2>&1 || [ -f "$OUT/pipe.key" ]
+case "${PIPE_SEC:-key}" in
+  key) SEC=(--key "$OUT/pipe.key");;
+  no-encrypt) SEC=(--key "$OUT/pipe.key" --no-encrypt);;
+  insecure) SEC=(--insecure);;
+  *) echo "PIPE_SEC must be key, no-encrypt or insecure" >&2; exit 2;;
+esac
 PIDS=()
 cleanup() {
   local p
@@ -232,10 +243,10 @@ bulk_setup() { # LABEL SUM_BITS CHANNEL...
     if [[ $mode == mptcp ]]; then
       sargs=(--mptcp --to 198.18.1.2:9000); rargs=(--mptcp --listen 0.0.0.0:9000)
     fi
-    R "$BRAID" recv --no-progress -o /dev/null --idle-limit 5s --stats-file "$tag.json" "${rargs[@]}" &
+    R "$BRAID" recv "${SEC[@]}" --no-progress -o /dev/null --idle-limit 5s --stats-file "$tag.json" "${rargs[@]}" &
     spid=$!; PIDS+=("$spid")
     for _ in $(seq 300); do R ss -ltnH | grep -q ":9000 " && break; sleep 0.02; done
-    head -c "$bytes" /dev/zero | timeout $((secs * 6 + 30)) $NETNS exec sb s "$BRAID" send \
+    head -c "$bytes" /dev/zero | timeout $((secs * 6 + 30)) $NETNS exec sb s "$BRAID" send "${SEC[@]}" \
       --no-progress "${sargs[@]}" || true
     wait "$spid" || true
     echo "load_end $(load1)" >> "$tag.meta"

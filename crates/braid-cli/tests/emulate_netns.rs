@@ -154,7 +154,15 @@ fn netns_pipe_over_heterogeneous_rtts_delivers_50mb_intact() {
     let addrs = format!("198.18.1.2:{PORT},198.18.2.2:{PORT}");
     let rx = Reaped(Some(
         t.braid("r")
-            .args(["recv", "--no-progress", "--listen", &addrs, "-o"])
+            .args([
+                "recv",
+                "--key",
+                &common::pipe_key_arg(),
+                "--no-progress",
+                "--listen",
+                &addrs,
+                "-o",
+            ])
             .arg(&output)
             .stderr(Stdio::piped())
             .spawn()
@@ -163,7 +171,16 @@ fn netns_pipe_over_heterogeneous_rtts_delivers_50mb_intact() {
     t.wait_listening(PORT);
     let s = t
         .braid("s")
-        .args(["send", "--no-progress", "-n", "4", "--to", &addrs])
+        .args([
+            "send",
+            "--key",
+            &common::pipe_key_arg(),
+            "--no-progress",
+            "-n",
+            "4",
+            "--to",
+            &addrs,
+        ])
         .arg(&input)
         .output()
         .expect("send");
@@ -422,7 +439,14 @@ fn netns_icmp_and_mptcp_cross_emulated_links_unchanged() {
     std::fs::write(&input, &data).expect("write input");
     let rx = Reaped(Some(
         t.braid("r")
-            .args(["recv", "--no-progress", "--mptcp", "--listen"])
+            .args([
+                "recv",
+                "--key",
+                &common::pipe_key_arg(),
+                "--no-progress",
+                "--mptcp",
+                "--listen",
+            ])
             .arg(format!("0.0.0.0:{PORT}"))
             .arg("-o")
             .arg(&output)
@@ -433,7 +457,16 @@ fn netns_icmp_and_mptcp_cross_emulated_links_unchanged() {
     t.wait_listening(PORT);
     let s = t
         .braid("s")
-        .args(["send", "--no-progress", "--mptcp", "-n", "1", "--to"])
+        .args([
+            "send",
+            "--key",
+            &common::pipe_key_arg(),
+            "--no-progress",
+            "--mptcp",
+            "-n",
+            "1",
+            "--to",
+        ])
         .arg(format!("198.18.1.2:{PORT}"))
         .arg(&input)
         .output()

@@ -3,6 +3,8 @@
 //! 100GiB`, `braid perf --rate 1bit --duration 1s`, `BRAID_PERF_THREADS`
 //! out of range, and `braid recv` with a closed stdout.
 
+mod common;
+
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
@@ -37,13 +39,29 @@ fn input() -> std::path::PathBuf {
 #[test]
 fn huge_sockbuf_is_refused() {
     let out = braid()
-        .args(["send", "--to", "127.0.0.1:9", "--sockbuf", "100GiB"])
+        .args([
+            "send",
+            "--key",
+            &common::pipe_key_arg(),
+            "--to",
+            "127.0.0.1:9",
+            "--sockbuf",
+            "100GiB",
+        ])
         .arg(input())
         .output()
         .expect("run send");
     fails_with(&out, "socket buffer must be");
     let out = braid()
-        .args(["recv", "--listen", "127.0.0.1:0", "--sockbuf", "100GiB"])
+        .args([
+            "recv",
+            "--key",
+            &common::pipe_key_arg(),
+            "--listen",
+            "127.0.0.1:0",
+            "--sockbuf",
+            "100GiB",
+        ])
         .args(["-o", "/dev/null"])
         .output()
         .expect("run recv");
@@ -53,7 +71,15 @@ fn huge_sockbuf_is_refused() {
 #[test]
 fn huge_block_size_is_refused_clearly() {
     let out = braid()
-        .args(["send", "--to", "127.0.0.1:9", "--block-size", "100GiB"])
+        .args([
+            "send",
+            "--key",
+            &common::pipe_key_arg(),
+            "--to",
+            "127.0.0.1:9",
+            "--block-size",
+            "100GiB",
+        ])
         .arg(input())
         .output()
         .expect("run send");

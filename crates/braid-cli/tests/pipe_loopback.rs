@@ -1,7 +1,9 @@
 //! `braid send` / `braid recv` on loopback: every mode delivers a random
 //! stream byte-identical; user errors give a clear message and a non-zero
 //! exit; a corrupted block stops the receiver before anything unverified is
-//! written; a killed receiver makes the sender fail.
+//! written; a killed receiver makes the sender fail. Every transfer runs
+//! with a key (the secure default); `pipe_secure_cli.rs` covers codes,
+//! `--insecure` and the refusals.
 
 mod common;
 
@@ -42,7 +44,9 @@ fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
 
 fn start_recv(listen: &str, out: &Path, extra: &[&str]) -> Child {
     braid()
-        .args(["recv", "--listen", listen, "--no-progress", "-o"])
+        .args(["recv", "--listen", listen, "--no-progress", "--key"])
+        .arg(common::pipe_key())
+        .arg("-o")
         .arg(out)
         .args(extra)
         .stderr(Stdio::piped())
@@ -62,7 +66,8 @@ fn wait_listening(port: u16) {
 
 fn send(to: &str, input: &Path, extra: &[&str]) -> Output {
     braid()
-        .args(["send", "--to", to, "--no-progress"])
+        .args(["send", "--to", to, "--no-progress", "--key"])
+        .arg(common::pipe_key())
         .args(extra)
         .arg(input)
         .output()
@@ -130,7 +135,9 @@ fn stdin_to_stdout_with_stats() {
             "--no-progress",
             "--stats",
             "json",
+            "--key",
         ])
+        .arg(common::pipe_key())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -148,7 +155,9 @@ fn stdin_to_stdout_with_stats() {
             "json",
             "-n",
             "2",
+            "--key",
         ])
+        .arg(common::pipe_key())
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -265,6 +274,8 @@ fn killed_receiver_makes_sender_fail() {
     // An endless input: the transfer can only end by failure.
     let mut tx = braid()
         .args(["send", "--to", &addr, "--no-progress", "--reconnect", "2"])
+        .arg("--key")
+        .arg(common::pipe_key())
         .stdin(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

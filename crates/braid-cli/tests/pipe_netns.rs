@@ -28,7 +28,15 @@ fn addrs(n: usize) -> String {
 
 fn recv(t: &Topology, n: usize, out: &Path) -> Child {
     t.braid("r")
-        .args(["recv", "--no-progress", "--listen", &addrs(n), "-o"])
+        .args([
+            "recv",
+            "--key",
+            &common::pipe_key_arg(),
+            "--no-progress",
+            "--listen",
+            &addrs(n),
+            "-o",
+        ])
         .arg(out)
         .stderr(Stdio::piped())
         .spawn()
@@ -65,6 +73,8 @@ fn netns_200mb_identical_in_every_mode() {
             .braid("s")
             .args([
                 "send",
+                "--key",
+                &common::pipe_key_arg(),
                 "--no-progress",
                 "-n",
                 "3",
@@ -96,6 +106,8 @@ fn netns_channel_down_mid_transfer_still_delivers() {
         .braid("s")
         .args([
             "send",
+            "--key",
+            &common::pipe_key_arg(),
             "--no-progress",
             "-n",
             "3",
@@ -142,6 +154,8 @@ fn netns_killed_receiver_fails_the_sender() {
         .braid("s")
         .args([
             "send",
+            "--key",
+            &common::pipe_key_arg(),
             "--no-progress",
             "-n",
             "3",
@@ -207,7 +221,14 @@ fn netns_only_path_down_for_good_ends_both_sides() {
     let out = tmp("out-pipefix-cut");
     let mut rx = t
         .braid("r")
-        .args(["recv", "--no-progress", "--idle-limit", "3s"])
+        .args([
+            "recv",
+            "--key",
+            &common::pipe_key_arg(),
+            "--no-progress",
+            "--idle-limit",
+            "3s",
+        ])
         .args(["--listen", &addrs(1), "-o"])
         .arg(&out)
         .stderr(Stdio::piped())
@@ -216,7 +237,14 @@ fn netns_only_path_down_for_good_ends_both_sides() {
     t.wait_listening(PORT);
     let mut tx = t
         .braid("s")
-        .args(["send", "--no-progress", "--user-timeout", "2s"])
+        .args([
+            "send",
+            "--key",
+            &common::pipe_key_arg(),
+            "--no-progress",
+            "--user-timeout",
+            "2s",
+        ])
         .args(["--reconnect", "1", "--to", &addrs(1)])
         .arg(inp)
         .stderr(Stdio::piped())

@@ -3,6 +3,8 @@
 //! identical and the resumed run sends at most a quarter of the file. A
 //! different file is refused; stdin and stdout cannot be resumed.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -73,6 +75,8 @@ fn recv(port: u16, out: &Path, extra: &[&str]) -> Child {
     braid()
         .args([
             "recv",
+            "--key",
+            &common::pipe_key_arg(),
             "--no-progress",
             "--listen",
             &format!("127.0.0.1:{port}"),
@@ -99,6 +103,8 @@ fn send(port: u16, input: &Path, extra: &[&str]) -> Child {
     braid()
         .args([
             "send",
+            "--key",
+            &common::pipe_key_arg(),
             "--no-progress",
             "--to",
             &format!("127.0.0.1:{port}"),
@@ -206,7 +212,14 @@ fn resume_refuses_a_different_file_and_stdio() {
     );
 
     let out = braid()
-        .args(["send", "--to", "127.0.0.1:9", "--resume"])
+        .args([
+            "send",
+            "--key",
+            &common::pipe_key_arg(),
+            "--to",
+            "127.0.0.1:9",
+            "--resume",
+        ])
         .stdin(Stdio::null())
         .output()
         .expect("send");
@@ -216,7 +229,14 @@ fn resume_refuses_a_different_file_and_stdio() {
         "{err}"
     );
     let out = braid()
-        .args(["recv", "--listen", "127.0.0.1:0", "--resume"])
+        .args([
+            "recv",
+            "--key",
+            &common::pipe_key_arg(),
+            "--listen",
+            "127.0.0.1:0",
+            "--resume",
+        ])
         .output()
         .expect("recv");
     let err = String::from_utf8_lossy(&out.stderr);
@@ -241,7 +261,15 @@ fn resume_works_in_every_mode_over_two_paths() {
         let (p1, p2) = (free_port(), free_port());
         let listen = format!("127.0.0.1:{p1},127.0.0.1:{p2}");
         let r = braid()
-            .args(["recv", "--no-progress", "--resume", "--listen", &listen])
+            .args([
+                "recv",
+                "--key",
+                &common::pipe_key_arg(),
+                "--no-progress",
+                "--resume",
+                "--listen",
+                &listen,
+            ])
             .arg("-o")
             .arg(&output)
             .stderr(Stdio::piped())
@@ -251,7 +279,15 @@ fn resume_works_in_every_mode_over_two_paths() {
         wait_listening(p2);
         let stats = dir.join(format!("send-{mode}.json"));
         let s = braid()
-            .args(["send", "--no-progress", "--resume", "--mode", mode])
+            .args([
+                "send",
+                "--key",
+                &common::pipe_key_arg(),
+                "--no-progress",
+                "--resume",
+                "--mode",
+                mode,
+            ])
             .args(["--to", &format!("127.0.0.1:{p1},127.0.0.1:{p2}")])
             .args(["--stats-file", stats.to_str().expect("utf-8 path")])
             .arg(&input)

@@ -5,7 +5,8 @@
 
 use braid::pipe::frame::{HelloAck, HelloStatus, CONTROL_LEN, HELLO_LEN};
 use braid::pipe::net::SockOpts;
-use braid::pipe::{send, Layout, Mode, PipeError, Receiver, RecvConfig, SendConfig};
+use braid::pipe::{send, Layout, Mode, PipeError, Receiver, RecvConfig, Security, SendConfig};
+use braid_core::transport::auth::Psk;
 use braid_core::Duration;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -16,6 +17,15 @@ fn sock() -> SockOpts {
         sockbuf: None,
         notsent_lowat: None,
         user_timeout: None,
+    }
+}
+
+/// The key every real pair here shares (the secure default); the forged
+/// peer below speaks the clear-text protocol, so its sender runs insecure.
+fn key() -> Security {
+    Security::Key {
+        psk: Psk::from_bytes([7; 32]),
+        encrypt: true,
     }
 }
 
@@ -35,6 +45,7 @@ fn send_cfg(to: SocketAddr, connections: usize) -> SendConfig {
         silence_limit: std::time::Duration::from_secs(10),
         rate: None,
         resume: false,
+        security: key(),
     }
 }
 
@@ -45,6 +56,7 @@ fn receiver(idle: Duration) -> (Receiver, SocketAddr) {
         sock: sock(),
         idle_limit: idle,
         resume: None,
+        security: key(),
     })
     .expect("bind");
     let addr = rx.local_addrs()[0];
@@ -87,9 +99,11 @@ fn forged_receiver(after: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
 #[test]
 fn forged_early_done_is_not_a_success() {
     let (addr, fake) = forged_receiver(1 << 20);
+    let mut cfg = send_cfg(addr, 1);
+    cfg.security = Security::Insecure;
     let res = send(
         Box::new(std::io::Cursor::new(data(4 << 20))),
-        send_cfg(addr, 1),
+        cfg,
         &mut |_| {},
     );
     assert!(

@@ -4,7 +4,7 @@
 
 use braid::pipe::frame::{DataHeader, DataKind, Hello, HelloAck, HELLO_ACK_LEN, HELLO_LEN};
 use braid::pipe::net::SockOpts;
-use braid::pipe::{send, Layout, Mode, PipeError, Receiver, RecvConfig, SendConfig};
+use braid::pipe::{send, Layout, Mode, PipeError, Receiver, RecvConfig, Security, SendConfig};
 use braid_core::Duration;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -25,6 +25,7 @@ fn receiver() -> (Receiver, SocketAddr) {
         sock: sock(),
         idle_limit: Duration::from_secs(5),
         resume: None,
+        security: Security::Insecure,
     })
     .expect("bind");
     let addr = rx.local_addrs()[0];
@@ -86,6 +87,7 @@ fn junk_and_strangers_do_not_disturb_a_good_transfer() {
         silence_limit: std::time::Duration::from_secs(10),
         rate: None,
         resume: false,
+        security: Security::Insecure,
     };
     let d2 = data.clone();
     let sender =

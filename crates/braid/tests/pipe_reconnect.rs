@@ -3,7 +3,7 @@
 //! the stream arrives complete and in order.
 
 use braid::pipe::net::SockOpts;
-use braid::pipe::{send, Layout, Mode, Receiver, RecvConfig, SendConfig};
+use braid::pipe::{send, Layout, Mode, Receiver, RecvConfig, Security, SendConfig};
 use braid_core::Duration;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -86,6 +86,7 @@ fn cut_connection_reconnects_and_stream_completes() {
         sock: sock(),
         idle_limit: Duration::from_secs(10),
         resume: None,
+        security: Security::Insecure,
     })
     .expect("bind");
     let via = proxy(rx.local_addrs()[0]);
@@ -111,6 +112,7 @@ fn cut_connection_reconnects_and_stream_completes() {
         silence_limit: std::time::Duration::from_secs(10),
         rate: None,
         resume: false,
+        security: Security::Insecure,
     };
     let d2 = data.clone();
     let report = send(Box::new(std::io::Cursor::new(d2)), cfg, &mut |_| {}).expect("send succeeds");

@@ -6,6 +6,7 @@ pub mod eval;
 pub mod keygen;
 pub mod metrics;
 pub mod perf;
+pub mod pipe_security;
 pub mod recv;
 pub mod relay;
 pub mod send;

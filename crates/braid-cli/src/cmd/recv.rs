@@ -49,6 +49,9 @@ pub struct RecvArgs {
     /// second (for throughput-over-time plots).
     #[arg(long)]
     pub rate_log: Option<std::path::PathBuf>,
+    /// Authentication and encryption.
+    #[command(flatten)]
+    pub security: super::pipe_security::RecvSecurity,
 }
 
 /// True if the process started with stdout closed (`>&-`). Rust's
@@ -74,6 +77,7 @@ fn stdout_was_closed() -> bool {
 /// Runs `braid recv`.
 pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     let listen = resolve(&args.listen)?;
+    let (security, code) = args.security.resolve()?;
     // Open the output first: an unwritable output fails before anything
     // is accepted.
     let mut resume = None;
@@ -121,7 +125,15 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         },
         idle_limit: args.idle_limit,
         resume,
+        security,
     })?;
+    if let Some(code) = code {
+        let port = rx.local_addrs().first().map_or(0, |a| a.port());
+        eprintln!(
+            "braid recv: code {code}\nOn the sender: braid send --to HOST:{port} --code {code}"
+        );
+    }
+    let stats = rx.security_stats();
     let mut view = ProgressView::new(args.progress, args.no_progress, None);
     let mut log = match &args.rate_log {
         Some(p) => Some(std::io::BufWriter::new(
@@ -138,6 +150,26 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         }
     });
     view.finish();
+    let refused = stats.snapshot();
+    // With --stats json, stderr is one JSON object: the counts go in it.
+    if refused != braid::pipe::SecureCounts::default() && args.stats.is_none() {
+        eprintln!(
+            "braid recv: refused {} connection(s) at the handshake, {} unverified record(s), {} wrong code(s), {} encryption-mode mismatch(es)",
+            refused.refused, refused.unverified, refused.code_failures, refused.mode_mismatch
+        );
+    }
     let report = res.context("braid recv")?;
-    emit_stats(&report, args.stats, args.stats_file.as_deref())
+    let mut json = serde_json::to_value(&report)?;
+    if let Some(o) = json.as_object_mut() {
+        o.insert(
+            "security".into(),
+            serde_json::json!({
+                "refused": refused.refused,
+                "unverified": refused.unverified,
+                "code_failures": refused.code_failures,
+                "mode_mismatch": refused.mode_mismatch,
+            }),
+        );
+    }
+    emit_stats(&json, args.stats, args.stats_file.as_deref())
 }

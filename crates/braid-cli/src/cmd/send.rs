@@ -109,6 +109,9 @@ pub struct SendArgs {
     pub corrupt_block: Option<u64>,
     /// Input file (default: stdin).
     pub file: Option<std::path::PathBuf>,
+    /// Authentication and encryption.
+    #[command(flatten)]
+    pub security: super::pipe_security::SendSecurity,
 }
 
 /// Parses a size flag with [`braid_core::ByteSize`]'s units: `4096`,
@@ -228,6 +231,7 @@ pub fn emit_stats<T: serde::Serialize>(
 
 /// Runs `braid send`.
 pub fn run(args: SendArgs) -> anyhow::Result<()> {
+    let security = args.security.resolve()?;
     let to = resolve(&args.to)?;
     if args.resume && args.file.is_none() {
         bail!("--resume needs an input FILE: a stream from stdin cannot be resumed");
@@ -277,6 +281,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         silence_limit: args.user_timeout.into(),
         rate: args.rate,
         resume: args.resume,
+        security,
     };
     let mut view = ProgressView::new(args.progress, args.no_progress, total);
     let res = pipe::send(input, cfg, &mut |p| view.update(p));

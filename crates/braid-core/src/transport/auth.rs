@@ -25,8 +25,13 @@
 //! (as with any pure-PSK scheme); docs/SECURITY.md says what that means.
 //!
 //! Main types: [`Psk`], [`SessionKeys`] (the derived transport keys, kept in
-//! the connection for issue 13's packet protection), `ClientHandshake` and
-//! `respond` (crate-internal), [`AuthError`].
+//! the connection for issue 13's packet protection), [`ClientHandshake`] and
+//! [`respond`], [`AuthError`].
+//!
+//! One mechanism: the pipe's TCP connections (`braid::pipe::secure`) run
+//! this same handshake — same pattern, same key file — with their own
+//! prologue (a label naming the pipe and the connection's preface), so a
+//! message from one protocol never verifies in the other.
 //!
 //! Randomness: the ephemeral keys need randomness, and braid-core draws
 //! none from entropy. Each handshake gets a `ChaCha20Rng` seeded with
@@ -111,14 +116,15 @@ pub enum AuthError {
 /// The keys a completed handshake derived: Noise's split (one cipher key
 /// per direction, nonces supplied per packet) and the handshake hash.
 ///
-/// Unused for now and reachable only inside the crate: issue 13's packet
-/// protection will encrypt and authenticate DATA packets with them, keyed
-/// by packet number, without touching the handshake again.
+/// IQ-RUDP keeps them inside the crate (issue 13's packet protection will
+/// encrypt and authenticate DATA packets with them, keyed by packet
+/// number); the pipe takes the raw per-direction keys
+/// ([`SessionKeys::initiator_to_responder`]) for its record layer.
 pub struct SessionKeys {
     #[allow(dead_code)] // issue 13: packet protection
     pub(crate) transport: StatelessTransportState,
-    #[allow(dead_code)] // issue 13: channel binding, key updates
     pub(crate) handshake_hash: [u8; 32],
+    raw_split: ([u8; 32], [u8; 32]),
 }
 
 impl core::fmt::Debug for SessionKeys {
@@ -128,7 +134,27 @@ impl core::fmt::Debug for SessionKeys {
 }
 
 impl SessionKeys {
-    fn from_state(state: HandshakeState) -> Result<Self, AuthError> {
+    /// The cipher key of the initiator-to-responder direction (Noise's
+    /// first split key): the key a ChaChaPoly transport uses with explicit
+    /// nonces.
+    pub fn initiator_to_responder(&self) -> &[u8; 32] {
+        &self.raw_split.0
+    }
+
+    /// The cipher key of the responder-to-initiator direction (Noise's
+    /// second split key).
+    pub fn responder_to_initiator(&self) -> &[u8; 32] {
+        &self.raw_split.1
+    }
+
+    /// The handshake hash (Noise's `h` after the last message): a value
+    /// both sides share, unique to this handshake (channel binding).
+    pub fn handshake_hash(&self) -> &[u8; 32] {
+        &self.handshake_hash
+    }
+
+    fn from_state(mut state: HandshakeState) -> Result<Self, AuthError> {
+        let raw_split = state.dangerously_get_raw_split();
         let mut handshake_hash = [0u8; 32];
         let h = state.get_handshake_hash();
         if h.len() != handshake_hash.len() {
@@ -141,6 +167,7 @@ impl SessionKeys {
         Ok(SessionKeys {
             transport,
             handshake_hash,
+            raw_split,
         })
     }
 }
@@ -149,7 +176,7 @@ impl SessionKeys {
 /// `BLAKE3-keyed(derive_key("braid rudp noise rng v1", secret), counter)`,
 /// the counter never repeating (see the module docs).
 #[derive(Clone)]
-pub(crate) struct SeedSource {
+pub struct SeedSource {
     key: [u8; 32],
     counter: u64,
 }
@@ -163,7 +190,9 @@ impl core::fmt::Debug for SeedSource {
 }
 
 impl SeedSource {
-    pub(crate) fn new(endpoint_secret: &[u8; 32]) -> Self {
+    /// A source keyed by 32 fresh secret random bytes (one per endpoint or
+    /// pipe side; never reused).
+    pub fn new(endpoint_secret: &[u8; 32]) -> Self {
         SeedSource {
             key: blake3::derive_key("braid rudp noise rng v1", endpoint_secret),
             counter: 0,
@@ -171,7 +200,7 @@ impl SeedSource {
     }
 
     /// The next seed; each is used for exactly one handshake state.
-    pub(crate) fn next_seed(&mut self) -> [u8; 32] {
+    pub fn next_seed(&mut self) -> [u8; 32] {
         self.counter += 1;
         *blake3::keyed_hash(&self.key, &self.counter.to_be_bytes()).as_bytes()
     }
@@ -222,7 +251,10 @@ fn builder<'a>(
 
 /// The client's half-done handshake: message 1 written, waiting for
 /// message 2. Message 1 is kept to resend with every retransmitted INITIAL.
-pub(crate) struct ClientHandshake {
+///
+/// Drive it: [`ClientHandshake::start`], send [`ClientHandshake::message`],
+/// then [`ClientHandshake::finish`] with the responder's message 2.
+pub struct ClientHandshake {
     state: HandshakeState,
     message: Vec<u8>,
 }
@@ -237,7 +269,10 @@ impl core::fmt::Debug for ClientHandshake {
 
 impl ClientHandshake {
     /// Starts the handshake and writes message 1 (`psk, e`, empty payload).
-    pub(crate) fn start(psk: &Psk, seed: [u8; 32], prologue: &[u8]) -> Result<Self, AuthError> {
+    ///
+    /// # Errors
+    /// [`AuthError::Setup`] if the Noise state cannot be built (a bug).
+    pub fn start(psk: &Psk, seed: [u8; 32], prologue: &[u8]) -> Result<Self, AuthError> {
         let mut state = builder(psk, seed, prologue)?
             .build_initiator()
             .map_err(|_| AuthError::Setup)?;
@@ -252,13 +287,18 @@ impl ClientHandshake {
     }
 
     /// Message 1, as sent.
-    pub(crate) fn message(&self) -> &[u8] {
+    pub fn message(&self) -> &[u8] {
         &self.message
     }
 
     /// Reads message 2 and checks its payload equals `expected_payload`
     /// (the server id and parameters of the packet it came in).
-    pub(crate) fn finish(
+    ///
+    /// # Errors
+    /// [`AuthError::Unverified`] if message 2 does not verify (the peer
+    /// holds another key), [`AuthError::PayloadMismatch`] if its payload
+    /// differs from `expected_payload`.
+    pub fn finish(
         mut self,
         message2: &[u8],
         expected_payload: &[u8],
@@ -278,7 +318,12 @@ impl ClientHandshake {
 /// The server's side in one step: reads message 1 (refusing a wrong key
 /// with [`AuthError::Unverified`] before any Diffie-Hellman work), then
 /// writes message 2 carrying `payload`. Returns message 2 and the keys.
-pub(crate) fn respond(
+///
+/// # Errors
+/// [`AuthError::Unverified`] for a message 1 that does not verify under
+/// `psk` and `prologue`, [`AuthError::PayloadMismatch`] for one with a
+/// payload, [`AuthError::Setup`] if the Noise state cannot be built.
+pub fn respond(
     psk: &Psk,
     seed: [u8; 32],
     prologue: &[u8],
@@ -340,6 +385,9 @@ mod tests {
         let k = Psk::from_bytes([7; 32]);
         let (c, s) = handshake(&k, &k).unwrap();
         assert_eq!(c.handshake_hash, s.handshake_hash);
+        assert_eq!(c.initiator_to_responder(), s.initiator_to_responder());
+        assert_eq!(c.responder_to_initiator(), s.responder_to_initiator());
+        assert_ne!(c.initiator_to_responder(), c.responder_to_initiator());
         // What the client seals, the server opens (the split is usable).
         let mut sealed = [0u8; 64];
         let n = c.transport.write_message(0, b"hello", &mut sealed).unwrap();

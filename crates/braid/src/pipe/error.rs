@@ -26,6 +26,9 @@ pub enum PipeError {
     /// The peer does not speak this protocol or broke it.
     #[error("protocol error: {0}")]
     Protocol(#[from] ProtocolViolation),
+    /// Authentication failed, or a code pairing.
+    #[error(transparent)]
+    Secure(#[from] super::secure::SecureError),
     /// Reading the input failed.
     #[error("reading input: {0}")]
     Input(std::io::Error),

@@ -106,6 +106,8 @@ pub enum HelloStatus {
     UnknownSession,
     /// The receiver has as many connections as it accepts.
     TooManyConnections,
+    /// The receiver requires a key or a code (the sender runs `--insecure`).
+    KeyRequired,
     /// A status this build does not know.
     Other(u8),
 }
@@ -117,6 +119,7 @@ impl HelloStatus {
             HelloStatus::Busy => 1,
             HelloStatus::UnknownSession => 2,
             HelloStatus::TooManyConnections => 3,
+            HelloStatus::KeyRequired => 4,
             HelloStatus::Other(c) => c,
         }
     }
@@ -126,6 +129,7 @@ impl HelloStatus {
             1 => HelloStatus::Busy,
             2 => HelloStatus::UnknownSession,
             3 => HelloStatus::TooManyConnections,
+            4 => HelloStatus::KeyRequired,
             c => HelloStatus::Other(c),
         }
     }

@@ -15,7 +15,13 @@
 //! | [`sched`], [`weighted`], [`reorder`] | re-exports of [`braid_core::bulk`]: the sans-IO scheduler, weighted buffers and reorder window |
 //! | [`sender`], [`receiver`] | tokio drivers: one owner task per side, connection tasks, bounded channels |
 //! | [`net`] | socket set-up (TCP or MPTCP, buffers, timeouts) |
+//! | [`secure`], [`record`], [`code`] | the handshake every connection runs (Noise with the key, or a one-time code through SPAKE2), the AEAD records that carry every byte after it, the codes |
 //! | [`stats`] | reports and progress snapshots |
+//!
+//! Secure by default: a connection authenticates ([`secure`]) before the
+//! receiver keeps any state for it, and every byte after that travels in
+//! authenticated (by default encrypted) records ([`record`]); only
+//! [`Security::Insecure`] (`--insecure`) keeps version 1's clear text.
 //!
 //! Invariants: nothing from the network can make either side panic or
 //! allocate without a bound (block length ≤ [`frame::MAX_BLOCK_LEN`] and the
@@ -27,19 +33,27 @@
 //! once per block event (never per byte), and no lock is shared.
 //! The precise rules are in `docs/pipe.md`.
 
+pub mod code;
 mod error;
 pub mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod net;
 pub mod receiver;
+pub mod record;
+mod refusals;
+pub mod secure;
 pub mod sender;
 pub mod stats;
 
 pub use braid_core::bulk::{reorder, sched, weighted};
 
+pub use code::Code;
 pub use error::{ConfigError, PipeError};
 pub use frame::ProtocolViolation;
 pub use receiver::{Receiver, RecvConfig, ResumePoint};
 pub use sched::{Layout, Mode};
+pub use secure::{SecureCounts, SecureError, SecureStats, Security};
 pub use sender::{send, SendConfig};
 pub use stats::{Progress, RecvReport, SendReport};
 

@@ -1,14 +1,18 @@
 //! The network side of the receiver: one accept task per listening
-//! address, one task per connection (hello, then frames: the owner rules on
-//! each block header, the payload is read and CRC-checked here), and each
-//! connection's control writer.
+//! address, one task per connection (handshake, hello, then frames: the
+//! owner rules on each block header, the payload is read and CRC-checked
+//! here), and each connection's control writer. On a secure pipe every
+//! byte after the handshake comes through [`ReadHalf`] / goes through
+//! [`WriteHalf`], which open and seal the records.
 
 use super::{
     Ctl, Event, Shared, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT, MAX_PENDING,
     MAX_PENDING_PER_SOURCE,
 };
 use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
+use crate::pipe::record::{ReadHalf, WriteHalf};
 use crate::pipe::reorder::Verdict;
+use crate::pipe::secure::Authenticator;
 use crate::pipe::{PipeError, ProtocolViolation};
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -16,7 +20,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
@@ -41,6 +44,7 @@ pub(super) async fn accept_loop(
     l: tokio::net::TcpListener,
     events: mpsc::Sender<Event>,
     shared: Arc<Shared>,
+    auth: Arc<Authenticator>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
     let mut pending: VecDeque<Pending> = VecDeque::with_capacity(MAX_PENDING);
@@ -68,6 +72,7 @@ pub(super) async fn accept_loop(
                     peer,
                     events.clone(),
                     Arc::clone(&shared),
+                    Arc::clone(&auth),
                     Arc::clone(&hello),
                 ));
                 pending.push_back(Pending { ip, task, hello });
@@ -81,27 +86,43 @@ pub(super) async fn accept_loop(
     }
 }
 
-/// One accepted connection: hello, then frames until it closes.
+/// One accepted connection: handshake, hello, then frames until it closes.
 async fn serve(
-    mut s: TcpStream,
+    s: TcpStream,
     peer: SocketAddr,
     events: mpsc::Sender<Event>,
     shared: Arc<Shared>,
+    auth: Arc<Authenticator>,
     said_hello: Arc<AtomicBool>,
 ) {
     let mut b = [0u8; frame::HELLO_LEN];
-    let hello = match tokio::time::timeout(HELLO_TIMEOUT, s.read_exact(&mut b)).await {
-        Ok(Ok(_)) => {
-            said_hello.store(true, Ordering::Relaxed);
-            Hello::decode(&b).map_err(|e| e.to_string())
+    let opened = async {
+        // A refusal is counted and logged by the authenticator.
+        let (mut rd, wr) = auth.accept(s).await.ok_or(None)?;
+        match rd.read_exact(&mut b).await {
+            Ok(_) => {
+                said_hello.store(true, Ordering::Relaxed);
+                Ok((rd, wr))
+            }
+            Err(e) => Err(Some(format!("no hello: {e}"))),
         }
-        Ok(Err(e)) => Err(format!("no hello: {e}")),
-        Err(_) => Err("no hello: timed out".to_string()),
     };
-    let hello = match hello {
-        Ok(h) => h,
-        Err(e) => {
+    let (hello, mut rd, mut wr) = match tokio::time::timeout(HELLO_TIMEOUT, opened).await {
+        Ok(Ok((rd, wr))) => match Hello::decode(&b) {
+            Ok(h) => (h, rd, wr),
+            Err(e) => {
+                tracing::info!(%peer, error = %e, "connection rejected");
+                return;
+            }
+        },
+        Ok(Err(None)) => return,
+        Ok(Err(Some(e))) => {
             tracing::info!(%peer, error = %e, "connection rejected");
+            return;
+        }
+        Err(_) => {
+            tracing::info!(%peer, "connection rejected: no handshake or hello in time");
+            auth.stats().count_refused();
             return;
         }
     };
@@ -118,11 +139,15 @@ async fn serve(
         return;
     };
     let Some((idx, max_block, ctl_tx, ctl_rx)) = admit.conn else {
-        let _ = tokio::time::timeout(ACK_WRITE_TIMEOUT, s.write_all(&admit.ack.encode())).await;
+        let ack = admit.ack.encode();
+        let _ = tokio::time::timeout(ACK_WRITE_TIMEOUT, async {
+            wr.write_all(&ack).await?;
+            wr.flush().await
+        })
+        .await;
         tracing::info!(%peer, status = ?admit.ack.status, "connection rejected: hello refused");
         return;
     };
-    let (mut rd, wr) = s.into_split();
     let writer = tokio::spawn(ctl_writer(wr, admit.ack.encode(), ctl_rx));
     let res = serve_frames(&mut rd, idx, max_block, &events, ctl_tx, &shared).await;
     if let Err(error) = res {
@@ -142,12 +167,12 @@ async fn serve(
 /// connection; a write that fails or blocks for [`ACK_WRITE_TIMEOUT`]
 /// closes the connection (its reader then sees the end).
 async fn ctl_writer(
-    mut wr: OwnedWriteHalf,
+    mut wr: WriteHalf,
     hello_ack: [u8; frame::HELLO_ACK_LEN],
     mut queue: mpsc::Receiver<Ctl>,
 ) {
     let ok = matches!(
-        tokio::time::timeout(ACK_WRITE_TIMEOUT, wr.write_all(&hello_ack)).await,
+        tokio::time::timeout(ACK_WRITE_TIMEOUT, write_flush(&mut wr, &hello_ack)).await,
         Ok(Ok(()))
     );
     if !ok {
@@ -159,7 +184,7 @@ async fn ctl_writer(
             Ctl::Frame(c) => (c, false),
             Ctl::Final(c) => (c, true),
         };
-        let w = tokio::time::timeout(ACK_WRITE_TIMEOUT, wr.write_all(&c.encode())).await;
+        let w = tokio::time::timeout(ACK_WRITE_TIMEOUT, write_flush(&mut wr, &c.encode())).await;
         if !matches!(w, Ok(Ok(()))) {
             // Dead path: closing it ends its reader, which unregisters it.
             shutdown_both(&wr);
@@ -172,14 +197,20 @@ async fn ctl_writer(
     }
 }
 
-fn shutdown_both(wr: &OwnedWriteHalf) {
-    let s: &TcpStream = wr.as_ref();
+/// Writes `b` and flushes (a sealed record goes out at once).
+async fn write_flush(wr: &mut WriteHalf, b: &[u8]) -> std::io::Result<()> {
+    wr.write_all(b).await?;
+    wr.flush().await
+}
+
+fn shutdown_both(wr: &WriteHalf) {
+    let s: &TcpStream = wr.socket().as_ref();
     let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Both);
 }
 
 /// Reads and discards until the peer closes, the socket fails, or
 /// [`DRAIN`] has passed (the owner closes every socket then).
-async fn drain(s: &mut OwnedReadHalf) {
+async fn drain(s: &mut ReadHalf) {
     let mut buf = vec![0u8; DISCARD_CHUNK];
     let _ = tokio::time::timeout(StdDuration::from(DRAIN), async {
         loop {
@@ -195,7 +226,7 @@ async fn drain(s: &mut OwnedReadHalf) {
 /// Reads frames until the connection closes (`Ok`) or the peer sends
 /// something that must stop the transfer (`Err`).
 async fn serve_frames(
-    s: &mut OwnedReadHalf,
+    s: &mut ReadHalf,
     idx: usize,
     max_block: u32,
     events: &mpsc::Sender<Event>,
@@ -304,7 +335,7 @@ async fn serve_frames(
 /// Reads a block's `len` payload bytes; `None` if the connection ends or
 /// stays silent for the idle limit first. Each read that returns bytes
 /// counts as activity, so a large block on a slow path is not silence.
-async fn read_payload(s: &mut OwnedReadHalf, len: u32, shared: &Shared) -> Option<Vec<u8>> {
+async fn read_payload(s: &mut ReadHalf, len: u32, shared: &Shared) -> Option<Vec<u8>> {
     // read_buf fills spare capacity without zeroing it first.
     let mut data = Vec::with_capacity(len as usize);
     while data.len() < len as usize {
@@ -321,7 +352,7 @@ async fn read_payload(s: &mut OwnedReadHalf, len: u32, shared: &Shared) -> Optio
 }
 
 async fn discard(
-    s: &mut OwnedReadHalf,
+    s: &mut ReadHalf,
     mut n: usize,
     buf: &mut Vec<u8>,
     shared: &Shared,

@@ -28,7 +28,8 @@
 //! output already holds a verified prefix; the sender is told after every
 //! hello-ack and the digest goes on from the prefix's.
 //!
-//! Invariants: a connection gets per-peer state only after a hello with the
+//! Invariants: a connection gets per-peer state only after its handshake
+//! verified the key (`secure`; unless `--insecure`) and a hello with the
 //! right magic, version and session; a block is allocated only if the
 //! window's verdict says it is new and inside the window; a block is
 //! written only after its CRC matched; a block outside the window, a bad
@@ -38,6 +39,7 @@
 use super::frame::{self, Control, Hello, HelloAck, SessionId};
 use super::net::{self, SockOpts};
 use super::reorder::{Reorder, Verdict};
+use super::secure::{self, Authenticator, SecureStats, Security};
 use super::stats::{Progress, RecvReport};
 use super::{ConfigError, PipeError, ProtocolViolation, MAX_CONNECTIONS};
 use crate::clock;
@@ -57,7 +59,8 @@ use conn::accept_loop;
 use output::output_writer;
 use owner::Owner;
 
-/// How long a new connection has to send its hello.
+/// How long a new connection has to complete its handshake and send its
+/// hello (and a code pairing its exchange).
 const HELLO_TIMEOUT: StdDuration = StdDuration::from_secs(5);
 /// Connections per listening address that may wait for their hello at
 /// once (a new one beyond evicts the oldest).
@@ -102,6 +105,8 @@ pub struct RecvConfig {
     /// sends every [`KEEPALIVE`](super::KEEPALIVE)) for this long
     /// mid-stream; a connection silent this long is closed.
     pub idle_limit: Duration,
+    /// What a sender must prove (a key, a code) or `Insecure`.
+    pub security: Security,
     /// Resume (`--resume`): the output already holds this verified
     /// prefix of the stream; the sender is told, sends only the rest, and
     /// the end-to-end digest covers both.
@@ -137,6 +142,7 @@ impl ResumePoint {
 pub struct Receiver {
     listeners: Vec<TcpListener>,
     cfg: RecvConfig,
+    stats: Arc<SecureStats>,
 }
 
 impl Receiver {
@@ -161,7 +167,17 @@ impl Receiver {
             })?;
             listeners.push(l);
         }
-        Ok(Receiver { listeners, cfg })
+        Ok(Receiver {
+            listeners,
+            cfg,
+            stats: Arc::default(),
+        })
+    }
+
+    /// The counters of refused connections and records (live during
+    /// [`Receiver::run`]; keep a clone to read them after).
+    pub fn security_stats(&self) -> Arc<SecureStats> {
+        Arc::clone(&self.stats)
     }
 
     /// The bound addresses (useful with port 0).
@@ -210,14 +226,30 @@ impl Receiver {
             activity: AtomicU64::new(0),
             silence: StdDuration::from(self.cfg.idle_limit),
         });
-        let mut acceptors = Vec::new();
+        let mut listeners = Vec::new();
         for (l, &addr) in self.listeners.into_iter().zip(&self.cfg.listen) {
             let l = tokio::net::TcpListener::from_std(l)
                 .map_err(|source| PipeError::Listen { addr, source })?;
+            listeners.push(l);
+        }
+        let key = match &self.cfg.security {
+            Security::Insecure => None,
+            Security::Key { psk, encrypt } => Some((psk.clone(), *encrypt)),
+            Security::Code { code, encrypt } => {
+                let psk =
+                    secure::pair_accept(&listeners, code, *encrypt, HELLO_TIMEOUT, &self.stats)
+                        .await?;
+                Some((psk, *encrypt))
+            }
+        };
+        let auth = Arc::new(Authenticator::new(key, Arc::clone(&self.stats)));
+        let mut acceptors = Vec::new();
+        for l in listeners {
             acceptors.push(tokio::spawn(accept_loop(
                 l,
                 ev_tx.clone(),
                 Arc::clone(&shared),
+                Arc::clone(&auth),
             )));
         }
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_QUEUE + 1);

@@ -1,7 +1,10 @@
 //! The network side of the sender: one task per connection (connect, TCP
-//! or MPTCP, hello, then ask the owner for a job and write it; reconnect
-//! with backoff) and its ack reader, which decodes the receiver's control
-//! frames for the owner.
+//! or MPTCP, handshake, hello, then ask the owner for a job and write it;
+//! reconnect with backoff) and its ack reader, which decodes the
+//! receiver's control frames for the owner. On a secure pipe every byte
+//! after the handshake goes through [`WriteHalf`] / comes through
+//! [`ReadHalf`] (sealed and opened records); a frame is flushed when
+//! written.
 
 use super::{
     addr_of, Event, Job, Published, SendConfig, Stop, BACKOFF_START, CONNECT_TIMEOUT, JOB_QUEUE,
@@ -9,21 +12,36 @@ use super::{
 use crate::pipe::frame::{
     self, Control, DataHeader, DataKind, Hello, HelloAck, HelloStatus, SessionId, FLAG_REJOIN,
 };
+use crate::pipe::record::{ReadHalf, WriteHalf};
+use crate::pipe::secure::Authenticator;
 use crate::pipe::{net, KEEPALIVE};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// Connects and exchanges hellos.
+/// Why a connection attempt failed, and whether another may succeed.
+struct OpenFailed {
+    error: String,
+    /// `false`: the receiver refused this sender's key, code or mode;
+    /// reconnecting would be refused again.
+    retry: bool,
+}
+
+impl From<String> for OpenFailed {
+    fn from(error: String) -> Self {
+        OpenFailed { error, retry: true }
+    }
+}
+
+/// Connects, runs the handshake and exchanges hellos.
 async fn open(
     cfg: &SendConfig,
+    auth: &Authenticator,
     session: SessionId,
     c: usize,
     rejoin: bool,
     window: u64,
-) -> Result<(TcpStream, u64, u64, Option<(u64, u64)>), String> {
+) -> Result<(ReadHalf, WriteHalf, u64, u64, Option<(u64, u64)>), OpenFailed> {
     let addr = addr_of(cfg, c);
     let hello = Hello {
         flags: if rejoin { FLAG_REJOIN } else { 0 },
@@ -34,7 +52,7 @@ async fn open(
         total_size: cfg.total_size.unwrap_or(u64::MAX),
     };
     let attempt = async {
-        let mut s = net::connect_async(&addr, &cfg.sock)
+        let s = net::connect_async(&addr, &cfg.sock)
             .await
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
         if let Some(r) = cfg.rate {
@@ -42,37 +60,55 @@ async fn open(
             // bucket keeps the sum under it.
             net::set_max_pacing_rate(&s, r.bytes_per_sec());
         }
+        let (mut rd, mut wr) = auth.connect(s).await.map_err(|e| OpenFailed {
+            error: format!("{addr}: {e}"),
+            retry: !e.is_final(),
+        })?;
         let io = |e: std::io::Error| format!("hello with {addr}: {e}");
-        s.write_all(&hello.encode()).await.map_err(io)?;
+        wr.write_all(&hello.encode()).await.map_err(io)?;
+        wr.flush().await.map_err(io)?;
         let mut b = [0u8; frame::HELLO_ACK_LEN];
-        s.read_exact(&mut b).await.map_err(io)?;
+        rd.read_exact(&mut b).await.map_err(io)?;
         let ack = HelloAck::decode(&b).map_err(|e| format!("{addr}: {e}"))?;
         // A resuming receiver follows its hello-ack with where to resume.
         let mut resume = None;
         if cfg.resume && ack.status == HelloStatus::Ok {
             let mut c = [0u8; frame::CONTROL_LEN];
-            s.read_exact(&mut c).await.map_err(io)?;
+            rd.read_exact(&mut c).await.map_err(io)?;
             match Control::decode(&c) {
                 Ok(Control::Resume { bytes, digest }) => resume = Some((bytes, digest)),
                 _ => {
                     return Err(format!(
                         "{addr}: the receiver is not resuming: start braid recv with --resume too"
-                    ))
+                    )
+                    .into())
                 }
             }
         }
-        Ok::<_, String>((s, ack, resume))
+        Ok::<_, OpenFailed>((rd, wr, ack, resume))
     };
-    let (s, ack, resume) = match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+    let (rd, wr, ack, resume) = match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Ok(r) => r?,
-        Err(_) => return Err(format!("connecting to {addr}: timed out")),
+        Err(_) => return Err(format!("connecting to {addr}: timed out").into()),
     };
+    if ack.status == HelloStatus::KeyRequired {
+        return Err(OpenFailed {
+            error: format!(
+                "{addr}: the receiver requires a key or a code (it does not run --insecure)"
+            ),
+            retry: false,
+        });
+    }
     match ack.status {
-        HelloStatus::Ok if ack.window_blocks >= 2 => {
-            Ok((s, u64::from(ack.window_blocks), ack.window_bytes, resume))
-        }
-        HelloStatus::Ok => Err(format!("{addr}: receiver window too small")),
-        st => Err(format!("{addr} refused the connection: {st:?}")),
+        HelloStatus::Ok if ack.window_blocks >= 2 => Ok((
+            rd,
+            wr,
+            u64::from(ack.window_blocks),
+            ack.window_bytes,
+            resume,
+        )),
+        HelloStatus::Ok => Err(format!("{addr}: receiver window too small").into()),
+        st => Err(format!("{addr} refused the connection: {st:?}").into()),
     }
 }
 
@@ -83,6 +119,7 @@ pub(super) async fn conn_task(
     c: usize,
     events: mpsc::Sender<Event>,
     mut published: watch::Receiver<Published>,
+    auth: Arc<Authenticator>,
 ) {
     let mut attempts = 0u32;
     let mut gen = 0u64;
@@ -92,11 +129,11 @@ pub(super) async fn conn_task(
             return;
         }
         let opened = tokio::select! {
-            r = open(&cfg, session, c, p.session_up, p.window_blocks) => r,
+            r = open(&cfg, &auth, session, c, p.session_up, p.window_blocks) => r,
             _ = stopped(&mut published) => return,
         };
         match opened {
-            Ok((stream, granted, granted_bytes, resume)) => {
+            Ok((rd, wr, granted, granted_bytes, resume)) => {
                 attempts = 0;
                 gen += 1;
                 let (jobs_tx, jobs_rx) = mpsc::channel(JOB_QUEUE);
@@ -113,7 +150,6 @@ pub(super) async fn conn_task(
                 if events.send(up).await.is_err() {
                     return;
                 }
-                let (rd, wr) = stream.into_split();
                 let acks = tokio::spawn(ack_reader(rd, c, gen, cfg.clone(), events.clone()));
                 let err = run_conn(&cfg, c, gen, wr, jobs_rx, kill_rx, &events).await;
                 acks.abort();
@@ -121,7 +157,7 @@ pub(super) async fn conn_task(
                     let _ = events.send(Event::Down { c, gen, error }).await;
                 }
             }
-            Err(error) => {
+            Err(OpenFailed { error, retry }) => {
                 attempts += 1;
                 if events
                     .send(Event::ConnectFailed { c, error })
@@ -130,7 +166,7 @@ pub(super) async fn conn_task(
                 {
                     return;
                 }
-                if attempts > cfg.reconnect_attempts {
+                if !retry || attempts > cfg.reconnect_attempts {
                     let _ = events.send(Event::GaveUp { c }).await;
                     return;
                 }
@@ -155,7 +191,7 @@ async fn run_conn(
     cfg: &SendConfig,
     c: usize,
     gen: u64,
-    mut s: OwnedWriteHalf,
+    mut s: WriteHalf,
     mut jobs: mpsc::Receiver<Job>,
     mut kill: oneshot::Receiver<()>,
     events: &mpsc::Sender<Event>,
@@ -180,7 +216,7 @@ async fn run_conn(
                     }
                     .encode();
                     let r = tokio::select! {
-                        r = s.write_all(&ka) => r,
+                        r = write_flush(&mut s, &ka) => r,
                         _ = &mut kill => return None,
                     };
                     if let Err(e) = r {
@@ -195,7 +231,7 @@ async fn run_conn(
         {
             // Only a change of more than a quarter is worth a system call.
             if lowat.is_none_or(|have| want.abs_diff(have) > have / 4) {
-                net::set_notsent_lowat(s.as_ref(), want);
+                net::set_notsent_lowat(s.socket().as_ref(), want);
                 lowat = Some(want);
             }
         }
@@ -213,7 +249,18 @@ async fn run_conn(
     }
 }
 
-async fn write_job(cfg: &SendConfig, s: &mut OwnedWriteHalf, job: Job) -> std::io::Result<()> {
+/// Writes `b` and flushes (a sealed record goes out at once).
+async fn write_flush(s: &mut WriteHalf, b: &[u8]) -> std::io::Result<()> {
+    s.write_all(b).await?;
+    s.flush().await
+}
+
+async fn write_job(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::Result<()> {
+    write_frame(cfg, s, job).await?;
+    s.flush().await
+}
+
+async fn write_frame(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::Result<()> {
     match job {
         Job::Block {
             seq, block, copy, ..
@@ -262,7 +309,7 @@ async fn write_job(cfg: &SendConfig, s: &mut OwnedWriteHalf, job: Job) -> std::i
 }
 
 async fn ack_reader(
-    mut s: OwnedReadHalf,
+    mut s: ReadHalf,
     c: usize,
     gen: u64,
     cfg: Arc<SendConfig>,

@@ -46,8 +46,9 @@ use owner::Owner;
 use pace::Pacer;
 
 use super::frame::{self, Control, SessionId};
-use super::net::SockOpts;
+use super::net::{self, SockOpts};
 use super::sched::{Layout, Mode, Scheduler, MIN_ADAPTIVE_BLOCK};
+use super::secure::{self, Authenticator, SecureError, SecureStats, Security};
 use super::stats::{Progress, SendReport};
 use super::{ConfigError, PipeError, ProtocolViolation, MAX_CONNECTIONS, MAX_WINDOW_BLOCKS};
 use crate::clock;
@@ -60,6 +61,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 /// Timeout of one connection attempt (including the hello).
 const CONNECT_TIMEOUT: StdDuration = StdDuration::from_secs(3);
+/// Timeout of the code pairing (connect, SPAKE2, confirmation).
+const PAIRING_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 /// First reconnect backoff; doubles per failed attempt.
 const BACKOFF_START: StdDuration = StdDuration::from_millis(200);
 /// How often the observer is called.
@@ -117,6 +120,8 @@ pub struct SendConfig {
     /// only the rest is sent (the end-to-end digest still covers it all).
     /// The input must be the same file from its start.
     pub resume: bool,
+    /// What to prove to the receiver (a key, a code) or `Insecure`.
+    pub security: Security,
 }
 
 /// Why the transfer stopped; published to every task.
@@ -296,6 +301,7 @@ pub async fn send_async(
         start,
     );
     sched.set_auto_window(cfg.auto_window);
+    let auth = Arc::new(authenticator(&cfg).await?);
     let cfg = Arc::new(cfg);
     let session = session_id(&cfg);
     let (pub_tx, pub_rx) = watch::channel(Published {
@@ -318,6 +324,7 @@ pub async fn send_async(
             c,
             ev_tx.clone(),
             pub_rx.clone(),
+            Arc::clone(&auth),
         )));
     }
     drop(ev_tx);
@@ -392,6 +399,30 @@ pub async fn send_async(
     let now = clock::now();
     observer(&owner.progress(start, now));
     Ok(owner.report(start, now))
+}
+
+/// The authenticator of this transfer's connections; with a code, pairs
+/// with the receiver first (on the first address) to get the key.
+async fn authenticator(cfg: &SendConfig) -> Result<Authenticator, PipeError> {
+    let stats = Arc::new(SecureStats::default());
+    let key = match &cfg.security {
+        Security::Insecure => None,
+        Security::Key { psk, encrypt } => Some((psk.clone(), *encrypt)),
+        Security::Code { code, encrypt } => {
+            let addr = cfg.to[0];
+            let pairing = async {
+                let s = net::connect_async(&addr, &cfg.sock)
+                    .await
+                    .map_err(SecureError::Io)?;
+                secure::pair_connect(s, code, *encrypt).await
+            };
+            let psk = tokio::time::timeout(PAIRING_TIMEOUT, pairing)
+                .await
+                .map_err(|_| SecureError::Io(std::io::ErrorKind::TimedOut.into()))??;
+            Some((psk, *encrypt))
+        }
+    };
+    Ok(Authenticator::new(key, stats))
 }
 
 fn validate(cfg: &SendConfig) -> Result<(), ConfigError> {

@@ -1,0 +1,512 @@
+//! The pipe's record layer: every byte of an authenticated connection, in
+//! both directions, travels in AEAD-protected records.
+//!
+//! After the handshake (`secure`) each connection holds two fresh keys, one
+//! per direction (Noise's split of that connection's own handshake). A
+//! record is
+//!
+//! ```text
+//! len: u32 BE (1..=RECORD_MAX) | body: len bytes | tag: 16 bytes
+//! ```
+//!
+//! sealed with ChaCha20-Poly1305 (the cipher of the Noise protocol name)
+//! under the direction's key and the nonce `0x00000000 || n` (`n` the
+//! record's number on this connection and direction, 64-bit
+//! little-endian, from 0: Noise's own nonce format). Encrypted records
+//! carry the ciphertext in `body` with `len` as associated data;
+//! `--no-encrypt` records carry the plaintext in `body` and authenticate
+//! `len || body` as associated data over an empty plaintext (the tag only).
+//!
+//! Rules (docs/SECURITY.md, "The pipe"): a key is used on one connection
+//! attempt and one direction only, and `n` only grows, so no nonce repeats
+//! under a key — a block re-sent on another connection travels under that
+//! connection's keys. The receiver of a record does not read `n` from the
+//! wire: it counts, so a record replayed, dropped or moved by an attacker
+//! fails to open. A record that fails to open ends the connection (and is
+//! counted); nothing of it reaches the caller.
+//!
+//! Main types: [`ReadHalf`] ([`AsyncRead`]) and [`WriteHalf`]
+//! ([`AsyncWrite`]), which pass bytes through unchanged on an insecure
+//! connection; [`RecordKeys`]. Invariants: at most one record buffer per
+//! direction ([`RECORD_MAX`] plus framing), allocated only after the peer
+//! was verified; a writer must be flushed (`flush`) after a message the
+//! peer is waiting for.
+
+use super::refusals::SecureStats;
+use chacha20poly1305::aead::AeadInPlace;
+use chacha20poly1305::{ChaCha20Poly1305, KeyInit, Nonce, Tag};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+/// The largest record body (256 KiB: a default block is one record).
+pub const RECORD_MAX: usize = 256 << 10;
+/// Bytes of a record's length field.
+pub const LEN_BYTES: usize = 4;
+/// Bytes of a record's tag.
+pub const TAG_BYTES: usize = 16;
+
+/// One direction's key and whether records are encrypted.
+#[derive(Clone)]
+pub struct RecordKeys {
+    key: [u8; 32],
+    encrypt: bool,
+}
+
+impl std::fmt::Debug for RecordKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordKeys")
+            .field("encrypt", &self.encrypt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RecordKeys {
+    /// One direction's 32-byte key; `encrypt: false` authenticates only.
+    pub fn new(key: [u8; 32], encrypt: bool) -> Self {
+        RecordKeys { key, encrypt }
+    }
+}
+
+/// A record direction's cipher and its next nonce.
+struct Cipher {
+    aead: ChaCha20Poly1305,
+    encrypt: bool,
+    next: u64,
+}
+
+impl Cipher {
+    fn new(k: &RecordKeys) -> Self {
+        Cipher {
+            aead: ChaCha20Poly1305::new(&k.key.into()),
+            encrypt: k.encrypt,
+            next: 0,
+        }
+    }
+
+    /// The next nonce (Noise's format: four zero bytes, then the counter
+    /// little-endian); `None` once the counter is spent.
+    fn take_nonce(&mut self) -> Option<Nonce> {
+        let n = self.next;
+        self.next = n.checked_add(1)?;
+        let mut b = [0u8; 12];
+        b[4..].copy_from_slice(&n.to_le_bytes());
+        Some(b.into())
+    }
+
+    /// Seals `rec[LEN_BYTES..]` (the body) in place, with `rec[..LEN_BYTES]`
+    /// as the length; returns the tag.
+    fn seal(&mut self, rec: &mut [u8]) -> io::Result<Tag> {
+        let nonce = self.take_nonce().ok_or_else(spent)?;
+        let r = if self.encrypt {
+            let (len, body) = rec.split_at_mut(LEN_BYTES);
+            self.aead.encrypt_in_place_detached(&nonce, len, body)
+        } else {
+            self.aead.encrypt_in_place_detached(&nonce, rec, &mut [])
+        };
+        r.map_err(|_| io::Error::other("record sealing failed"))
+    }
+
+    /// Opens a record (`rec` = length and body) with `tag`, in place.
+    fn open(&mut self, rec: &mut [u8], tag: &Tag) -> Result<(), ()> {
+        let nonce = self.take_nonce().ok_or(())?;
+        if self.encrypt {
+            let (len, body) = rec.split_at_mut(LEN_BYTES);
+            self.aead
+                .decrypt_in_place_detached(&nonce, len, body, tag)
+                .map_err(|_| ())
+        } else {
+            self.aead
+                .decrypt_in_place_detached(&nonce, rec, &mut [], tag)
+                .map_err(|_| ())
+        }
+    }
+}
+
+fn spent() -> io::Error {
+    io::Error::other("record counter exhausted")
+}
+
+/// The receiving half of a pipe connection: plain, or opening records.
+pub struct ReadHalf {
+    inner: OwnedReadHalf,
+    open: Option<Box<Opener>>,
+}
+
+struct Opener {
+    cipher: Cipher,
+    stats: Arc<SecureStats>,
+    /// Length field, body and tag of the record being read.
+    buf: Vec<u8>,
+    /// Bytes of `buf` read so far.
+    filled: usize,
+    /// Bytes of `buf` the current record needs.
+    need: usize,
+    /// Opened plaintext not yet handed out: `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// A record failed: every later read fails too.
+    failed: bool,
+}
+
+impl std::fmt::Debug for ReadHalf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadHalf")
+            .field("protected", &self.open.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Opener {
+    fn new(keys: &RecordKeys, stats: Arc<SecureStats>) -> Self {
+        Opener {
+            cipher: Cipher::new(keys),
+            stats,
+            buf: vec![0; LEN_BYTES + RECORD_MAX + TAG_BYTES],
+            filled: 0,
+            need: LEN_BYTES,
+            start: 0,
+            end: 0,
+            failed: false,
+        }
+    }
+
+    /// Where the next bytes from the socket go (never empty while no
+    /// plaintext is pending and nothing failed).
+    fn room(&mut self) -> &mut [u8] {
+        &mut self.buf[self.filled..self.need]
+    }
+
+    /// Accounts for `got` bytes read into [`Opener::room`]: checks the
+    /// length once it is complete, opens the record once it is complete
+    /// (its plaintext is then `buf[start..end]`).
+    fn advance(&mut self, got: usize) -> io::Result<()> {
+        self.filled += got;
+        if self.filled == LEN_BYTES && self.need == LEN_BYTES {
+            let mut lb = [0u8; LEN_BYTES];
+            lb.copy_from_slice(&self.buf[..LEN_BYTES]);
+            let len = u32::from_be_bytes(lb) as usize;
+            if len == 0 || len > RECORD_MAX {
+                return Err(self.fail());
+            }
+            self.need = LEN_BYTES + len + TAG_BYTES;
+        } else if self.filled == self.need && self.need > LEN_BYTES {
+            let body_end = self.need - TAG_BYTES;
+            // Exactly TAG_BYTES long (need = LEN_BYTES + len + TAG_BYTES),
+            // so clone_from_slice cannot panic.
+            let tag = Tag::clone_from_slice(&self.buf[body_end..self.need]);
+            if self.cipher.open(&mut self.buf[..body_end], &tag).is_err() {
+                return Err(self.fail());
+            }
+            self.start = LEN_BYTES;
+            self.end = body_end;
+            self.filled = 0;
+            self.need = LEN_BYTES;
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self) -> io::Error {
+        self.failed = true;
+        self.stats.count_unverified();
+        unverified()
+    }
+
+    /// Hands out pending plaintext into `out`; how much.
+    fn take(&mut self, out: &mut [u8]) -> usize {
+        let n = (self.end - self.start).min(out.len());
+        out[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
+        self.start += n;
+        n
+    }
+}
+
+/// Entry points for the fuzz targets (`fuzz/`, corpus replayed in tests).
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::*;
+
+    /// Feeds `data` as a received byte stream to a record opener: the first
+    /// byte picks the mode and the read size, the rest is the stream.
+    /// Nothing may panic or read outside the buffer.
+    pub fn open_records(data: &[u8]) {
+        let Some((&first, mut rest)) = data.split_first() else {
+            return;
+        };
+        let keys = RecordKeys::new([first; 32], first & 1 == 0);
+        let chunk = usize::from(first >> 1).max(1);
+        let mut o = Opener::new(&keys, Arc::default());
+        let mut out = [0u8; 97];
+        while !rest.is_empty() && !o.failed {
+            while o.start < o.end {
+                o.take(&mut out);
+            }
+            let room = o.room();
+            let n = room.len().min(chunk).min(rest.len());
+            room[..n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            if o.advance(n).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// Seals `plain` into records with `keys` as a connection would (for
+    /// the seed corpus and tests).
+    pub fn seal_records(keys: &RecordKeys, plain: &[&[u8]]) -> Vec<u8> {
+        let mut c = Cipher::new(keys);
+        let mut wire = Vec::new();
+        for p in plain {
+            let mut rec = (p.len() as u32).to_be_bytes().to_vec();
+            rec.extend_from_slice(p);
+            let Ok(tag) = c.seal(&mut rec) else {
+                return wire;
+            };
+            wire.extend_from_slice(&rec);
+            wire.extend_from_slice(&tag);
+        }
+        wire
+    }
+}
+
+impl ReadHalf {
+    /// Bytes pass through unchanged (an `--insecure` connection).
+    pub fn plain(inner: OwnedReadHalf) -> Self {
+        ReadHalf { inner, open: None }
+    }
+
+    /// Opens records with `keys`; counts failures in `stats`.
+    pub fn protected(inner: OwnedReadHalf, keys: &RecordKeys, stats: Arc<SecureStats>) -> Self {
+        ReadHalf {
+            inner,
+            open: Some(Box::new(Opener::new(keys, stats))),
+        }
+    }
+
+    /// The socket underneath.
+    pub fn socket(&self) -> &OwnedReadHalf {
+        &self.inner
+    }
+}
+
+fn unverified() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        "a record failed authentication (altered, replayed or reordered on the way)",
+    )
+}
+
+impl AsyncRead for ReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        let Some(o) = me.open.as_deref_mut() else {
+            return Pin::new(&mut me.inner).poll_read(cx, out);
+        };
+        loop {
+            if o.failed {
+                return Poll::Ready(Err(unverified()));
+            }
+            if o.start < o.end {
+                // put_slice: no zeroing of the caller's spare capacity.
+                let n = (o.end - o.start).min(out.remaining());
+                out.put_slice(&o.buf[o.start..o.start + n]);
+                o.start += n;
+                return Poll::Ready(Ok(()));
+            }
+            let mut rb = ReadBuf::new(o.room());
+            ready!(Pin::new(&mut me.inner).poll_read(cx, &mut rb))?;
+            let got = rb.filled().len();
+            if got == 0 {
+                return Poll::Ready(if o.filled == 0 {
+                    Ok(()) // a clean end between records
+                } else {
+                    Err(io::ErrorKind::UnexpectedEof.into())
+                });
+            }
+            o.advance(got)?;
+        }
+    }
+}
+
+/// The sending half of a pipe connection: plain, or sealing records.
+pub struct WriteHalf {
+    inner: OwnedWriteHalf,
+    seal: Option<Box<Sealer>>,
+}
+
+struct Sealer {
+    cipher: Cipher,
+    /// The sealed record being written: `buf[pos..]` is still to go.
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl std::fmt::Debug for WriteHalf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteHalf")
+            .field("protected", &self.seal.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WriteHalf {
+    /// Bytes pass through unchanged (an `--insecure` connection).
+    pub fn plain(inner: OwnedWriteHalf) -> Self {
+        WriteHalf { inner, seal: None }
+    }
+
+    /// Seals everything written into records with `keys`.
+    pub fn protected(inner: OwnedWriteHalf, keys: &RecordKeys) -> Self {
+        let s = Sealer {
+            cipher: Cipher::new(keys),
+            buf: Vec::with_capacity(LEN_BYTES + RECORD_MAX + TAG_BYTES),
+            pos: 0,
+        };
+        WriteHalf {
+            inner,
+            seal: Some(Box::new(s)),
+        }
+    }
+
+    /// The socket underneath (socket options).
+    pub fn socket(&self) -> &OwnedWriteHalf {
+        &self.inner
+    }
+
+    /// Writes out the sealed record still buffered, if any.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(s) = self.seal.as_deref_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        while s.pos < s.buf.len() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &s.buf[s.pos..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            s.pos += n;
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for WriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        if me.seal.is_none() {
+            return Pin::new(&mut me.inner).poll_write(cx, data);
+        }
+        ready!(me.poll_drain(cx))?;
+        if data.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let Some(s) = me.seal.as_deref_mut() else {
+            return Poll::Ready(Ok(0)); // unreachable: checked above
+        };
+        let n = data.len().min(RECORD_MAX);
+        s.buf.clear();
+        s.pos = 0;
+        s.buf.extend_from_slice(&(n as u32).to_be_bytes());
+        s.buf.extend_from_slice(&data[..n]);
+        let tag = s.cipher.seal(&mut s.buf)?;
+        s.buf.extend_from_slice(&tag);
+        // Start writing now; what the socket does not take goes out on
+        // the next write or flush.
+        if let Poll::Ready(Err(e)) = me.poll_drain(cx) {
+            return Poll::Ready(Err(e));
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        ready!(me.poll_drain(cx))?;
+        Pin::new(&mut me.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        ready!(me.poll_drain(cx))?;
+        Pin::new(&mut me.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fuzzing::seal_records;
+    use super::*;
+
+    /// Opens a wire image with a fresh opener; returns the plaintext or
+    /// the first failure.
+    fn open_all(keys: &RecordKeys, mut wire: &[u8]) -> Result<Vec<u8>, ()> {
+        let mut o = Opener::new(keys, Arc::default());
+        let mut plain = Vec::new();
+        let mut out = [0u8; 1000];
+        while !wire.is_empty() {
+            let room = o.room();
+            let n = room.len().min(wire.len());
+            room[..n].copy_from_slice(&wire[..n]);
+            wire = &wire[n..];
+            o.advance(n).map_err(|_| ())?;
+            while o.start < o.end {
+                let k = o.take(&mut out);
+                plain.extend_from_slice(&out[..k]);
+            }
+        }
+        Ok(plain)
+    }
+
+    #[test]
+    fn records_roundtrip_in_both_modes() {
+        for encrypt in [true, false] {
+            let k = RecordKeys::new([3; 32], encrypt);
+            let wire = seal_records(&k, &[b"hello", b" ", b"world"]);
+            assert_eq!(open_all(&k, &wire).unwrap(), b"hello world");
+            assert_eq!(contains(&wire, b"hello"), !encrypt);
+        }
+    }
+
+    fn contains(h: &[u8], n: &[u8]) -> bool {
+        h.windows(n.len()).any(|w| w == n)
+    }
+
+    #[test]
+    fn altered_replayed_reordered_or_other_key_records_fail() {
+        let k = RecordKeys::new([3; 32], true);
+        let a = seal_records(&k, &[b"one", b"two"]);
+        let one = a[..4 + 3 + 16].to_vec();
+        let two = a[4 + 3 + 16..].to_vec();
+        let mut flipped = a.clone();
+        flipped[6] ^= 1;
+        assert!(open_all(&k, &flipped).is_err(), "altered");
+        assert!(
+            open_all(&k, &[one.clone(), one.clone()].concat()).is_err(),
+            "replayed"
+        );
+        assert!(open_all(&k, &[two, one].concat()).is_err(), "reordered");
+        assert!(
+            open_all(&RecordKeys::new([4; 32], true), &a).is_err(),
+            "other key"
+        );
+        // Authenticate-only: the length and the clear body are covered too.
+        let k = RecordKeys::new([3; 32], false);
+        let mut clear = seal_records(&k, &[b"one"]);
+        clear[5] ^= 1;
+        assert!(open_all(&k, &clear).is_err(), "altered clear text");
+        assert!(open_all(&k, &[0, 0, 0, 0]).is_err(), "empty record");
+        assert!(
+            open_all(&k, &[0xff, 0xff, 0xff, 0xff]).is_err(),
+            "huge record"
+        );
+    }
+}
