@@ -113,9 +113,11 @@ fn client(port: u16, key: Option<&Path>) -> Output {
     let mut c = braid();
     c.args(["perf", "client", "--duration", "1s", "--format", "json"])
         .args(["--to", &format!("127.0.0.1:{port}")]);
-    if let Some(k) = key {
-        c.arg("--key").arg(k);
-    }
+    match key {
+        Some(k) => c.arg("--key").arg(k),
+        // Explicitly without a key (the default needs one).
+        None => c.arg("--open"),
+    };
     c.output().expect("run client")
 }
 

@@ -37,7 +37,7 @@ use crate::wire::{
 };
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use tracing::{debug, trace};
+use tracing::{debug, trace, warn};
 
 /// Refusal phrase: the client has `--no-encrypt`, this server encrypts.
 const REASON_MODE_CLIENT_PLAIN: &str =
@@ -428,7 +428,13 @@ impl Endpoint {
             Ok(a) => a,
             Err(reason) => {
                 self.stats.auth_failed += 1;
-                debug!(?path, reason, "handshake not authenticated: refused");
+                if reason.starts_with(auth::REASON_MODE_MISMATCH_PREFIX) {
+                    // Only a holder of the key gets this far: worth saying
+                    // on the server's side too, it is a setup mistake.
+                    warn!(peer = %path.remote, reason, "refused a client with our key");
+                } else {
+                    debug!(?path, reason, "handshake not authenticated: refused");
+                }
                 self.send_refusal(path, h.dst_cid, src, reason);
                 return;
             }
