@@ -124,6 +124,9 @@ pub struct Endpoint {
     stateless: VecDeque<(FourTuple, Vec<u8>)>,
     incoming: VecDeque<ConnectionHandle>,
     cursor: u64,
+    /// Where `poll_transmit_batch` builds each further segment; kept so
+    /// that batching allocates nothing after the first batch.
+    batch_scratch: Vec<u8>,
     stats: EndpointStats,
 }
 
@@ -162,6 +165,7 @@ impl Endpoint {
             stateless: VecDeque::new(),
             incoming: VecDeque::new(),
             cursor: 0,
+            batch_scratch: Vec::new(),
             stats: EndpointStats::default(),
         })
     }
@@ -574,19 +578,19 @@ impl Endpoint {
                 size: bytes.len(),
             });
         }
-        // Round robin, starting after the connection that sent last.
-        let keys: Vec<u64> = self
-            .conns
-            .range(self.cursor..)
-            .chain(self.conns.range(..self.cursor))
-            .map(|(k, _)| *k)
-            .collect();
-        for k in keys {
-            if let Some(c) = self.conns.get_mut(&k) {
-                if let Some(t) = c.poll_transmit(now, buf) {
-                    self.cursor = k + 1;
-                    return Some(t);
+        // Round robin, starting after the connection that sent last: the
+        // handles from the cursor up, then those below it, walked one
+        // lookup at a time (no list of handles built per datagram).
+        let cursor = self.cursor;
+        for (mut from, end) in [(cursor, u64::MAX), (0, cursor)] {
+            while let Some(k) = self.conns.range(from..end).next().map(|(k, _)| *k) {
+                if let Some(c) = self.conns.get_mut(&k) {
+                    if let Some(t) = c.poll_transmit(now, buf) {
+                        self.cursor = k + 1;
+                        return Some(t);
+                    }
                 }
+                from = k + 1;
             }
         }
         None
@@ -619,7 +623,7 @@ impl Endpoint {
         let Some(&k) = self.conns.range(..self.cursor).next_back().map(|(k, _)| k) else {
             return Some(batch);
         };
-        let mut scratch = Vec::new();
+        let mut scratch = std::mem::take(&mut self.batch_scratch);
         for _ in 1..max_segments.max(1) {
             let Some(c) = self.conns.get_mut(&k) else {
                 break;
@@ -636,6 +640,7 @@ impl Endpoint {
                 break; // a short segment must be the last
             }
         }
+        self.batch_scratch = scratch;
         Some(batch)
     }
 
