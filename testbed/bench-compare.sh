@@ -23,11 +23,14 @@ echo "# $(date -u +%FT%TZ) nproc=$(nproc) $(grep -m1 'model name' /proc/cpuinfo 
 echo "# load $(cut -d' ' -f1-3 /proc/loadavg); before=$BEFORE after=$AFTER"
 
 rudp() { # one rep of RUDP loopback for one binary: prints goodput and CPU
-  local b=$1 tag=$2 r=$3
-  "$b" perf server --listen 127.0.0.1:7401 > "$OUT/$tag/rudp-srv.txt" 2>&1 &
+  local b=$1 tag=$2 r=$3 acc=()
+  # Unauthenticated on both sides, as before keys were the default
+  # (binaries from before issue 13 know no --open).
+  "$b" perf server --help | grep -q -- '--open' && acc=(--open)
+  "$b" perf server "${acc[@]}" --listen 127.0.0.1:7401 > "$OUT/$tag/rudp-srv.txt" 2>&1 &
   local bs=$!
   for _ in $(seq 100); do ss -lunH | grep -q ":7401 " && break; sleep 0.02; done
-  "$b" perf client --to 127.0.0.1:7401 --duration "${DUR}s" --format json \
+  "$b" perf client "${acc[@]}" --to 127.0.0.1:7401 --duration "${DUR}s" --format json \
     > "$OUT/$tag/rudp-$r.json"
   kill "$bs" 2>/dev/null || true
   wait "$bs" 2>/dev/null || true

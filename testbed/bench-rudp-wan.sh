@@ -57,7 +57,7 @@ echo "# $(date -u) nproc=$(nproc) kernel $(uname -r); $(iperf3 --version | head 
 up() { # channel spec
   bash $T down "$NAME" >/dev/null 2>&1 || true
   bash $T up "$NAME" "$1" >/dev/null
-  $R "$BRAID" perf server --listen 198.18.1.2:7401 --format json > "$OUT/srv-$2.txt" 2>&1 &
+  $R "$BRAID" perf server --open --listen 198.18.1.2:7401 --format json > "$OUT/srv-$2.txt" 2>&1 &
   SERVERS=($!)
   $R iperf3 -s -p 5201 > /dev/null 2>&1 &
   SERVERS+=($!)
@@ -72,7 +72,7 @@ down() {
 }
 
 rudp() { # tag cc seconds
-  $S "$BRAID" perf client --to 198.18.1.2:7401 --duration "$3s" --congestion "$2" --format json > "$OUT/$1.json"
+  $S "$BRAID" perf client --open --to 198.18.1.2:7401 --duration "$3s" --congestion "$2" --format json > "$OUT/$1.json"
 }
 tcp() { # tag cc seconds
   $S iperf3 -c 198.18.1.2 -p 5201 -C "$2" -t "$3" -i 1 -J > "$OUT/$1.json"
@@ -194,7 +194,7 @@ table1() {
       sleep 2
       local extra=(--congestion "$cc" "${auto[@]}")
       [[ $kind == tcp ]] && extra=(--transport tcp --tcp-congestion "$cc")
-      $S "$BRAID" perf client --to 198.18.1.2:7401 --duration "${dur}s" --fps 30 \
+      $S "$BRAID" perf client --open --to 198.18.1.2:7401 --duration "${dur}s" --fps 30 \
         --frame-trace "$trace" --frame-mean "$mean" "${extra[@]}" --format json > "$tag.json"
       wait $ip || true
     done

@@ -25,9 +25,9 @@ for loss in ${LOSSES:-0.01 0.001}; do
   for cc in ${CCS:-newreno cubic}; do
     want=NewReno; [[ $cc == cubic ]] && want=CUBIC
     s=$(sed -n "s/^ *$want *goodput \([0-9.]*\) Mbit.*/\1/p" <<<"$sim")
-    $NET exec simkern r "$BRAID" perf server --once --format json >/dev/null 2>&1 &
+    $NET exec simkern r "$BRAID" perf server --open --once --format json >/dev/null 2>&1 &
     sleep 0.5
-    k=$($NET exec simkern s "$BRAID" perf client --to 198.18.1.2:7401 --transport rudp \
+    k=$($NET exec simkern s "$BRAID" perf client --open --to 198.18.1.2:7401 --transport rudp \
           --congestion "$cc" --duration "${SECS}s" --format json | tail -1)
     wait || true
     read -r g l r < <(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print(d["goodput_mbps"], d["loss_pct"], d["rtt_ms"])' "$k")

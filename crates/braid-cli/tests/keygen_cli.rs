@@ -93,10 +93,15 @@ impl Drop for Server {
 }
 
 fn keyed_server(port: u16, key: &Path) -> Server {
+    keyed_server_with(port, key, &[])
+}
+
+fn keyed_server_with(port: u16, key: &Path, extra: &[&str]) -> Server {
     let mut child = braid()
         .args(["perf", "server", "--listen", &format!("127.0.0.1:{port}")])
         .arg("--key")
         .arg(key)
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -113,9 +118,11 @@ fn client(port: u16, key: Option<&Path>) -> Output {
     let mut c = braid();
     c.args(["perf", "client", "--duration", "1s", "--format", "json"])
         .args(["--to", &format!("127.0.0.1:{port}")]);
-    if let Some(k) = key {
-        c.arg("--key").arg(k);
-    }
+    match key {
+        Some(k) => c.arg("--key").arg(k),
+        // Explicitly without a key (the default needs one).
+        None => c.arg("--open"),
+    };
     c.output().expect("run client")
 }
 
@@ -142,6 +149,45 @@ fn perf_with_the_wrong_key_fails_with_one_line_naming_the_key() {
         "{}",
         String::from_utf8_lossy(&ok.stderr)
     );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn no_encrypt_interoperates_with_itself_and_a_mismatch_says_so_on_both_sides() {
+    let d = temp_dir("noenc");
+    let k = d.join("site.key");
+    assert!(keygen(&k, &[]).status.success());
+    let port = free_port();
+    let mut srv = keyed_server_with(port, &k, &["--no-encrypt"]);
+    let mut c = braid();
+    c.args(["perf", "client", "--duration", "1s", "--format", "json"])
+        .args([
+            "--to",
+            &format!("127.0.0.1:{port}"),
+            "--no-encrypt",
+            "--key",
+        ])
+        .arg(&k);
+    let ok = c.output().expect("run client");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    // An encrypting client: refused, told what to change.
+    let err = one_error_line(&client(port, Some(&k)));
+    assert!(
+        err.contains("encryption mode mismatch") && err.contains("--no-encrypt"),
+        "{err}"
+    );
+    // The server says so too (a warning: only a key holder gets this far).
+    let mut said = String::new();
+    while !said.contains("encryption mode mismatch") {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut srv.1, &mut line).expect("server stderr");
+        assert!(n > 0, "server ended without saying: {said}");
+        said.push_str(&line);
+    }
     let _ = std::fs::remove_dir_all(&d);
 }
 

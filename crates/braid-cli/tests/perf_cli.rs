@@ -48,7 +48,7 @@ impl Drop for Server {
 
 fn server(port: u16) -> Server {
     let child = braid()
-        .args(["perf", "server", "--once", "--format", "json"])
+        .args(["perf", "server", "--once", "--format", "json", "--open"])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -69,6 +69,12 @@ fn client(port: u16, extra: &[&str]) -> Output {
         .args(["perf", "client", "--duration", "1s", "--interval", "250ms"])
         .args(["--to", &format!("127.0.0.1:{port}"), "--format", "json"])
         .args(extra)
+        // RUDP (the default transport) needs a key or an explicit --open.
+        .args(if extra.contains(&"tcp") {
+            &[][..]
+        } else {
+            &["--open"]
+        })
         .output()
         .expect("run client")
 }

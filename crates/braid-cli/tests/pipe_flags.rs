@@ -117,6 +117,7 @@ fn perf_at_one_bit_per_second_ends_at_its_duration() {
             "perf",
             "server",
             "--once",
+            "--open",
             "--listen",
             &format!("127.0.0.1:{p}"),
         ])

@@ -67,7 +67,14 @@ fn three_streams_over_two_paths_arrive_intact() {
 
     let mut serve = Running(
         Command::new(env!("CARGO_BIN_EXE_braid"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--once", "--out"])
+            .args([
+                "serve",
+                "--open",
+                "--listen",
+                "127.0.0.1:0",
+                "--once",
+                "--out",
+            ])
             .arg(&out)
             .env_remove("BRAID_LOG")
             .stdout(Stdio::null())
@@ -94,6 +101,7 @@ fn three_streams_over_two_paths_arrive_intact() {
     let stream = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args([
             "stream",
+            "--open",
             "--to",
             &addr,
             "--path",
@@ -179,7 +187,14 @@ fn an_existing_file_is_not_overwritten() {
     std::fs::write(&src, data(10_000, 3)).expect("write file");
     let mut serve = Running(
         Command::new(env!("CARGO_BIN_EXE_braid"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--once", "--out"])
+            .args([
+                "serve",
+                "--open",
+                "--listen",
+                "127.0.0.1:0",
+                "--once",
+                "--out",
+            ])
             .arg(dir.path())
             .env_remove("BRAID_LOG")
             .stdout(Stdio::null())
@@ -196,7 +211,7 @@ fn an_existing_file_is_not_overwritten() {
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .to_string();
     let _ = Command::new(env!("CARGO_BIN_EXE_braid"))
-        .args(["stream", "--to", &addr, "--stream"])
+        .args(["stream", "--open", "--to", &addr, "--stream"])
         .arg(format!("taken:best-effort:{}", src.display()))
         .env_remove("BRAID_LOG")
         .output()

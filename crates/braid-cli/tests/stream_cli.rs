@@ -141,6 +141,27 @@ fn missing_settings_are_named() {
 }
 
 #[test]
+fn the_rudp_commands_need_a_key_or_an_explicit_open() {
+    for args in [
+        &["serve", "--listen", "127.0.0.1:0"][..],
+        &["stream", "--to", TO, "--stream", "a:best-effort:cbr:1mbit"],
+        &["relay", "--listen", "127.0.0.1:0"],
+        &["perf", "server", "--listen", "127.0.0.1:0"],
+        &["perf", "client", "--to", TO],
+    ] {
+        one_error_line(&braid(args), &["--key FILE", "braid keygen FILE", "--open"]);
+    }
+    one_error_line(
+        &braid(&["serve", "--listen", "127.0.0.1:0", "--no-encrypt"]),
+        &["--no-encrypt needs --key"],
+    );
+    one_error_line(
+        &braid(&["serve", "--listen", "127.0.0.1:0", "--open", "--no-encrypt"]),
+        &["--open", "--no-encrypt"],
+    );
+}
+
+#[test]
 fn each_command_explains_itself_with_an_example() {
     for cmd in ["stream", "serve", "relay"] {
         let out = braid(&[cmd, "--help"]);

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod access;
 pub mod demo;
 pub mod emulate;
 pub mod eval;

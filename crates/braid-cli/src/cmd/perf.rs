@@ -89,10 +89,11 @@ pub struct ServerArgs {
     /// Output format of the per-test lines.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// Accept only RUDP clients that hold this key (a file written by
-    /// `braid keygen`); TCP tests stay unauthenticated.
-    #[arg(long, value_name = "FILE")]
-    pub key: Option<std::path::PathBuf>,
+    /// --key FILE: accept only RUDP clients that hold this key (required
+    /// unless --open; TCP tests stay unauthenticated), --open,
+    /// --no-encrypt.
+    #[command(flatten)]
+    pub access: super::access::AccessArgs,
 }
 
 /// Flags of `braid perf client`.
@@ -153,10 +154,10 @@ pub struct ClientArgs {
     /// queueing seconds of data; default: a fixed 2 MiB queue.
     #[arg(long)]
     pub autotune: bool,
-    /// RUDP: authenticate with this key (a file written by `braid keygen`;
-    /// the server must have the same one).
-    #[arg(long, value_name = "FILE")]
-    pub key: Option<std::path::PathBuf>,
+    /// RUDP: --key FILE (the server must have the same one; required
+    /// unless --open), --open, --no-encrypt.
+    #[command(flatten)]
+    pub access: super::access::AccessArgs,
 }
 
 /// Most runtime threads `BRAID_PERF_THREADS` may ask for.
@@ -203,9 +204,9 @@ fn resolve(a: &str) -> anyhow::Result<SocketAddr> {
 
 async fn server(a: ServerArgs) -> anyhow::Result<()> {
     let addr = resolve(&a.listen)?;
-    let key = read_key(a.key.as_deref())?;
-    let keyed = key.is_some();
-    let server = PerfServer::bind_keyed(addr, key).await?;
+    let access = a.access.resolve("braid perf server", None)?;
+    let keyed = access.psk.is_some();
+    let server = PerfServer::bind_keyed(addr, access.psk, access.protection).await?;
     if keyed {
         eprintln!("braid perf server listening on {addr} (RUDP/UDP only for clients with the key; TCP unauthenticated)");
     } else {
@@ -421,20 +422,8 @@ fn print_summary(format: Format, transport: &str, s: &Summary) {
     }
 }
 
-/// The pre-shared key in `path`, if one was given.
-fn read_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<braid_core::transport::Psk>> {
-    Ok(match path {
-        Some(p) => Some(braid::key::Key::read(p)?.psk().clone()),
-        None => None,
-    })
-}
-
 async fn client(a: ClientArgs) -> anyhow::Result<()> {
     let to = resolve(&a.to)?;
-    if a.key.is_some() && a.transport == TransportArg::Tcp {
-        bail!("--key applies to --transport rudp only (TCP is not authenticated yet)");
-    }
-    let key = read_key(a.key.as_deref())?;
     if a.duration.is_zero() {
         bail!("--duration must be positive");
     }
@@ -444,6 +433,17 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
     if a.rate == Some(Bandwidth::ZERO) {
         bail!("--rate must be positive");
     }
+    let access = if a.transport == TransportArg::Tcp {
+        if a.access.key.is_some() || a.access.no_encrypt {
+            bail!("--key and --no-encrypt apply to --transport rudp only (TCP is not authenticated yet)");
+        }
+        super::access::Access {
+            psk: None,
+            protection: Default::default(),
+        }
+    } else {
+        a.access.resolve("braid perf client", None)?
+    };
     let reliability = match a.reliability {
         ReliabilityArg::Reliable => Reliability::Reliable,
         ReliabilityArg::Unreliable => Reliability::Unreliable,
@@ -506,7 +506,8 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         frames,
         tcp_congestion: a.tcp_congestion.clone(),
         autotune: a.autotune,
-        key,
+        key: access.psk,
+        protection: access.protection,
     };
     let mut printer = Printer::new(a.format, transport);
     let summary = match a.transport {

@@ -9,7 +9,6 @@ use braid::relay::{Relay, RelayConfig, RelaySnapshot};
 use braid_core::Duration;
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 /// Flags of `braid relay`.
 #[derive(Debug, clap::Args)]
@@ -25,13 +24,10 @@ pub struct RelayArgs {
     /// Address to listen on, HOST:PORT (UDP).
     #[arg(long)]
     pub listen: String,
-    /// The key file (`braid keygen`) sessions must hold to be relayed.
-    /// Required unless --open.
-    #[arg(long, value_name = "FILE", required_unless_present = "open")]
-    pub key: Option<PathBuf>,
-    /// Relay for anyone, without a key (trusted networks and tests only).
-    #[arg(long, conflicts_with = "key")]
-    pub open: bool,
+    /// --key FILE (sessions must hold it to be relayed; required unless
+    /// --open), --open, --no-encrypt (every hop must agree).
+    #[command(flatten)]
+    pub access: super::access::AccessArgs,
     /// Serve Prometheus metrics at http://ADDR/.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
@@ -59,7 +55,9 @@ async fn relay(listen: SocketAddr, args: RelayArgs) -> anyhow::Result<()> {
         metrics::install(addr)?;
     }
     let mut config = RelayConfig::default();
-    config.transport.psk = super::stream::run::read_key(args.key.as_deref())?;
+    let access = args.access.resolve("braid relay", None)?;
+    config.transport.psk = access.psk;
+    config.transport.protection = access.protection;
     let relay = Relay::bind(listen, config).with_context(|| format!("relaying on {listen}"))?;
     eprintln!("braid relay: listening on {}", relay.local_addr());
     let mut tick = tokio::time::interval(args.every.into());

@@ -19,7 +19,8 @@ use tokio::io::AsyncWriteExt;
 #[command(after_help = "\
 Example: accept one session on port 7000 and write its streams to ./in/:
 
-  braid serve --listen 0.0.0.0:7000 --out in --once
+  braid keygen site.key      # once; give the sources a copy securely
+  braid serve --listen 0.0.0.0:7000 --key site.key --out in --once
 
 Each stream becomes in/NAME (or in/stream-ID when unnamed); an existing
 file is not overwritten without --force. Exits non-zero when a stream of
@@ -34,9 +35,10 @@ pub struct ServeArgs {
     /// Overwrite existing files in --out.
     #[arg(long)]
     pub force: bool,
-    /// The key file (`braid keygen`) sources must hold.
-    #[arg(long, value_name = "FILE")]
-    pub key: Option<PathBuf>,
+    /// --key FILE (sources must hold it; required unless --open), --open,
+    /// --no-encrypt.
+    #[command(flatten)]
+    pub access: super::access::AccessArgs,
     /// Serve one session, then exit (non-zero if a stream is incomplete).
     #[arg(long)]
     pub once: bool,
@@ -78,7 +80,9 @@ async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
         metrics::install(addr)?;
     }
     let mut config = ListenerConfig::default();
-    config.core.transport.psk = super::stream::run::read_key(args.key.as_deref())?;
+    let access = args.access.resolve("braid serve", None)?;
+    config.core.transport.psk = access.psk;
+    config.core.transport.protection = access.protection;
     let mut listener =
         SessionListener::bind(listen, config).with_context(|| format!("listening on {listen}"))?;
     eprintln!("braid serve: listening on {}", listener.local_addr());

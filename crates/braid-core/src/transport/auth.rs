@@ -9,6 +9,12 @@
 //!                          <- server HANDSHAKE + AUTH(message 2: e, ee)
 //! ```
 //!
+//! Message 1's payload is one byte, the client's [`Protection`] mode
+//! (encrypt, or `--no-encrypt`); message 2's payload ends with the
+//! server's. A server whose mode differs refuses the client (after message
+//! 1 verified, before any Diffie-Hellman work) with a CLOSE that names the
+//! mismatch ([`REASON_MODE_MISMATCH_PREFIX`]).
+//!
 //! Message 1 is an AEAD under a key derived from the PSK alone: a server
 //! that cannot decrypt it refuses the client before it keeps any state and
 //! before it does any Diffie-Hellman work (NNpsk0's responder does its only
@@ -24,9 +30,9 @@
 //! no static keys a compromised PSK lets its holder impersonate either side
 //! (as with any pure-PSK scheme); docs/SECURITY.md says what that means.
 //!
-//! Main types: [`Psk`], [`SessionKeys`] (the derived transport keys, kept in
-//! the connection for issue 13's packet protection), [`ClientHandshake`] and
-//! [`respond`], [`AuthError`].
+//! Main types: [`Psk`], [`SessionKeys`] (the split's two keys as the
+//! connection's `PacketKeys`, see [`super::protection`]),
+//! [`ClientHandshake`] and [`respond`], [`AuthError`].
 //!
 //! One mechanism: the pipe's TCP connections (`braid::pipe::secure`) run
 //! this same handshake — same pattern, same key file — with their own
@@ -44,13 +50,14 @@
 //! that reused one secret for two endpoints would repeat ephemeral keys;
 //! the runtime reads a fresh secret from the OS for every endpoint.
 
+use super::protection::{PacketKeys, Protection};
 use crate::wire::{ConnectionId, TransportParams};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use snow::params::{CipherChoice, DHChoice, HashChoice, NoiseParams};
 use snow::resolvers::{CryptoResolver, DefaultResolver};
 use snow::types::{Cipher, Dh, Hash, Random};
-use snow::{HandshakeState, StatelessTransportState};
+use snow::HandshakeState;
 
 /// The Noise protocol name of the handshake.
 pub const NOISE_PATTERN: &str = "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s";
@@ -67,6 +74,10 @@ pub const REASON_KEY_MISMATCH: &str = "key mismatch";
 /// CLOSE reason phrase of a server refusal: the client sent an AUTH frame
 /// but the server has no key configured.
 pub const REASON_NO_KEY: &str = "no key configured";
+/// Start of the CLOSE reason phrase of a server refusal: the client's
+/// encryption mode (`--no-encrypt` or not) differs from the server's; the
+/// rest of the phrase says which side does what.
+pub const REASON_MODE_MISMATCH_PREFIX: &str = "encryption mode mismatch";
 /// CLOSE reason phrase of a client that refused the server: its HANDSHAKE
 /// carried no message 2, or one that does not verify.
 pub const REASON_SERVER_UNVERIFIED: &str = "server did not prove the key";
@@ -107,23 +118,29 @@ pub enum AuthError {
     /// The verified payload does not match the packet it came in.
     #[error("the peer's handshake payload does not match its packet")]
     PayloadMismatch,
+    /// The client's verified message 1 asks for another protection mode
+    /// than this server's (`--no-encrypt` on one side only).
+    #[error("the client {} but this server {}", .client.describe(), .server.describe())]
+    ModeMismatch {
+        /// The client's mode.
+        client: Protection,
+        /// This server's mode.
+        server: Protection,
+    },
     /// Building the Noise state or a message failed (a bug, not the
     /// peer's doing).
     #[error("the Noise handshake could not be set up")]
     Setup,
 }
 
-/// The keys a completed handshake derived: Noise's split (one cipher key
-/// per direction, nonces supplied per packet) and the handshake hash.
-///
-/// IQ-RUDP keeps them inside the crate (issue 13's packet protection will
-/// encrypt and authenticate DATA packets with them, keyed by packet
-/// number); the pipe takes the raw per-direction keys
-/// ([`SessionKeys::initiator_to_responder`]) for its record layer.
+/// The keys a completed handshake derived: Noise's split as the packet
+/// keys of the connection (one per direction, nonces from packet numbers,
+/// [`super::protection`]) and the handshake hash.
 pub struct SessionKeys {
-    #[allow(dead_code)] // issue 13: packet protection
-    pub(crate) transport: StatelessTransportState,
+    pub(crate) packet: PacketKeys,
     pub(crate) handshake_hash: [u8; 32],
+    /// The split's two cipher keys (initiator-to-responder first), for a
+    /// record layer outside the crate (the pipe's).
     raw_split: ([u8; 32], [u8; 32]),
 }
 
@@ -153,21 +170,27 @@ impl SessionKeys {
         &self.handshake_hash
     }
 
-    fn from_state(mut state: HandshakeState) -> Result<Self, AuthError> {
-        let raw_split = state.dangerously_get_raw_split();
+    /// The keys of a finished handshake; `initiator` says which half of
+    /// the split this side seals with (Noise: the initiator sends with the
+    /// first key).
+    fn from_state(
+        mut state: HandshakeState,
+        initiator: bool,
+        mode: Protection,
+    ) -> Result<Self, AuthError> {
         let mut handshake_hash = [0u8; 32];
         let h = state.get_handshake_hash();
-        if h.len() != handshake_hash.len() {
+        if h.len() != handshake_hash.len() || !state.is_handshake_finished() {
             return Err(AuthError::Setup);
         }
         handshake_hash.copy_from_slice(h);
-        let transport = state
-            .into_stateless_transport_mode()
-            .map_err(|_| AuthError::Setup)?;
+        let (k1, k2) = state.dangerously_get_raw_split();
+        let (send, recv) = if initiator { (k1, k2) } else { (k2, k1) };
+        let packet = PacketKeys::new(&send, &recv, mode).map_err(|_| AuthError::Setup)?;
         Ok(SessionKeys {
-            transport,
+            packet,
             handshake_hash,
-            raw_split,
+            raw_split: (k1, k2),
         })
     }
 }
@@ -176,7 +199,7 @@ impl SessionKeys {
 /// `BLAKE3-keyed(derive_key("braid rudp noise rng v1", secret), counter)`,
 /// the counter never repeating (see the module docs).
 #[derive(Clone)]
-pub struct SeedSource {
+pub(crate) struct SeedSource {
     key: [u8; 32],
     counter: u64,
 }
@@ -190,9 +213,7 @@ impl core::fmt::Debug for SeedSource {
 }
 
 impl SeedSource {
-    /// A source keyed by 32 fresh secret random bytes (one per endpoint or
-    /// pipe side; never reused).
-    pub fn new(endpoint_secret: &[u8; 32]) -> Self {
+    pub(crate) fn new(endpoint_secret: &[u8; 32]) -> Self {
         SeedSource {
             key: blake3::derive_key("braid rudp noise rng v1", endpoint_secret),
             counter: 0,
@@ -200,7 +221,7 @@ impl SeedSource {
     }
 
     /// The next seed; each is used for exactly one handshake state.
-    pub fn next_seed(&mut self) -> [u8; 32] {
+    pub(crate) fn next_seed(&mut self) -> [u8; 32] {
         self.counter += 1;
         *blake3::keyed_hash(&self.key, &self.counter.to_be_bytes()).as_bytes()
     }
@@ -257,6 +278,7 @@ fn builder<'a>(
 pub struct ClientHandshake {
     state: HandshakeState,
     message: Vec<u8>,
+    mode: Protection,
 }
 
 impl core::fmt::Debug for ClientHandshake {
@@ -268,21 +290,28 @@ impl core::fmt::Debug for ClientHandshake {
 }
 
 impl ClientHandshake {
-    /// Starts the handshake and writes message 1 (`psk, e`, empty payload).
+    /// Starts the handshake and writes message 1 (`psk, e`, the payload
+    /// the mode byte).
     ///
     /// # Errors
     /// [`AuthError::Setup`] if the Noise state cannot be built (a bug).
-    pub fn start(psk: &Psk, seed: [u8; 32], prologue: &[u8]) -> Result<Self, AuthError> {
+    pub fn start(
+        psk: &Psk,
+        seed: [u8; 32],
+        prologue: &[u8],
+        mode: Protection,
+    ) -> Result<Self, AuthError> {
         let mut state = builder(psk, seed, prologue)?
             .build_initiator()
             .map_err(|_| AuthError::Setup)?;
         let mut buf = [0u8; MAX_AUTH_LEN];
         let n = state
-            .write_message(&[], &mut buf)
+            .write_message(&[mode.code()], &mut buf)
             .map_err(|_| AuthError::Setup)?;
         Ok(ClientHandshake {
             state,
             message: buf[..n].to_vec(),
+            mode,
         })
     }
 
@@ -292,7 +321,8 @@ impl ClientHandshake {
     }
 
     /// Reads message 2 and checks its payload equals `expected_payload`
-    /// (the server id and parameters of the packet it came in).
+    /// (the server id and parameters of the packet it came in, and our own
+    /// mode: `server_payload`).
     ///
     /// # Errors
     /// [`AuthError::Unverified`] if message 2 does not verify (the peer
@@ -311,23 +341,27 @@ impl ClientHandshake {
         if payload[..n] != *expected_payload || !self.state.is_handshake_finished() {
             return Err(AuthError::PayloadMismatch);
         }
-        SessionKeys::from_state(self.state)
+        SessionKeys::from_state(self.state, true, self.mode)
     }
 }
 
 /// The server's side in one step: reads message 1 (refusing a wrong key
-/// with [`AuthError::Unverified`] before any Diffie-Hellman work), then
-/// writes message 2 carrying `payload`. Returns message 2 and the keys.
+/// with [`AuthError::Unverified`] and another protection mode with
+/// [`AuthError::ModeMismatch`], both before any Diffie-Hellman work), then
+/// writes message 2 carrying `payload` (which ends with `mode`, see
+/// `server_payload`). Returns message 2 and the keys.
 ///
 /// # Errors
 /// [`AuthError::Unverified`] for a message 1 that does not verify under
-/// `psk` and `prologue`, [`AuthError::PayloadMismatch`] for one with a
-/// payload, [`AuthError::Setup`] if the Noise state cannot be built.
+/// `psk` and `prologue`, [`AuthError::ModeMismatch`] for another mode,
+/// [`AuthError::PayloadMismatch`] for a malformed payload,
+/// [`AuthError::Setup`] if the Noise state cannot be built.
 pub fn respond(
     psk: &Psk,
     seed: [u8; 32],
     prologue: &[u8],
     message1: &[u8],
+    mode: Protection,
     payload: &[u8],
 ) -> Result<(Vec<u8>, SessionKeys), AuthError> {
     let mut state = builder(psk, seed, prologue)?
@@ -337,14 +371,24 @@ pub fn respond(
     let n = state
         .read_message(message1, &mut scratch)
         .map_err(|_| AuthError::Unverified)?;
-    if n != 0 {
-        return Err(AuthError::PayloadMismatch);
+    let client = match scratch[..n] {
+        [code] => Protection::from_code(code).ok_or(AuthError::PayloadMismatch)?,
+        _ => return Err(AuthError::PayloadMismatch),
+    };
+    if client != mode {
+        return Err(AuthError::ModeMismatch {
+            client,
+            server: mode,
+        });
     }
     let mut out = [0u8; MAX_AUTH_LEN];
     let n = state
         .write_message(payload, &mut out)
         .map_err(|_| AuthError::Setup)?;
-    Ok((out[..n].to_vec(), SessionKeys::from_state(state)?))
+    Ok((
+        out[..n].to_vec(),
+        SessionKeys::from_state(state, false, mode)?,
+    ))
 }
 
 /// The prologue both sides hash before message 1: a label, the client's
@@ -352,18 +396,24 @@ pub fn respond(
 /// parameters.
 pub(crate) fn prologue(initial_dst: &[u8], client_src: &[u8], client_params: &[u8]) -> Vec<u8> {
     let mut p = Vec::with_capacity(32 + initial_dst.len() + client_src.len() + client_params.len());
-    p.extend_from_slice(b"braid iq-rudp v2 auth");
+    p.extend_from_slice(b"braid iq-rudp v3 auth");
     p.extend_from_slice(initial_dst);
     p.extend_from_slice(client_src);
     p.extend_from_slice(client_params);
     p
 }
 
-/// Message 2's payload: the server's connection id and its encoded
-/// parameters, which the client compares with its HANDSHAKE packet's.
-pub(crate) fn server_payload(server_cid: &ConnectionId, params: &TransportParams) -> Vec<u8> {
+/// Message 2's payload: the server's connection id, its encoded
+/// parameters (which the client compares with its HANDSHAKE packet's) and
+/// its protection mode's byte (which the client compares with its own).
+pub(crate) fn server_payload(
+    server_cid: &ConnectionId,
+    params: &TransportParams,
+    mode: Protection,
+) -> Vec<u8> {
     let mut p = server_cid.as_bytes().to_vec();
     params.encode(&mut p);
+    p.push(mode.code());
     p
 }
 
@@ -374,8 +424,15 @@ mod tests {
     fn handshake(client: &Psk, server: &Psk) -> Result<(SessionKeys, SessionKeys), AuthError> {
         let mut seeds = SeedSource::new(&[9; 32]);
         let pro = prologue(&[1; 8], &[2; 8], b"params");
-        let c = ClientHandshake::start(client, seeds.next_seed(), &pro)?;
-        let (m2, sk) = respond(server, seeds.next_seed(), &pro, c.message(), b"server")?;
+        let c = ClientHandshake::start(client, seeds.next_seed(), &pro, Protection::Encrypt)?;
+        let (m2, sk) = respond(
+            server,
+            seeds.next_seed(),
+            &pro,
+            c.message(),
+            Protection::Encrypt,
+            b"server",
+        )?;
         let ck = c.finish(&m2, b"server")?;
         Ok((ck, sk))
     }
@@ -388,26 +445,34 @@ mod tests {
         assert_eq!(c.initiator_to_responder(), s.initiator_to_responder());
         assert_eq!(c.responder_to_initiator(), s.responder_to_initiator());
         assert_ne!(c.initiator_to_responder(), c.responder_to_initiator());
-        // What the client seals, the server opens (the split is usable).
-        let mut sealed = [0u8; 64];
-        let n = c.transport.write_message(0, b"hello", &mut sealed).unwrap();
-        let mut opened = [0u8; 64];
-        let m = s
-            .transport
-            .read_message(0, &sealed[..n], &mut opened)
-            .unwrap();
-        assert_eq!(&opened[..m], b"hello");
+        // What the client seals, the server opens (the split is usable),
+        // and the other way round.
+        let mut sealed = b"hdr hello".to_vec();
+        c.packet.seal(0, &mut sealed, 0, 4).unwrap();
+        let n = s.packet.open(0, &mut sealed, 4).unwrap();
+        assert_eq!(&sealed[..n], b"hdr hello");
+        let mut back = b"hdr world".to_vec();
+        s.packet.seal(0, &mut back, 0, 4).unwrap();
+        let n = c.packet.open(0, &mut back, 4).unwrap();
+        assert_eq!(&back[..n], b"hdr world");
     }
 
     #[test]
     fn wrong_key_is_refused_on_message_one() {
         let pro = prologue(&[1; 8], &[2; 8], b"params");
-        let c = ClientHandshake::start(&Psk::from_bytes([1; 32]), [3; 32], &pro).unwrap();
+        let c = ClientHandshake::start(
+            &Psk::from_bytes([1; 32]),
+            [3; 32],
+            &pro,
+            Protection::Encrypt,
+        )
+        .unwrap();
         let r = respond(
             &Psk::from_bytes([2; 32]),
             [4; 32],
             &pro,
             c.message(),
+            Protection::Encrypt,
             b"server",
         );
         assert_eq!(r.err(), Some(AuthError::Unverified));
@@ -416,13 +481,15 @@ mod tests {
     #[test]
     fn altered_prologue_or_payload_is_refused() {
         let k = Psk::from_bytes([7; 32]);
-        let c = ClientHandshake::start(&k, [3; 32], &prologue(&[1; 8], &[2; 8], b"a")).unwrap();
+        let enc = Protection::Encrypt;
+        let c =
+            ClientHandshake::start(&k, [3; 32], &prologue(&[1; 8], &[2; 8], b"a"), enc).unwrap();
         let other = prologue(&[1; 8], &[2; 8], b"b");
-        let r = respond(&k, [4; 32], &other, c.message(), b"server");
+        let r = respond(&k, [4; 32], &other, c.message(), enc, b"server");
         assert_eq!(r.err(), Some(AuthError::Unverified));
         let pro = prologue(&[1; 8], &[2; 8], b"a");
-        let c = ClientHandshake::start(&k, [3; 32], &pro).unwrap();
-        let (m2, _) = respond(&k, [4; 32], &pro, c.message(), b"server").unwrap();
+        let c = ClientHandshake::start(&k, [3; 32], &pro, enc).unwrap();
+        let (m2, _) = respond(&k, [4; 32], &pro, c.message(), enc, b"server").unwrap();
         assert_eq!(
             c.finish(&m2, b"forged").err(),
             Some(AuthError::PayloadMismatch)
@@ -436,14 +503,43 @@ mod tests {
         assert_ne!(a, b);
         let k = Psk::from_bytes([7; 32]);
         let pro = prologue(&[1; 8], &[2; 8], b"p");
-        let m1 = ClientHandshake::start(&k, a, &pro).unwrap();
-        let m2 = ClientHandshake::start(&k, b, &pro).unwrap();
+        let m1 = ClientHandshake::start(&k, a, &pro, Protection::Encrypt).unwrap();
+        let m2 = ClientHandshake::start(&k, b, &pro, Protection::Encrypt).unwrap();
         assert_ne!(
             m1.message()[..32],
             m2.message()[..32],
             "fresh e per handshake"
         );
-        assert_eq!(m1.message().len(), 48);
+        assert_eq!(m1.message().len(), 49);
+    }
+
+    #[test]
+    fn a_mode_mismatch_is_refused_after_message_one() {
+        let k = Psk::from_bytes([7; 32]);
+        let pro = prologue(&[1; 8], &[2; 8], b"p");
+        let c = ClientHandshake::start(&k, [3; 32], &pro, Protection::IntegrityOnly).unwrap();
+        let r = respond(&k, [4; 32], &pro, c.message(), Protection::Encrypt, b"s");
+        let e = r.err().unwrap();
+        assert_eq!(
+            e,
+            AuthError::ModeMismatch {
+                client: Protection::IntegrityOnly,
+                server: Protection::Encrypt
+            }
+        );
+        assert!(e.to_string().contains("--no-encrypt"), "{e}");
+        // The same modes on both sides agree.
+        let c = ClientHandshake::start(&k, [3; 32], &pro, Protection::IntegrityOnly).unwrap();
+        let (m2, _) = respond(
+            &k,
+            [4; 32],
+            &pro,
+            c.message(),
+            Protection::IntegrityOnly,
+            b"s",
+        )
+        .unwrap();
+        assert!(c.finish(&m2, b"s").is_ok());
     }
 
     #[test]

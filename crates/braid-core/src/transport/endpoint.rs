@@ -18,21 +18,33 @@
 //! - At most `Config::max_connections` connections and
 //!   [`MAX_STATELESS_QUEUE`] queued RETRYs; beyond that new clients are
 //!   dropped and counted.
+//! - A DATA packet for a keyed connection reaches it only after it opened
+//!   under that connection's key ([`super::protection`]); one that does
+//!   not open is dropped and counted (`decrypt_failed`, here and in the
+//!   connection's stats) and changes nothing else.
 //! - Every datagram is either routed to exactly one connection, answered
 //!   statelessly, or dropped and counted.
 
-use super::auth::{self, SeedSource, SessionKeys};
-use super::connection::Connection;
+use super::auth::{self, AuthError, SeedSource, SessionKeys};
+use super::connection::{Connection, Opened};
 use super::cookie::{CookieKey, COOKIE_TAG_LEN};
+use super::protection::Protection;
 use super::{Config, ConfigError, FourTuple, Transmit};
 use crate::time::Instant;
 use crate::wire::{
-    CloseFrame, ConnectionId, ErrorCode, Frame, Header, Packet, PacketBuilder, PacketType,
-    TransportParams, WireError, CID_LEN, MIN_DATAGRAM_SIZE,
+    CloseFrame, ConnectionId, ErrorCode, Frame, Header, Packet, PacketBuilder, PacketType, Reader,
+    TransportParams, WireError, CID_LEN, MAX_DATAGRAM_SIZE, MIN_DATAGRAM_SIZE,
 };
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use tracing::{debug, trace};
+use tracing::{debug, trace, warn};
+
+/// Refusal phrase: the client has `--no-encrypt`, this server encrypts.
+const REASON_MODE_CLIENT_PLAIN: &str =
+    "encryption mode mismatch: the client has --no-encrypt but the server encrypts";
+/// Refusal phrase: the client encrypts, this server has `--no-encrypt`.
+const REASON_MODE_CLIENT_ENCRYPTS: &str =
+    "encryption mode mismatch: the server has --no-encrypt but the client encrypts";
 
 /// Most stateless answers (RETRYs and refusals) waiting to be sent.
 pub const MAX_STATELESS_QUEUE: usize = 256;
@@ -85,6 +97,9 @@ pub struct EndpointStats {
     /// Refused with a stateless AUTH_FAILED close: a valid cookie but no
     /// key, a wrong key, or a key this server does not have.
     pub auth_failed: u64,
+    /// Dropped: a DATA packet for a keyed connection that did not open
+    /// under its key (forged, altered, unprotected or injected).
+    pub decrypt_failed: u64,
     /// Connections accepted.
     pub accepted: u64,
 }
@@ -109,6 +124,9 @@ pub struct Endpoint {
     stateless: VecDeque<(FourTuple, Vec<u8>)>,
     incoming: VecDeque<ConnectionHandle>,
     cursor: u64,
+    /// Where `poll_transmit_batch` builds each further segment; kept so
+    /// that batching allocates nothing after the first batch.
+    batch_scratch: Vec<u8>,
     stats: EndpointStats,
 }
 
@@ -147,6 +165,7 @@ impl Endpoint {
             stateless: VecDeque::new(),
             incoming: VecDeque::new(),
             cursor: 0,
+            batch_scratch: Vec::new(),
             stats: EndpointStats::default(),
         })
     }
@@ -255,21 +274,48 @@ impl Endpoint {
     /// for gets the checked view.
     pub fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]) {
         self.stats.received += 1;
-        let packet = match Packet::decode(data) {
+        if data.len() > MAX_DATAGRAM_SIZE {
+            self.count_undecodable(path, WireError::Oversized(data.len()));
+            return;
+        }
+        // A keyed connection's DATA packets are opened before their frames
+        // are read: the header alone routes them.
+        let mut r = Reader::new(data);
+        let header = match Header::decode(&mut r) {
+            Ok(h) => h,
+            Err(e) => {
+                self.count_undecodable(path, e);
+                return;
+            }
+        };
+        let header_len = r.position();
+        let mut scratch = [0u8; MAX_DATAGRAM_SIZE];
+        let mut opened = None;
+        if header.ty == PacketType::Data {
+            if let Some(c) = self
+                .by_cid
+                .get(&header.dst_cid)
+                .and_then(|i| self.conns.get_mut(i))
+            {
+                match c.open(&header, header_len, data, &mut scratch) {
+                    Opened::Unprotected => {}
+                    Opened::Clear(n) => opened = Some(n),
+                    Opened::Failed => {
+                        self.stats.decrypt_failed += 1;
+                        trace!(?path, reason = "decrypt_failed", "datagram dropped");
+                        return;
+                    }
+                }
+            }
+        }
+        let bytes = match opened {
+            Some(n) => &scratch[..n],
+            None => data,
+        };
+        let packet = match Packet::decode(bytes) {
             Ok(p) => p,
-            Err(WireError::Oversized(_)) => {
-                self.stats.oversized += 1;
-                trace!(?path, reason = "oversized", "datagram dropped");
-                return;
-            }
-            Err(WireError::UnsupportedVersion(_)) => {
-                self.stats.bad_version += 1;
-                trace!(?path, reason = "bad_version", "datagram dropped");
-                return;
-            }
-            Err(_) => {
-                self.stats.malformed += 1;
-                trace!(?path, reason = "malformed", "datagram dropped");
+            Err(e) => {
+                self.count_undecodable(path, e);
                 return;
             }
         };
@@ -294,6 +340,25 @@ impl Endpoint {
                 trace!(?path, reason = "unknown_connection", "datagram dropped");
             }
         }
+    }
+
+    /// Counts a datagram that did not decode.
+    fn count_undecodable(&mut self, path: FourTuple, e: WireError) {
+        let reason = match e {
+            WireError::Oversized(_) => {
+                self.stats.oversized += 1;
+                "oversized"
+            }
+            WireError::UnsupportedVersion(_) => {
+                self.stats.bad_version += 1;
+                "bad_version"
+            }
+            _ => {
+                self.stats.malformed += 1;
+                "malformed"
+            }
+        };
+        trace!(?path, reason, "datagram dropped");
     }
 
     fn on_initial(&mut self, now: Instant, path: FourTuple, len: usize, p: &Packet<'_>) {
@@ -367,7 +432,13 @@ impl Endpoint {
             Ok(a) => a,
             Err(reason) => {
                 self.stats.auth_failed += 1;
-                debug!(?path, reason, "handshake not authenticated: refused");
+                if reason.starts_with(auth::REASON_MODE_MISMATCH_PREFIX) {
+                    // Only a holder of the key gets this far: worth saying
+                    // on the server's side too, it is a setup mistake.
+                    warn!(peer = %path.remote, reason, "refused a client with our key");
+                } else {
+                    debug!(?path, reason, "handshake not authenticated: refused");
+                }
                 self.send_refusal(path, h.dst_cid, src, reason);
                 return;
             }
@@ -416,10 +487,15 @@ impl Endpoint {
         let mut encoded = Vec::new();
         params.encode(&mut encoded);
         let prologue = auth::prologue(h.dst_cid.as_bytes(), src.as_bytes(), &encoded);
-        let payload = auth::server_payload(&local, &self.server_params());
+        let mode = self.config.protection;
+        let payload = auth::server_payload(&local, &self.server_params(), mode);
         let seed = self.seeds.next_seed();
-        match auth::respond(&psk, seed, &prologue, message1, &payload) {
+        match auth::respond(&psk, seed, &prologue, message1, mode, &payload) {
             Ok((m2, keys)) => Ok((Some(m2), Some(keys))),
+            Err(AuthError::ModeMismatch { server, .. }) => Err(match server {
+                Protection::Encrypt => REASON_MODE_CLIENT_PLAIN,
+                Protection::IntegrityOnly => REASON_MODE_CLIENT_ENCRYPTS,
+            }),
             Err(_) => Err(auth::REASON_KEY_MISMATCH),
         }
     }
@@ -502,19 +578,19 @@ impl Endpoint {
                 size: bytes.len(),
             });
         }
-        // Round robin, starting after the connection that sent last.
-        let keys: Vec<u64> = self
-            .conns
-            .range(self.cursor..)
-            .chain(self.conns.range(..self.cursor))
-            .map(|(k, _)| *k)
-            .collect();
-        for k in keys {
-            if let Some(c) = self.conns.get_mut(&k) {
-                if let Some(t) = c.poll_transmit(now, buf) {
-                    self.cursor = k + 1;
-                    return Some(t);
+        // Round robin, starting after the connection that sent last: the
+        // handles from the cursor up, then those below it, walked one
+        // lookup at a time (no list of handles built per datagram).
+        let cursor = self.cursor;
+        for (mut from, end) in [(cursor, u64::MAX), (0, cursor)] {
+            while let Some(k) = self.conns.range(from..end).next().map(|(k, _)| *k) {
+                if let Some(c) = self.conns.get_mut(&k) {
+                    if let Some(t) = c.poll_transmit(now, buf) {
+                        self.cursor = k + 1;
+                        return Some(t);
+                    }
                 }
+                from = k + 1;
             }
         }
         None
@@ -547,7 +623,7 @@ impl Endpoint {
         let Some(&k) = self.conns.range(..self.cursor).next_back().map(|(k, _)| k) else {
             return Some(batch);
         };
-        let mut scratch = Vec::new();
+        let mut scratch = std::mem::take(&mut self.batch_scratch);
         for _ in 1..max_segments.max(1) {
             let Some(c) = self.conns.get_mut(&k) else {
                 break;
@@ -564,6 +640,7 @@ impl Endpoint {
                 break; // a short segment must be the last
             }
         }
+        self.batch_scratch = scratch;
         Some(batch)
     }
 

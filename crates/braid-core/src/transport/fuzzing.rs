@@ -4,7 +4,7 @@
 //! Each function takes arbitrary bytes and must never panic; what it
 //! checks beyond that is in its doc comment.
 
-use super::{Config, Endpoint, FourTuple, Psk, SendOptions, StreamId};
+use super::{Config, Endpoint, FourTuple, Protection, Psk, SendOptions, StreamId};
 use crate::time::{Duration, Instant};
 use crate::wire::{
     Frame, Header, Packet, PacketBuilder, PacketType, Reader, MAX_AUTH_LEN, MIN_DATAGRAM_SIZE,
@@ -44,7 +44,11 @@ fn addr(last: u8) -> SocketAddr {
 /// A client and a server endpoint with one established connection,
 /// connected by exchanging datagrams directly (no loss).
 fn established() -> (Endpoint, Endpoint, Instant) {
-    let cfg = Config::default();
+    established_with(Config::default())
+}
+
+/// [`established`] with `cfg` on both sides.
+fn established_with(cfg: Config) -> (Endpoint, Endpoint, Instant) {
     let mut client = Endpoint::new(cfg.clone(), [1; 32], false).expect("valid config");
     let mut server = Endpoint::new(cfg, [2; 32], true).expect("valid config");
     let mut now = Instant::ZERO;
@@ -85,7 +89,35 @@ fn established() -> (Endpoint, Endpoint, Instant) {
 /// frame processing); `flags & 2` sends to the client instead; `flags & 4`
 /// advances time by `len` milliseconds first.
 pub fn connection_datagrams(data: &[u8]) {
-    let (mut client, mut server, mut now) = established();
+    let (client, server, now) = established();
+    feed(client, server, now, data, false);
+}
+
+/// [`connection_datagrams`] against keyed endpoints: the first input byte
+/// picks the protection mode (odd: `--no-encrypt`), the rest is as there,
+/// plus `flags & 8`: seal the datagram (which needs `flags & 1`) with the
+/// key of the side that would send it, so its frames reach frame
+/// processing. A datagram that is not sealed must change nothing of the
+/// connection it is addressed to (no packet counted as received).
+pub fn keyed_datagrams(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let cfg = Config {
+        psk: Some(Psk::from_bytes([7; 32])),
+        protection: if mode & 1 == 1 {
+            Protection::IntegrityOnly
+        } else {
+            Protection::Encrypt
+        },
+        ..Config::default()
+    };
+    let (client, server, now) = established_with(cfg);
+    feed(client, server, now, rest, true);
+}
+
+/// The loop of [`connection_datagrams`] and [`keyed_datagrams`].
+fn feed(mut client: Endpoint, mut server: Endpoint, mut now: Instant, data: &[u8], keyed: bool) {
     let server_cid = server
         .handles()
         .first()
@@ -111,6 +143,7 @@ pub fn connection_datagrams(data: &[u8]) {
         let to_client = flags & 2 != 0;
         let cid = if to_client { client_cid } else { server_cid };
         let mut dgram = Vec::new();
+        let mut header = None;
         if flags & 1 != 0 {
             if let Some(cid) = cid {
                 let h = Header {
@@ -122,14 +155,39 @@ pub fn connection_datagrams(data: &[u8]) {
                 pn += 1;
                 if let Ok(b) = PacketBuilder::new(&mut dgram, &h, 1472) {
                     b.finish();
+                    header = Some(h);
                 }
             }
         }
         dgram.extend_from_slice(body);
-        if to_client {
-            client.handle_datagram(now, FourTuple::from_remote(addr(2)), &dgram);
+        let mut sealed = false;
+        if let (true, true, Some(h)) = (keyed, flags & 8 != 0, header) {
+            // Sealed by the peer of the receiving side, as it would be.
+            let sender = if to_client { &server } else { &client };
+            let keys = sender
+                .handles()
+                .first()
+                .and_then(|x| sender.connection(*x))
+                .and_then(|c| c.keys.as_ref());
+            if let Some(k) = keys {
+                sealed = k.packet.seal(h.pn, &mut dgram, 0, h.encoded_len()).is_ok();
+            }
+        }
+        let (ep, from) = if to_client {
+            (&mut client, addr(2))
         } else {
-            server.handle_datagram(now, FourTuple::from_remote(addr(1)), &dgram);
+            (&mut server, addr(1))
+        };
+        let target = ep.handles().first().copied();
+        let received = |ep: &Endpoint| {
+            target
+                .and_then(|t| ep.connection(t))
+                .map(|c| c.stats().packets_received)
+        };
+        let before = received(ep);
+        ep.handle_datagram(now, FourTuple::from_remote(from), &dgram);
+        if keyed && !sealed {
+            assert_eq!(received(ep), before, "an unsealed datagram was accepted");
         }
         for ep in [&mut client, &mut server] {
             ep.handle_timeout(now);
@@ -281,6 +339,7 @@ mod tests {
         let n = replay_corpus(&[
             ("packet_decode", decode_packet as fn(&[u8])),
             ("connection_datagram", connection_datagrams as fn(&[u8])),
+            ("keyed_datagram", keyed_datagrams as fn(&[u8])),
             ("auth_handshake", auth_messages as fn(&[u8])),
         ]);
         assert!(n > 0, "no transport corpus under fuzz/corpus");
@@ -356,6 +415,53 @@ mod tests {
         input.extend_from_slice(&[5, 200]);
         std::fs::write(dir.join("frames"), &input).unwrap();
         std::fs::write(dir.join("garbage"), [0u8, 4, 1, 2, 3, 4, 2, 3, 9, 9, 9]).unwrap();
+        write_keyed_seed_corpus(&root, &frames);
+    }
+
+    /// Writes `fuzz/corpus/keyed_datagram/` (also run by hand:
+    /// `cargo test -p braid-core write_keyed_seed_corpus -- --ignored`).
+    fn write_keyed_seed_corpus(root: &std::path::Path, frames: &[Frame<'_>]) {
+        let dir = root.join("keyed_datagram");
+        std::fs::create_dir_all(&dir).unwrap();
+        for mode in [0u8, 1] {
+            // The same frames sealed (flags 9), then unsealed (flags 1),
+            // then to the client sealed (flags 11).
+            let mut input = vec![mode];
+            for flags in [9u8, 1, 11] {
+                for f in frames {
+                    let mut body = Vec::new();
+                    f.encode(&mut body).unwrap();
+                    input.push(flags);
+                    input.push(body.len() as u8);
+                    input.extend_from_slice(&body);
+                }
+            }
+            input.extend_from_slice(&[5, 200]);
+            std::fs::write(dir.join(format!("frames-mode{mode}")), &input).unwrap();
+        }
+    }
+
+    #[test]
+    #[ignore]
+    fn write_keyed_seed_corpus_only() {
+        use crate::wire::{ConnectionId, Reliability, StreamFrame};
+        let _ = ConnectionId([0; 8]);
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+        let frames = vec![
+            Frame::Ping,
+            Frame::Stream(StreamFrame {
+                stream: StreamId(1),
+                message: 0,
+                message_len: 6,
+                offset: 0,
+                reliability: Reliability::Reliable,
+                depends_back: None,
+                ttl_us: None,
+                data: b"abcdef",
+            }),
+            Frame::MaxData { limit: 1 << 20 },
+        ];
+        write_keyed_seed_corpus(&root, &frames);
     }
 
     #[test]
@@ -372,6 +478,7 @@ mod tests {
         for input in [&[][..], &[0], &[1, 0], &[7, 255, 1, 2, 3], &[0xff; 600]] {
             decode_packet(input);
             connection_datagrams(input);
+            keyed_datagrams(input);
             auth_messages(input);
         }
     }

@@ -42,6 +42,16 @@
 //! for a client that proves it holds the same key, and a client counts its
 //! connection established only once the server proved it too. A refused
 //! client hears a stateless CLOSE with [`ErrorCode::AUTH_FAILED`].
+//!
+//! Every DATA packet of a keyed connection is then sealed with the keys the
+//! handshake derived ([`protection`]): ChaCha20-Poly1305 over the frames
+//! with the cleartext header as associated data, or, with
+//! [`Config::protection`] set to [`Protection::IntegrityOnly`]
+//! (`--no-encrypt`), a tag over header and frames in clear. A packet that
+//! does not open is dropped and counted before it touches the connection
+//! ([`Stats::decrypt_failed`], [`EndpointStats::decrypt_failed`]); an
+//! authentic packet whose number was already received is a replay
+//! ([`Stats::replayed`]).
 
 pub mod ack;
 pub mod auth;
@@ -54,6 +64,7 @@ mod endpoint;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod pacing;
+pub mod protection;
 pub mod recovery;
 pub mod recv;
 pub mod rtt;
@@ -65,11 +76,14 @@ pub mod thresholds;
 mod tests;
 #[cfg(test)]
 mod tests_auth;
+#[cfg(test)]
+mod tests_protection;
 
 pub use auth::Psk;
 pub use congestion::CongestionController;
 pub use connection::{CloseReason, Connection, Event, Side, RATE_SAMPLE_QUEUE};
 pub use endpoint::{Batch, ConnectError, ConnectionHandle, Endpoint, EndpointStats};
+pub use protection::Protection;
 pub use recv::ReceivedMessage;
 pub use send::{SendError, SendOptions, SendRefused};
 pub use stats::{ClassCounters, Stats};
@@ -202,6 +216,10 @@ pub struct Config {
     /// default) runs the unauthenticated version-2 handshake, which only a
     /// peer without a key accepts.
     pub psk: Option<Psk>,
+    /// How a keyed connection protects its packets (both ends must agree;
+    /// see [`protection`]): encrypted and authenticated (the default), or
+    /// authenticated only. Ignored without a key.
+    pub protection: Protection,
 }
 
 impl Default for Config {
@@ -224,6 +242,7 @@ impl Default for Config {
             coordination: true,
             max_connections: 1024,
             psk: None,
+            protection: Protection::Encrypt,
         }
     }
 }

@@ -90,6 +90,14 @@ pub struct Stats {
     pub malformed: u64,
     /// Packets dropped as duplicates (replays included).
     pub duplicates: u64,
+    /// Datagrams dropped because they did not open under the connection's
+    /// key (forged, altered, or unprotected on a keyed connection); they
+    /// changed nothing else.
+    pub decrypt_failed: u64,
+    /// Authentic packets dropped because their number was already received
+    /// or is older than the receive window (replays; also counted in
+    /// `duplicates`). Only keyed connections count these.
+    pub replayed: u64,
     /// Per-class counters: reliable, unreliable, discardable.
     pub classes: [ClassCounters; 3],
 }

@@ -25,6 +25,9 @@ pub(crate) fn addr(port: u16) -> SocketAddr {
 /// A datagram in the pipe: arrival time, sequence (tie-break), from, to, bytes.
 type InPipe = (Instant, u64, SocketAddr, SocketAddr, Vec<u8>);
 
+/// What [`Pipe::corrupt`] runs on each datagram: destination, bytes.
+pub(crate) type Corrupt = Box<dyn FnMut(SocketAddr, &mut Vec<u8>)>;
+
 /// A one-way-delay pipe that drops, duplicates and reorders.
 pub(crate) struct Pipe {
     rng: ChaCha8Rng,
@@ -45,6 +48,9 @@ pub(crate) struct Pipe {
     /// Every datagram that entered the pipe, for replay tests.
     pub log: Vec<(SocketAddr, SocketAddr, Vec<u8>)>,
     pub keep_log: bool,
+    /// Alters datagrams on the wire (after the log): given the
+    /// destination and the bytes, as an on-path attacker could.
+    pub corrupt: Option<Corrupt>,
 }
 
 impl Pipe {
@@ -62,6 +68,7 @@ impl Pipe {
             queue: BinaryHeap::new(),
             log: Vec::new(),
             keep_log: false,
+            corrupt: None,
         }
     }
 
@@ -72,6 +79,15 @@ impl Pipe {
         if self.rng.random::<f64>() < self.loss {
             return;
         }
+        let mut altered;
+        let bytes = match self.corrupt.as_mut() {
+            Some(f) => {
+                altered = bytes.to_vec();
+                f(to, &mut altered);
+                &altered[..]
+            }
+            None => bytes,
+        };
         let copies = if self.rng.random::<f64>() < self.dup {
             2
         } else {

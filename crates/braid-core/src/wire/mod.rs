@@ -29,9 +29,11 @@ pub use frame::{
 };
 pub use header::{ConnectionId, Header, PacketType, CID_LEN};
 
-/// The protocol version this code speaks: 2 adds the authenticated
-/// handshake (the AUTH frame, and CLOSE in RETRY packets).
-pub const VERSION: u8 = 2;
+/// The protocol version this code speaks: 2 added the authenticated
+/// handshake (the AUTH frame, and CLOSE in RETRY packets); 3 protects every
+/// DATA packet of a keyed connection with an AEAD and carries each side's
+/// protection mode in the Noise messages (`transport::protection`).
+pub const VERSION: u8 = 3;
 /// Largest UDP payload accepted or produced (a 1500-byte Ethernet MTU less
 /// IPv4 and UDP headers). Anything larger is dropped as oversized.
 pub const MAX_DATAGRAM_SIZE: usize = 1472;
@@ -49,7 +51,7 @@ pub const MAX_TTL_US: u64 = 3_600_000_000;
 pub const MAX_COOKIE_LEN: usize = 48;
 /// Longest AUTH frame payload (a Noise handshake message,
 /// `transport::auth`): message 2 is 32 (e) + 8 (server id) + at most 48
-/// (params) + 16 (tag) bytes.
+/// (params) + 1 (mode) + 16 (tag) bytes.
 pub const MAX_AUTH_LEN: usize = 128;
 /// Longest reason phrase a CLOSE may carry.
 pub const MAX_REASON_LEN: usize = 256;

@@ -255,6 +255,9 @@ pub struct ClientOptions {
     /// RUDP: the pre-shared key to authenticate with (`--key FILE`); the
     /// server must hold the same one.
     pub key: Option<braid_core::transport::Psk>,
+    /// RUDP, with a key: encrypt (the default) or authenticate only
+    /// (`--no-encrypt`); the server must agree.
+    pub protection: braid_core::transport::Protection,
 }
 
 /// Congestion windows the RUDP send queue holds with

@@ -97,6 +97,7 @@ fn endpoint_config(o: &ClientOptions) -> EndpointConfig {
     cfg.transport.send_queue_bytes = SEND_QUEUE_BYTES;
     cfg.transport.congestion = o.congestion;
     cfg.transport.psk = o.key.clone();
+    cfg.transport.protection = o.protection;
     if o.autotune {
         cfg.transport.send_queue_cwnds = AUTOTUNE_CWNDS;
         cfg.send_queue_messages = 1;

@@ -38,21 +38,24 @@ impl PerfServer {
     /// # Errors
     /// [`PerfError`] if either cannot be bound.
     pub async fn bind(addr: SocketAddr) -> Result<PerfServer, PerfError> {
-        PerfServer::bind_keyed(addr, None).await
+        PerfServer::bind_keyed(addr, None, Default::default()).await
     }
 
     /// Like [`PerfServer::bind`], with RUDP clients required to hold `key`
-    /// (none: only clients without a key). TCP tests are not authenticated
-    /// (the pipe's TCP authentication is issue 13's).
+    /// (none: only clients without a key) and to protect their packets as
+    /// `protection` says. TCP tests are not authenticated (the pipe's TCP
+    /// authentication is issue 13's).
     ///
     /// # Errors
     /// [`PerfError`] if either cannot be bound.
     pub async fn bind_keyed(
         addr: SocketAddr,
         key: Option<braid_core::transport::Psk>,
+        protection: braid_core::transport::Protection,
     ) -> Result<PerfServer, PerfError> {
         let mut config = EndpointConfig::server();
         config.transport.psk = key;
+        config.transport.protection = protection;
         let rudp = Endpoint::bind(addr, config)
             .map_err(PerfError::rudp(format!("listening for RUDP on {addr}")))?;
         let tcp = TcpListener::bind(addr)

@@ -8,7 +8,7 @@
 //! that names the pipe and binds the connection's [`Preface`]:
 //!
 //! ```text
-//! sender:   preface (16 bytes: "BRDPSEC\0", version 2, kind, flags) | message 1 (48: psk, e)
+//! sender:   preface (16 bytes: "BRDPSEC\0", version 2, kind, flags) | message 1 (49: psk, e, mode byte)
 //! receiver: message 2 (49: e, ee, payload = status: 0 ok, 1 encryption-mode mismatch)
 //! then both directions: records (`record`), the hello first
 //! ```
@@ -39,6 +39,7 @@ use super::frame::{self, HelloAck, HelloStatus};
 use super::record::{ReadHalf, RecordKeys, WriteHalf};
 pub use super::refusals::{SecureCounts, SecureStats};
 use braid_core::transport::auth::{self, AuthError, ClientHandshake, Psk, SessionKeys};
+use braid_core::transport::Protection;
 use spake2::{Ed25519Group, Identity, Password, Spake2};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -50,8 +51,9 @@ pub const SEC_MAGIC: [u8; 8] = *b"BRDPSEC\0";
 pub const SEC_VERSION: u16 = 2;
 /// Bytes of a [`Preface`].
 pub const PREFACE_LEN: usize = 16;
-/// Bytes of Noise message 1 (ephemeral key and an empty payload's tag).
-pub const MESSAGE1_LEN: usize = 48;
+/// Bytes of Noise message 1 (ephemeral key, the mode byte braid-core's
+/// handshake carries, and its tag).
+pub const MESSAGE1_LEN: usize = 49;
 /// Bytes of Noise message 2 (ephemeral key, one status byte and its tag).
 pub const MESSAGE2_LEN: usize = 49;
 /// Bytes of a SPAKE2 (Ed25519) message.
@@ -256,6 +258,18 @@ fn protect(
     )
 }
 
+/// The mode byte of braid-core's handshake. The pipe's own mode check is
+/// the preface (bound by the prologue) and message 2's status, so the
+/// responder passes the mode the client's preface names: a mismatch is
+/// then reported by the status, with the pipe's message.
+fn mode(encrypt: bool) -> Protection {
+    if encrypt {
+        Protection::Encrypt
+    } else {
+        Protection::IntegrityOnly
+    }
+}
+
 /// The initiator's Noise exchange: writes `lead` and message 1, reads and
 /// checks message 2.
 async fn initiate(
@@ -263,8 +277,10 @@ async fn initiate(
     psk: &Psk,
     pro: &[u8],
     lead: &[u8],
+    encrypt: bool,
 ) -> Result<SessionKeys, SecureError> {
-    let hs = ClientHandshake::start(psk, os_seed()?, pro).map_err(SecureError::Setup)?;
+    let hs = ClientHandshake::start(psk, os_seed()?, pro, mode(encrypt))
+        .map_err(SecureError::Setup)?;
     s.write_all(&[lead, hs.message()].concat()).await?;
     let mut m2 = [0u8; MESSAGE2_LEN];
     if let Err(e) = s.read_exact(&mut m2).await {
@@ -290,10 +306,11 @@ async fn respond(
     psk: &Psk,
     pro: &[u8],
     status: u8,
+    client_encrypts: bool,
 ) -> Result<Option<SessionKeys>, SecureError> {
     let mut m1 = [0u8; MESSAGE1_LEN];
     s.read_exact(&mut m1).await?;
-    match auth::respond(psk, os_seed()?, pro, &m1, &[status]) {
+    match auth::respond(psk, os_seed()?, pro, &m1, mode(client_encrypts), &[status]) {
         Ok((m2, keys)) => {
             s.write_all(&m2).await?;
             Ok(Some(keys))
@@ -339,7 +356,7 @@ impl Authenticator {
         }
         .encode();
         let pro = prologue(LABEL_NOISE, &preface, &[]);
-        let keys = initiate(&mut s, psk, &pro, &preface).await?;
+        let keys = initiate(&mut s, psk, &pro, &preface, *encrypt).await?;
         Ok(protect(s, &keys, true, *encrypt, &self.stats))
     }
 
@@ -403,7 +420,7 @@ impl Authenticator {
             STATUS_MODE_MISMATCH
         };
         let pro = prologue(LABEL_NOISE, &pb, &[]);
-        match respond(s, psk, &pro, status).await? {
+        match respond(s, psk, &pro, status, preface.encrypt).await? {
             None => {
                 tracing::info!("connection refused: its key does not verify");
                 self.stats.count_refused();
@@ -463,7 +480,7 @@ pub async fn pair_connect(
         .map_err(|_| SecureError::ReceiverUnverified)?;
     let psk = psk_from(&k).ok_or(SecureError::Setup(AuthError::Setup))?;
     let pro = prologue(LABEL_PAKE, &preface, &[msg_a.as_slice(), &msg_b].concat());
-    match initiate(&mut s, &psk, &pro, &[]).await {
+    match initiate(&mut s, &psk, &pro, &[], encrypt).await {
         Ok(_) => Ok(psk),
         Err(SecureError::Refused) => Err(SecureError::WrongCode),
         Err(e) => Err(e),
@@ -553,7 +570,7 @@ async fn pair_one(
         STATUS_MODE_MISMATCH
     };
     let pro = prologue(LABEL_PAKE, &pb, &[msg_a.as_slice(), &msg_b].concat());
-    match respond(s, &psk, &pro, status).await? {
+    match respond(s, &psk, &pro, status, preface.encrypt).await? {
         Some(_) if status == STATUS_OK => {
             *guessed = false;
             Ok(Some(psk))

@@ -237,7 +237,9 @@ pub enum RudpError {
 /// The one-line text of [`RudpError::ConnectFailed`]: for an
 /// authentication failure, what the user should check.
 fn connect_failure(remote: &SocketAddr, reason: &CloseReason) -> String {
-    use braid_core::transport::auth::{REASON_KEY_REQUIRED, REASON_NO_KEY};
+    use braid_core::transport::auth::{
+        REASON_KEY_REQUIRED, REASON_MODE_MISMATCH_PREFIX, REASON_NO_KEY,
+    };
     match reason {
         CloseReason::Peer { code, reason } if *code == ErrorCode::AUTH_FAILED => {
             match reason.as_str() {
@@ -246,6 +248,9 @@ fn connect_failure(remote: &SocketAddr, reason: &CloseReason) -> String {
                 ),
                 REASON_NO_KEY => format!(
                     "the peer at {remote} has no key but we gave one (start the peer with the same --key, or drop ours)"
+                ),
+                r if r.starts_with(REASON_MODE_MISMATCH_PREFIX) => format!(
+                    "the peer at {remote} refused us: {r} (give both sides --no-encrypt, or neither)"
                 ),
                 _ => format!("the peer at {remote} refused our key (wrong --key, or none given)"),
             }
@@ -292,6 +297,13 @@ mod tests {
             .to_string()
             .contains("requires a key"));
         assert!(peer(auth::REASON_NO_KEY).to_string().contains("has no key"));
+        let mode =
+            peer("encryption mode mismatch: the client has --no-encrypt but the server encrypts")
+                .to_string();
+        assert!(
+            mode.contains("--no-encrypt") && mode.contains("both sides"),
+            "{mode}"
+        );
         let local = RudpError::ConnectFailed {
             remote,
             reason: CloseReason::Local(ErrorCode::AUTH_FAILED),

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 Example: a 3.2 Mbit/s stream guaranteed at P=0.95, a reliable file and a
 best-effort bulk stream over two paths, one through a relay:
 
-  braid stream --to 10.0.0.2:7000 --path direct --path via=10.0.0.3:7000 \\
+  braid stream --to 10.0.0.2:7000 --key site.key --path direct --path via=10.0.0.3:7000 \\
       --stream video:rate=3.2mbit@0.95,unreliable:cbr:3.2mbit \\
       --stream log:best-effort:app.log \\
       --stream bulk:best-effort=4:- < backup.tar
@@ -49,9 +49,10 @@ pub struct StreamArgs {
     /// Read settings from a TOML file (flags override it).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// The key file (`braid keygen`) the sink and relays expect.
-    #[arg(long, value_name = "FILE")]
-    pub key: Option<PathBuf>,
+    /// --key FILE (the sink and relays expect it; required unless --open
+    /// or a key in --config), --open, --no-encrypt.
+    #[command(flatten)]
+    pub access: super::access::AccessArgs,
     /// The scheduler: pgos (default), msfq, wfq, rr or minrtt.
     #[arg(long)]
     pub scheduler: Option<String>,
@@ -97,7 +98,7 @@ pub fn run(args: StreamArgs) -> anyhow::Result<()> {
             streams: args.streams,
             scheduler: args.scheduler,
             on_infeasible: args.on_infeasible,
-            key: args.key,
+            key: args.access.key.clone(),
             duration: args.duration,
             message_size: args.message_size,
         },
@@ -110,9 +111,11 @@ pub fn run(args: StreamArgs) -> anyhow::Result<()> {
         .iter()
         .map(|s| s.source.open(plan.message_size))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let access = args.access.resolve("braid stream", plan.key.as_deref())?;
     run::session(
         plan,
         sources,
+        access,
         run::Output {
             format: args.format,
             metrics: args.metrics,

@@ -9,13 +9,13 @@
 
 use super::config::{OnInfeasible, Plan};
 use super::source::{produce, Outlet, Produced, RealClock, Source};
+use crate::cmd::access::Access;
 use crate::cmd::metrics;
 use crate::cmd::view::{unmet_text, Format, LiveView, Names};
 use anyhow::{anyhow, bail};
 use braid::session::{PathConfig, Session, SessionConfig, SessionError, Stream};
 use braid_core::scheduler::{BestAchievable, StreamSpec, UpcallAnswer};
 use braid_core::session::{CloseReason, Event};
-use braid_core::transport::Psk;
 use braid_core::{Bandwidth, Duration, StreamId};
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -39,21 +39,14 @@ pub struct Output {
 /// # Errors
 /// Connecting failed, a stream could not be opened or fed, a guarantee
 /// failed under `--on-infeasible fail`, or the session ended early.
-pub fn session(plan: Plan, sources: Vec<Source>, out: Output) -> anyhow::Result<()> {
-    let key = read_key(plan.key.as_deref())?;
+pub fn session(
+    plan: Plan,
+    sources: Vec<Source>,
+    access: Access,
+    out: Output,
+) -> anyhow::Result<()> {
     let rt = crate::cmd::session_runtime()?;
-    rt.block_on(run(plan, sources, out, key))
-}
-
-/// The pre-shared key in `path` (a `braid keygen` file), if one was given.
-///
-/// # Errors
-/// The file is missing, malformed, or readable by others.
-pub fn read_key(path: Option<&std::path::Path>) -> anyhow::Result<Option<Psk>> {
-    Ok(match path {
-        Some(p) => Some(braid::key::Key::read(p)?.psk().clone()),
-        None => None,
-    })
+    rt.block_on(run(plan, sources, out, access))
 }
 
 /// A [`Stream`] as a producer's outlet.
@@ -131,12 +124,7 @@ impl Streams {
     }
 }
 
-async fn run(
-    plan: Plan,
-    sources: Vec<Source>,
-    out: Output,
-    key: Option<Psk>,
-) -> anyhow::Result<()> {
+async fn run(plan: Plan, sources: Vec<Source>, out: Output, access: Access) -> anyhow::Result<()> {
     if let Some(addr) = out.metrics {
         metrics::install(addr)?;
     }
@@ -150,7 +138,8 @@ async fn run(
         ..SessionConfig::default()
     };
     config.core.scheduler = plan.scheduler;
-    config.core.transport.psk = key;
+    config.core.transport.psk = access.psk;
+    config.core.transport.protection = access.protection;
     let to = plan.to;
     let mut session = Session::connect(to, config)
         .await

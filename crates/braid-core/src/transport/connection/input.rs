@@ -1,12 +1,13 @@
-//! The input half of [`Connection`]: `handle_datagram` and
-//! `handle_packet`, frame processing, and what acknowledgements and losses
-//! do to recovery, congestion control and the streams.
+//! The input half of [`Connection`]: `handle_packet`, frame processing,
+//! and what acknowledgements and losses do to recovery, congestion control
+//! and the streams.
 //!
-//! Invariants: a datagram changes state only after it decoded completely,
-//! came on the connection's path with this connection's id, and carried a
-//! packet number not seen before; a frame that breaks the protocol closes
-//! the connection with a [`CloseReason::ProtocolViolation`]. The datagram
-//! is decoded once: the endpoint hands the checked [`Packet`] on.
+//! Invariants: a datagram changes state only after it opened (on a keyed
+//! connection, see `protect`), decoded completely, came on the
+//! connection's path with this connection's id, and carried a packet
+//! number not seen before; a frame that breaks the protocol closes the
+//! connection with a [`CloseReason::ProtocolViolation`]. The datagram is
+//! decoded once: the endpoint hands the checked [`Packet`] on.
 
 use super::{CloseReason, Connection, Event, Side, State, CLOSE_PTOS, MAX_ADAPT_OUT};
 use crate::time::Instant;
@@ -18,22 +19,8 @@ use crate::wire::{AdaptAction, ErrorCode, Frame, Header, Packet, PacketType};
 use tracing::{debug, trace};
 
 impl Connection {
-    /// Handles one datagram that travelled `path`, received at `now`.
-    /// Anything malformed, misaddressed or duplicated is counted in
-    /// [`crate::transport::Stats`] and dropped.
-    pub fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]) {
-        if self.state == State::Closed {
-            return;
-        }
-        let Ok(packet) = Packet::decode(data) else {
-            self.stats.malformed += 1;
-            return;
-        };
-        self.handle_packet(now, path, &packet, data.len());
-    }
-
-    /// Handles one datagram the endpoint already decoded and checked:
-    /// `packet` is its view, `len` its size in bytes.
+    /// Handles one datagram the endpoint already opened (if protected),
+    /// decoded and checked: `packet` is its view, `len` its size in bytes.
     pub(crate) fn handle_packet(
         &mut self,
         now: Instant,
@@ -77,6 +64,16 @@ impl Connection {
         if self.state == State::Draining {
             return;
         }
+        if h.ty == PacketType::Handshake
+            && self.requires_protection()
+            && self.state != State::Initial
+        {
+            // Unprotected, and only message 2 made it authentic: after the
+            // handshake it is a retransmission (or an injection) and
+            // changes nothing.
+            self.stats.duplicates += 1;
+            return;
+        }
         if self.state == State::Closing {
             // Answer with our CLOSE again (at most one per packet in).
             self.close_send = true;
@@ -89,6 +86,11 @@ impl Connection {
         }
         if self.ack.is_duplicate(h.pn) {
             self.stats.duplicates += 1;
+            if h.ty == PacketType::Data && self.requires_protection() {
+                // It opened, so it is authentic: a replay (or a copy the
+                // network made), rejected by its number.
+                self.stats.replayed += 1;
+            }
             return;
         }
         self.last_received = now;
@@ -188,7 +190,7 @@ impl Connection {
             self.local_cid.as_bytes(),
             &params,
         );
-        let hs = ClientHandshake::start(psk, seed, &prologue)?;
+        let hs = ClientHandshake::start(psk, seed, &prologue, self.config.protection)?;
         self.auth_message = Some(hs.message().to_vec());
         self.client_auth = Some(hs);
         Ok(())
@@ -216,7 +218,7 @@ impl Connection {
         let (Some(m2), Some(params), Some(src)) = (message2, params, p.header.src_cid) else {
             return false;
         };
-        let expected = auth::server_payload(&src, &params);
+        let expected = auth::server_payload(&src, &params, self.config.protection);
         match hs.finish(m2, &expected) {
             Ok(keys) => {
                 self.keys = Some(keys);

@@ -36,6 +36,9 @@ use std::net::SocketAddr;
 
 mod input;
 mod output;
+mod protect;
+
+pub(crate) use protect::Opened;
 
 /// Most events queued for the application; older ones are dropped.
 pub const MAX_EVENTS: usize = 1024;
@@ -136,10 +139,8 @@ pub struct Connection {
     /// The Noise message this side (re)sends in its INITIAL (client,
     /// message 1) or HANDSHAKE (server, message 2).
     auth_message: Option<Vec<u8>>,
-    /// The keys the authenticated handshake derived. Unused for now:
-    /// issue 13's packet protection will seal DATA packets with them,
-    /// without touching the handshake again.
-    #[allow(dead_code)] // issue 13: packet protection
+    /// The keys the authenticated handshake derived: every DATA packet is
+    /// sealed and opened with them ([`super::protection`]).
     pub(crate) keys: Option<SessionKeys>,
     recovery: Recovery,
     cc: Box<dyn CongestionController>,
@@ -355,6 +356,11 @@ impl Connection {
     /// before the handshake completes.
     pub fn is_authenticated(&self) -> bool {
         self.keys.is_some()
+    }
+    /// How this connection's packets are protected: `None` without a key
+    /// or before the handshake derived one.
+    pub fn protection(&self) -> Option<super::Protection> {
+        self.keys.as_ref().map(|k| k.packet.mode())
     }
     /// True while the handshake is under way.
     pub fn is_handshaking(&self) -> bool {

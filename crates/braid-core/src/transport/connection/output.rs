@@ -67,13 +67,16 @@ impl Connection {
         self.close_send = false;
         let (code, reason) = self.close_frame.clone()?;
         let pn = self.recovery.on_sent_unrecorded();
-        let mut b = PacketBuilder::new(buf, &self.header(PacketType::Data, pn), self.mss()).ok()?;
+        let h = self.header(PacketType::Data, pn);
+        let limit = self.mss() - self.protection_overhead();
+        let mut b = PacketBuilder::new(buf, &h, limit).ok()?;
         b.push(&Frame::Close(CloseFrame {
             code,
             reason: &reason,
         }))
         .ok()?;
-        Some(b.finish())
+        let size = b.finish();
+        self.seal(buf, pn, h.encoded_len(), size)
     }
 
     fn write_initial(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
@@ -174,7 +177,7 @@ impl Connection {
         }
         let pn = self.recovery.next_pn();
         let h = self.header(PacketType::Data, pn);
-        let mut b = PacketBuilder::new(buf, &h, mss).ok()?;
+        let mut b = PacketBuilder::new(buf, &h, mss - self.protection_overhead()).ok()?;
         let mut log = Vec::new();
         let mut wrote_ack = false;
         if self.ack.has_pending() {
@@ -215,12 +218,13 @@ impl Connection {
             self.send.write(now, &mut b, &mut log, &policy).ok()?;
         }
         let size = b.finish();
+        if log.is_empty() && !wrote_ack {
+            buf.clear();
+            return None;
+        }
+        let size = self.seal(buf, pn, h.encoded_len(), size)?;
         if log.is_empty() {
             // ACK only: not in flight, never acknowledged or retransmitted.
-            if !wrote_ack {
-                buf.clear();
-                return None;
-            }
             self.recovery.on_sent_unrecorded();
             return Some(size);
         }
