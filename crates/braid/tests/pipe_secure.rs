@@ -7,6 +7,7 @@
 //! party connecting mid-transfer is refused, counted and harms nothing.
 
 use braid::pipe::net::SockOpts;
+use braid::pipe::secure::{MESSAGE1_LEN, PREFACE_LEN};
 use braid::pipe::{
     send, Layout, Mode, PipeError, Receiver, RecvConfig, RecvReport, SecureStats, Security,
     SendConfig,
@@ -227,7 +228,7 @@ fn wrong_key_is_refused_counted_and_writes_nothing() {
 }
 
 /// Bytes of the handshake before the first record (preface, message 1).
-const HANDSHAKE: usize = 16 + 48;
+const HANDSHAKE: usize = PREFACE_LEN + MESSAGE1_LEN;
 
 /// A filter that parses the first connection's records, holds records
 /// `at .. at + hold` and releases them through `op`.
@@ -363,7 +364,7 @@ fn third_party_mid_transfer_is_refused_and_harmless() {
     insecure[9] = 1;
     let mut forged = Vec::from(*b"BRDPSEC\0");
     forged.extend_from_slice(&[0, 2, 1, 0, 0, 0, 0, 0]);
-    forged.extend_from_slice(&[0x5a; 48]);
+    forged.extend_from_slice(&[0x5a; MESSAGE1_LEN]);
     let attempts: [&[u8]; 4] = [&[0xff; 200], &insecure, &forged, &[]];
     for a in attempts {
         let mut s = TcpStream::connect(addr).expect("third party connects");

@@ -279,8 +279,8 @@ async fn initiate(
     lead: &[u8],
     encrypt: bool,
 ) -> Result<SessionKeys, SecureError> {
-    let hs = ClientHandshake::start(psk, os_seed()?, pro, mode(encrypt))
-        .map_err(SecureError::Setup)?;
+    let hs =
+        ClientHandshake::start(psk, os_seed()?, pro, mode(encrypt)).map_err(SecureError::Setup)?;
     s.write_all(&[lead, hs.message()].concat()).await?;
     let mut m2 = [0u8; MESSAGE2_LEN];
     if let Err(e) = s.read_exact(&mut m2).await {
