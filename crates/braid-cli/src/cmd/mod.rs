@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod broker;
 pub mod demo;
 pub mod emulate;
 pub mod eval;
@@ -9,6 +10,7 @@ pub mod perf;
 pub mod pipe_security;
 pub mod recv;
 pub mod relay;
+pub mod reserve;
 pub mod send;
 pub mod serve;
 pub mod sim;
