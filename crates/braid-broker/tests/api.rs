@@ -12,8 +12,12 @@ const SECRET: &str = "0123456789abcdef0123456789abcdef";
 const FAR: u64 = 4_000_000_000;
 
 fn config() -> Config {
+    config_with("")
+}
+
+fn config_with(extra: &str) -> Config {
     let text = format!(
-        "secret = \"{SECRET}\"\n\
+        "secret = \"{SECRET}\"\n{extra}\
          [[resource]]\nname = \"link\"\nkind = \"network\"\ncapacity = \"100mbit\"\n\
          [[resource]]\nname = \"cpu0\"\nkind = \"cpu\"\ncapacity = \"50mbit\"\n"
     );
@@ -32,10 +36,14 @@ struct Running {
 }
 
 async fn start(db: &Path) -> Running {
+    start_with(db, config()).await
+}
+
+async fn start_with(db: &Path, config: Config) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    let broker = Broker::start(config(), db.to_str().expect("utf-8 path"), listener)
+    let broker = Broker::start(config, db.to_str().expect("utf-8 path"), listener)
         .await
         .expect("broker starts");
     let base = format!("http://{}", broker.addr());
@@ -466,5 +474,70 @@ async fn events_announce_a_commit_to_its_owner_only() {
     // Bob's first event is about his own reservation, not Alice's.
     let mine = bob.create(&req("link", "1mbit")).await.unwrap().id;
     assert_eq!(next_event(&mut bob_events).await.id, mine);
+    r.broker.stop().await;
+}
+
+#[tokio::test]
+async fn a_hold_times_out_while_running_and_is_announced() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = start_with(&db(&dir), config_with("hold_time = \"1s\"\n")).await;
+    let alice = client(&r, "alice", Role::User);
+    let mut events = alice.events().await.unwrap();
+    let id = alice.create(&req("link", "10mbit")).await.unwrap().id;
+    assert_eq!(
+        next_event(&mut events).await.reservation.unwrap().state,
+        "held"
+    );
+    // The owner task's timer fires; the event is the signal, not a sleep.
+    let out = next_event(&mut events).await;
+    assert_eq!(
+        (out.id, out.reservation.unwrap().state.as_str()),
+        (id, "timed_out")
+    );
+    assert_eq!(alice.show(id).await.unwrap().state, "timed_out");
+    let (status, _) = api_err(alice.act(id, "commit").await.unwrap_err());
+    assert_eq!(status, StatusCode::CONFLICT);
+    r.broker.stop().await;
+}
+
+#[tokio::test]
+async fn callbacks_receive_state_changes() {
+    use axum::routing::post;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<serde_json::Value>(16);
+    let app = axum::Router::new().route(
+        "/hook",
+        post(move |axum::Json(v): axum::Json<serde_json::Value>| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(v).await;
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let r = start(&db(&dir)).await;
+    let alice = client(&r, "alice", Role::User);
+    let id = alice
+        .create(&CreateRequest {
+            callback: Some(hook),
+            ..req("link", "10mbit")
+        })
+        .await
+        .unwrap()
+        .id;
+    alice.act(id, "commit").await.unwrap();
+    let mut states = Vec::new();
+    while states.len() < 2 {
+        let v = tokio::time::timeout(std::time::Duration::from_secs(30), rx.recv())
+            .await
+            .expect("a callback within the bound")
+            .expect("hook server alive");
+        assert_eq!(v["id"], id);
+        states.push(v["reservation"]["state"].as_str().unwrap().to_string());
+    }
+    assert_eq!(states, ["held", "committed"]);
     r.broker.stop().await;
 }
