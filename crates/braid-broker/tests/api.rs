@@ -541,3 +541,25 @@ async fn callbacks_receive_state_changes() {
     assert_eq!(states, ["held", "committed"]);
     r.broker.stop().await;
 }
+
+#[tokio::test]
+async fn policy_refuses_naming_the_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = "[policy.user_default]\nrate_per_request = \"50mbit\"\n[policy.users.alice]\ntotal = \"20mbit\"\n";
+    let r = start_with(&db(&dir), config_with(policy)).await;
+    let bob = client(&r, "bob", Role::User);
+    let err = bob.create(&req("link", "60mbit")).await.unwrap_err();
+    assert!(
+        err.to_string().contains("user bob: rate per request"),
+        "{err}"
+    );
+    assert_eq!(
+        api_err(err),
+        (StatusCode::FORBIDDEN, Some("rate".to_string()))
+    );
+    let alice = client(&r, "alice", Role::User);
+    alice.create(&req("link", "15mbit")).await.unwrap();
+    let err = alice.create(&req("link", "10mbit")).await.unwrap_err();
+    assert!(err.to_string().contains("user alice: total rate"), "{err}");
+    r.broker.stop().await;
+}
