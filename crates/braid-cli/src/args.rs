@@ -51,6 +51,13 @@ pub enum Command {
     Emulate(Box<crate::cmd::emulate::EmulateArgs>),
     /// Write a new pre-shared key to FILE (mode 0600) for `--key FILE`.
     Keygen(crate::cmd::keygen::KeygenArgs),
+    /// The reservation service: an HTTP API holding and committing rates on
+    /// network, CPU and storage resources (`braid broker token` issues
+    /// its users' tokens).
+    Broker(Box<crate::cmd::broker::BrokerArgs>),
+    /// The reservation client: create, list, show, modify, commit, cancel
+    /// and watch reservations at a `braid broker`.
+    Reserve(Box<crate::cmd::reserve::ReserveArgs>),
     /// The source of a session: streams with guarantees (rate, window,
     /// best effort) from files, stdin, cbr:RATE or frame traces, over
     /// several paths (direct, via relays, from chosen interfaces) to a

@@ -42,6 +42,8 @@ fn run(command: args::Command) -> anyhow::Result<()> {
         Command::Stream(args) => cmd::stream::run(*args),
         Command::Serve(args) => cmd::serve::run(*args),
         Command::Relay(args) => cmd::relay::run(*args),
+        Command::Broker(args) => cmd::broker::run(*args),
+        Command::Reserve(args) => cmd::reserve::run(*args),
     }
 }
 

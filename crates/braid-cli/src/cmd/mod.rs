@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod access;
+pub mod broker;
 pub mod demo;
 pub mod emulate;
 pub mod eval;
@@ -10,6 +11,7 @@ pub mod perf;
 pub mod pipe_security;
 pub mod recv;
 pub mod relay;
+pub mod reserve;
 pub mod send;
 pub mod serve;
 pub mod sim;

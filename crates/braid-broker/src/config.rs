@@ -1,0 +1,378 @@
+//! The broker's configuration: one TOML file.
+//!
+//! ```toml
+//! domain = "lab"                 # this broker's domain (default "local")
+//! hold_time = "120s"             # how long a held reservation waits for its commit
+//! secret_file = "broker.secret"  # HS256 token secret, next to this file (or `secret = "…"`)
+//!
+//! [[resource]]
+//! name = "link"
+//! kind = "network"               # network | cpu | storage
+//! capacity = "100mbit"
+//!
+//! [policy.user_default]          # also policy.users.NAME, policy.domain_default, policy.domains.NAME
+//! rate_per_request = "50mbit"
+//! total = "80mbit"
+//! duration = "1h"
+//! advance = "24h"
+//!
+//! [[peer]]                       # a broker this one trusts (forwarding comes later)
+//! url = "https://broker.example.net"
+//! token = "…"
+//! ```
+//!
+//! [`Config::parse`] checks everything and names the line and field of the
+//! first problem in one line; the policy maps onto
+//! [`braid_core::reserve::Policy`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use braid_core::reserve::{Limits, Policy, DEFAULT_HOLD_TIME};
+use braid_core::{Bandwidth, Duration};
+use serde::{Deserialize, Deserializer};
+
+/// Shortest accepted token secret, in bytes.
+pub const MIN_SECRET_LEN: usize = 32;
+
+/// A bad configuration file, in one line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or a field is wrong.
+    #[error("{path}: line {line}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The line (1-based) of the problem.
+        line: usize,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// A check across fields failed.
+    #[error("{path}: {message}")]
+    Check {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+}
+
+/// What a resource is (only informative for admission, which is by rate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResourceKind {
+    /// A network link or path.
+    Network,
+    /// CPU (a rate of work).
+    Cpu,
+    /// Storage bandwidth.
+    Storage,
+}
+
+/// One `[[resource]]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceConfig {
+    /// Its name in the API.
+    pub name: String,
+    /// What it is.
+    pub kind: ResourceKind,
+    /// Its reservable capacity (e.g. "100mbit").
+    #[serde(deserialize_with = "rate")]
+    pub capacity: Bandwidth,
+}
+
+/// One `[[peer]]` table: a broker this one trusts.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    /// Its base URL (http or https).
+    pub url: String,
+    /// The bearer token it issued to this broker.
+    pub token: String,
+}
+
+/// The broker's configuration, checked.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// This broker's domain.
+    pub domain: String,
+    /// How long a held reservation waits for its commit.
+    pub hold_time: Duration,
+    /// The resources, in file order.
+    pub resources: Vec<ResourceConfig>,
+    /// Admission policy.
+    pub policy: Policy,
+    /// Trusted peer brokers.
+    pub peers: Vec<PeerConfig>,
+    /// The HS256 token secret.
+    pub secret: Vec<u8>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    domain: Option<String>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    hold_time: Option<Duration>,
+    secret: Option<String>,
+    secret_file: Option<String>,
+    #[serde(default)]
+    resource: Vec<ResourceConfig>,
+    #[serde(default)]
+    policy: RawPolicy,
+    #[serde(default)]
+    peer: Vec<PeerConfig>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicy {
+    #[serde(default)]
+    user_default: RawLimits,
+    #[serde(default)]
+    users: BTreeMap<String, RawLimits>,
+    #[serde(default)]
+    domain_default: RawLimits,
+    #[serde(default)]
+    domains: BTreeMap<String, RawLimits>,
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    #[serde(default, deserialize_with = "opt_rate")]
+    rate_per_request: Option<Bandwidth>,
+    #[serde(default, deserialize_with = "opt_rate")]
+    total: Option<Bandwidth>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    duration: Option<Duration>,
+    #[serde(default, deserialize_with = "opt_duration")]
+    advance: Option<Duration>,
+}
+
+impl From<RawLimits> for Limits {
+    fn from(r: RawLimits) -> Limits {
+        Limits {
+            rate_per_request: r.rate_per_request,
+            total: r.total,
+            duration: r.duration,
+            advance: r.advance,
+        }
+    }
+}
+
+fn rate<'de, D: Deserializer<'de>>(d: D) -> Result<Bandwidth, D::Error> {
+    let text = String::deserialize(d)?;
+    let rate: Bandwidth = text.parse().map_err(serde::de::Error::custom)?;
+    if rate == Bandwidth::ZERO {
+        return Err(serde::de::Error::custom(
+            "a capacity or limit must be above zero",
+        ));
+    }
+    Ok(rate)
+}
+
+fn opt_rate<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bandwidth>, D::Error> {
+    rate(d).map(Some)
+}
+
+fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+/// A duration as braid writes them (`100ms`, `2m`, `1h`), plus days (`30d`).
+///
+/// # Errors
+/// The parse error, in one line.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    if let Some(days) = t.strip_suffix('d') {
+        let days: f64 = days
+            .parse()
+            .map_err(|_| format!("invalid duration {text:?}"))?;
+        if !days.is_finite() || days < 0.0 {
+            return Err(format!("invalid duration {text:?}"));
+        }
+        return Ok(Duration::from_secs_f64(days * 86_400.0));
+    }
+    t.parse::<Duration>().map_err(|e| e.to_string())
+}
+
+impl Config {
+    /// Reads and checks the file at `path` (a `secret_file` is found next
+    /// to it).
+    ///
+    /// # Errors
+    /// [`ConfigError`], naming the line and field.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Checks `text`, read from `path`.
+    ///
+    /// # Errors
+    /// [`ConfigError`], naming the line and field.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: e.span().map_or(1, |s| {
+                text[..s.start.min(text.len())].matches('\n').count() + 1
+            }),
+            message: e.message().trim().replace('\n', " "),
+        })?;
+        let check = |message: String| ConfigError::Check {
+            path: path.to_path_buf(),
+            message,
+        };
+        if raw.resource.is_empty() {
+            return Err(check("no [[resource]]: a broker needs at least one".into()));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for r in &raw.resource {
+            if r.name.is_empty() || r.name.contains('/') {
+                return Err(check(format!(
+                    "resource name {:?}: must be non-empty, without '/'",
+                    r.name
+                )));
+            }
+            if !names.insert(r.name.as_str()) {
+                return Err(check(format!("resource {:?} is listed twice", r.name)));
+            }
+        }
+        for p in &raw.peer {
+            if !(p.url.starts_with("http://") || p.url.starts_with("https://")) {
+                return Err(check(format!(
+                    "peer url {:?}: must start with http:// or https://",
+                    p.url
+                )));
+            }
+            if p.token.trim().is_empty() {
+                return Err(check(format!("peer {}: token is empty", p.url)));
+            }
+        }
+        let secret = match (raw.secret, raw.secret_file) {
+            (Some(s), None) => s.into_bytes(),
+            (None, Some(file)) => {
+                let file = path.parent().unwrap_or(Path::new(".")).join(file);
+                read_secret(&file).map_err(|e| check(format!("secret_file: {e}")))?
+            }
+            (Some(_), Some(_)) => return Err(check("give secret or secret_file, not both".into())),
+            (None, None) => {
+                return Err(check(
+                    "no token secret: add secret_file = \"broker.secret\" (make one with `braid keygen broker.secret`) or secret = \"…\"".into(),
+                ))
+            }
+        };
+        if secret.len() < MIN_SECRET_LEN {
+            return Err(check(format!(
+                "the token secret is {} bytes; use at least {MIN_SECRET_LEN}",
+                secret.len()
+            )));
+        }
+        let p = raw.policy;
+        Ok(Config {
+            domain: raw.domain.unwrap_or_else(|| "local".into()),
+            hold_time: raw.hold_time.unwrap_or(DEFAULT_HOLD_TIME),
+            resources: raw.resource,
+            policy: Policy {
+                user_default: p.user_default.into(),
+                users: p.users.into_iter().map(|(k, v)| (k, v.into())).collect(),
+                domain_default: p.domain_default.into(),
+                domains: p.domains.into_iter().map(|(k, v)| (k, v.into())).collect(),
+            },
+            peers: raw.peer,
+            secret,
+        })
+    }
+
+    /// The resource called `name`.
+    pub fn resource(&self, name: &str) -> Option<&ResourceConfig> {
+        self.resources.iter().find(|r| r.name == name)
+    }
+}
+
+/// A secret file: a `braid keygen` key file (`braid-key-1 <hex>`) or any
+/// text, trimmed.
+fn read_secret(file: &Path) -> Result<Vec<u8>, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let text = text.trim();
+    Ok(match text.strip_prefix("braid-key-1 ") {
+        Some(hex) => hex.trim().as_bytes().to_vec(),
+        None => text.as_bytes().to_vec(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "secret = \"0123456789abcdef0123456789abcdef\"\n";
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("broker.toml"))
+    }
+
+    #[test]
+    fn parses_resources_policy_and_peers() {
+        let c = parse(&format!(
+            "{SECRET}hold_time = \"30s\"\n[[resource]]\nname = \"link\"\nkind = \"network\"\ncapacity = \"100mbit\"\n\
+             [policy.user_default]\nrate_per_request = \"50mbit\"\nduration = \"1h\"\n\
+             [policy.users.alice]\ntotal = \"20mbit\"\n[[peer]]\nurl = \"https://b.example\"\ntoken = \"t\"\n"
+        ))
+        .unwrap();
+        assert_eq!(c.resources[0].capacity, Bandwidth::from_mbps(100));
+        assert_eq!(c.hold_time, Duration::from_secs(30));
+        assert_eq!(
+            c.policy.user_default.rate_per_request,
+            Some(Bandwidth::from_mbps(50))
+        );
+        assert_eq!(
+            c.policy.users["alice"].total,
+            Some(Bandwidth::from_mbps(20))
+        );
+        assert_eq!(c.peers.len(), 1);
+    }
+
+    #[test]
+    fn names_line_and_field_of_a_bad_value() {
+        let e = parse(&format!(
+            "{SECRET}[[resource]]\nname = \"link\"\nkind = \"network\"\ncapacity = \"100 furlongs\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 5") && e.contains("furlongs"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
+        let e = parse(&format!(
+            "{SECRET}[[resource]]\nname = \"l\"\nkind = \"disk\"\ncapacity = \"1mbit\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 4") && e.contains("disk"), "{e}");
+        let e = parse("[[resource]]\nname = \"l\"\nkind = \"cpu\"\ncapacity = \"1mbit\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("secret"), "{e}");
+        assert!(parse(SECRET)
+            .unwrap_err()
+            .to_string()
+            .contains("[[resource]]"));
+    }
+}

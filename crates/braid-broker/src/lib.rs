@@ -1,0 +1,38 @@
+//! `braid broker`: the reservation service (seed 004, GARA; OGF NSI
+//! Connection Service v2 and ESnet OSCARS as present-day anchors).
+//!
+//! An HTTP/JSON API (axum) over braid-core's sans-IO reservation
+//! [`braid_core::reserve::Book`]: reservations are held, then committed (or
+//! aborted, or time out), provisioned and released, modified, terminated.
+//! One owner task holds the book and the store and runs the timers; the
+//! handlers talk to it over a bounded channel. Everything is written to the
+//! store (SQLite, or PostgreSQL) before the client is answered, so a
+//! restarted broker has every committed reservation and every held one with
+//! its hold deadline. Clients authenticate with HS256 bearer tokens.
+//!
+//! | module | what it is for |
+//! | --- | --- |
+//! | [`config`] | the TOML configuration: resources, policy, peers, token secret |
+//! | [`clock`] | the one wall-clock read; RFC 3339 times |
+//! | [`store`] | SQLite / PostgreSQL storage, embedded migrations, group commit |
+//! | [`auth`] | bearer tokens: issue and verify, roles |
+//! | [`types`] | request and response bodies (the OpenAPI schemas) |
+//! | [`owner`] | the task that owns the book and the store |
+//! | [`api`] | routes, handlers, errors, the OpenAPI document |
+//! | [`server`] | [`Broker`]: a running service |
+//! | [`client`] | [`Client`]: the API from Rust (`braid reserve`) |
+
+pub mod api;
+pub mod auth;
+pub mod client;
+pub mod clock;
+pub mod config;
+pub mod owner;
+pub mod server;
+pub mod store;
+pub mod types;
+
+pub use auth::{Auth, Role};
+pub use client::Client;
+pub use config::Config;
+pub use server::Broker;

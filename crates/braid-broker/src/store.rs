@@ -1,0 +1,233 @@
+//! Storage: every reservation the broker has made, one row each, in SQLite
+//! (a file path; bundled, WAL) or PostgreSQL (`postgres://…`), through one
+//! `sqlx` `Any` pool and the same portable SQL.
+//!
+//! The owner task writes before it replies ([`Store::write`] takes a batch
+//! and commits it as one transaction: group commit), so what a client was
+//! told is committed survives kill -9. Migrations are embedded SQL files run
+//! in order by [`Store::open`] and recorded in `braid_schema`.
+
+use braid_core::reserve::Reservation;
+use braid_core::ReservationId;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row as _};
+
+/// The migrations, in order: (version, SQL).
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_reservations.sql"))];
+
+/// Connections in the pool: SQLite has one writer, and the owner task is
+/// the only user, so one is enough; PostgreSQL gets a few for reads.
+const SQLITE_CONNECTIONS: u32 = 1;
+/// Connections to PostgreSQL.
+const POSTGRES_CONNECTIONS: u32 = 4;
+
+/// A storage failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database refused or failed.
+    #[error("database: {0}")]
+    Db(#[from] sqlx::Error),
+    /// A stored row does not decode.
+    #[error("stored reservation {id}: {source}")]
+    Corrupt {
+        /// The row's id.
+        id: i64,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
+/// One reservation to write, with the callback URL it was made with.
+#[derive(Debug, Clone)]
+pub struct Record<'a> {
+    /// The book's record.
+    pub reservation: &'a Reservation,
+    /// Where its state changes are posted, if anywhere.
+    pub callback: Option<&'a str>,
+}
+
+/// The broker's database.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    postgres: bool,
+}
+
+impl Store {
+    /// Opens (creating if need be) the database `db`: a `postgres://` or
+    /// `postgresql://` URL, or else a SQLite file path; then migrates it.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub async fn open(db: &str) -> Result<Store, StoreError> {
+        sqlx::any::install_default_drivers();
+        let postgres = db.starts_with("postgres://") || db.starts_with("postgresql://");
+        let (url, connections) = if postgres {
+            (db.to_string(), POSTGRES_CONNECTIONS)
+        } else {
+            (format!("sqlite://{db}?mode=rwc"), SQLITE_CONNECTIONS)
+        };
+        let pool = AnyPoolOptions::new()
+            .max_connections(connections)
+            .connect(&url)
+            .await?;
+        if !postgres {
+            // WAL: readers never block the writer; durable at each commit
+            // with the default synchronous=FULL.
+            sqlx::raw_sql("PRAGMA journal_mode=WAL")
+                .execute(&pool)
+                .await?;
+        }
+        let store = Store { pool, postgres };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// Whether this is PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        self.postgres
+    }
+
+    async fn migrate(&self) -> Result<(), StoreError> {
+        sqlx::raw_sql("CREATE TABLE IF NOT EXISTS braid_schema (version BIGINT PRIMARY KEY)")
+            .execute(&self.pool)
+            .await?;
+        for &(version, sql) in MIGRATIONS {
+            let mut tx = self.pool.begin().await?;
+            let done: Option<AnyRow> =
+                sqlx::query("SELECT version FROM braid_schema WHERE version = $1")
+                    .bind(version)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if done.is_none() {
+                sqlx::raw_sql(sql).execute(&mut *tx).await?;
+                sqlx::query("INSERT INTO braid_schema (version) VALUES ($1)")
+                    .bind(version)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes `rows` (insert or update) in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`]; nothing of the batch is written then.
+    pub async fn write(&self, rows: &[Record<'_>]) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        for row in rows {
+            let r = row.reservation;
+            let body = serde_json::to_string(r).map_err(|source| StoreError::Corrupt {
+                id: id_to_db(r.id),
+                source,
+            })?;
+            sqlx::query(
+                "INSERT INTO reservations (id, owner_user, owner_domain, resource, live, callback, body) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                 ON CONFLICT (id) DO UPDATE SET live = excluded.live, body = excluded.body",
+            )
+            .bind(id_to_db(r.id))
+            .bind(r.owner.user.as_str())
+            .bind(r.owner.domain.as_str())
+            .bind(r.resource.as_str())
+            .bind(i64::from(r.life.is_created()))
+            .bind(row.callback.map(str::to_string))
+            .bind(body)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Every live reservation (life not over), with its callback.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub async fn live(&self) -> Result<Vec<(Reservation, Option<String>)>, StoreError> {
+        let rows =
+            sqlx::query("SELECT id, callback, body FROM reservations WHERE live = $1 ORDER BY id")
+                .bind(1_i64)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter()
+            .map(|row| Ok((decode(row)?, row.try_get::<Option<String>, _>("callback")?)))
+            .collect()
+    }
+
+    /// The reservation `id`, live or finished.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub async fn get(&self, id: ReservationId) -> Result<Option<Reservation>, StoreError> {
+        let row = sqlx::query("SELECT id, body FROM reservations WHERE id = $1")
+            .bind(id_to_db(id))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(decode).transpose()
+    }
+
+    /// Every reservation, optionally only `user`'s, oldest first, at most
+    /// `limit`.
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub async fn all(
+        &self,
+        user: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<Reservation>, StoreError> {
+        let rows =
+            match user {
+                Some(u) => sqlx::query(
+                    "SELECT id, body FROM reservations WHERE owner_user = $1 ORDER BY id LIMIT $2",
+                )
+                .bind(u.to_string())
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?,
+                None => {
+                    sqlx::query("SELECT id, body FROM reservations ORDER BY id LIMIT $1")
+                        .bind(limit)
+                        .fetch_all(&self.pool)
+                        .await?
+                }
+            };
+        rows.iter().map(decode).collect()
+    }
+
+    /// The highest id ever stored (0 when none).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub async fn max_id(&self) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT MAX(id) AS m FROM reservations")
+            .fetch_one(&self.pool)
+            .await?;
+        let m: Option<i64> = row.try_get("m")?;
+        Ok(m.map_or(0, |m| u64::try_from(m).unwrap_or(0)))
+    }
+
+    /// Closes the pool (pending writes finish first).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Ids are stored as BIGINT; the book hands them out from 1 upwards, far
+/// below `i64::MAX`.
+fn id_to_db(id: ReservationId) -> i64 {
+    i64::try_from(id.0).unwrap_or(i64::MAX)
+}
+
+fn decode(row: &AnyRow) -> Result<Reservation, StoreError> {
+    let id: i64 = row.try_get("id")?;
+    let body: String = row.try_get("body")?;
+    serde_json::from_str(&body).map_err(|source| StoreError::Corrupt { id, source })
+}
