@@ -149,11 +149,35 @@ impl Drop for Topology {
     }
 }
 
-/// A file in this test process's own temporary directory.
+/// A file in this test process's own temporary directory. The first call
+/// also removes the directories earlier test processes left (their pid is
+/// gone): the inputs and outputs there run to hundreds of MB per run.
 pub fn tmp(name: &str) -> PathBuf {
+    static SWEEP: std::sync::Once = std::sync::Once::new();
+    SWEEP.call_once(sweep_stale);
     let d = std::env::temp_dir().join(format!("braid-netns-{}", std::process::id()));
     std::fs::create_dir_all(&d).expect("tmpdir");
     d.join(name)
+}
+
+/// Removes `braid-netns-PID` directories whose process no longer runs.
+fn sweep_stale() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("braid-netns-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Deterministic pseudo-random bytes (xorshift), different per `seed`.
