@@ -137,7 +137,7 @@ pub(super) async fn conn_task(
                 attempts = 0;
                 gen += 1;
                 let (jobs_tx, jobs_rx) = mpsc::channel(JOB_QUEUE);
-                let (kill_tx, kill_rx) = oneshot::channel();
+                let (kill_tx, mut kill_rx) = oneshot::channel();
                 let up = Event::Up {
                     c,
                     gen,
@@ -150,10 +150,20 @@ pub(super) async fn conn_task(
                 if events.send(up).await.is_err() {
                     return;
                 }
-                let acks = tokio::spawn(ack_reader(rd, c, gen, cfg.clone(), events.clone()));
-                let err = run_conn(&cfg, c, gen, wr, jobs_rx, kill_rx, &events).await;
+                let mut acks = tokio::spawn(ack_reader(rd, c, gen, cfg.clone(), events.clone()));
+                let ended = run_conn(&cfg, c, gen, wr, jobs_rx, &mut kill_rx, &events).await;
+                if let Ended::Aborted = ended {
+                    // The ABORT is out and the write side shut: keep reading
+                    // until the receiver closes (or the owner's grace ends).
+                    // Closing with its acks unread would send a reset, which
+                    // can end the receiver's reader before it reads the ABORT.
+                    tokio::select! {
+                        _ = &mut acks => {}
+                        _ = &mut kill_rx => {}
+                    }
+                }
                 acks.abort();
-                if let Some(error) = err {
+                if let Ended::Failed(error) = ended {
                     let _ = events.send(Event::Down { c, gen, error }).await;
                 }
             }
@@ -185,28 +195,42 @@ async fn stopped(published: &mut watch::Receiver<Published>) {
     let _ = published.wait_for(|p| p.stop != Stop::Running).await;
 }
 
-/// Asks for jobs and writes them until the connection fails (returns the
-/// error) or the owner ends it (returns `None`).
+/// How [`run_conn`] ended.
+enum Ended {
+    /// The connection failed.
+    Failed(String),
+    /// The owner ended it (or is gone).
+    Stopped,
+    /// It wrote the ABORT and shut its write side down.
+    Aborted,
+}
+
+/// Asks for jobs and writes them until the connection fails, the owner
+/// ends it, or it has written the ABORT.
 async fn run_conn(
     cfg: &SendConfig,
     c: usize,
     gen: u64,
     mut s: WriteHalf,
     mut jobs: mpsc::Receiver<Job>,
-    mut kill: oneshot::Receiver<()>,
+    kill: &mut oneshot::Receiver<()>,
     events: &mpsc::Sender<Event>,
-) -> Option<String> {
+) -> Ended {
+    let failed = |e: std::io::Error| Ended::Failed(format!("sending to {}: {e}", addr_of(cfg, c)));
     // The mark the socket was opened with (net::connect_async).
     let mut lowat = cfg.sock.notsent_lowat;
     loop {
         if events.send(Event::Want { c, gen }).await.is_err() {
-            return None;
+            return Ended::Stopped;
         }
         // While there is no job, show the receiver this side is alive.
         let job = loop {
             tokio::select! {
-                j = jobs.recv() => break j?,
-                _ = &mut kill => return None,
+                j = jobs.recv() => match j {
+                    Some(j) => break j,
+                    None => return Ended::Stopped,
+                },
+                _ = &mut *kill => return Ended::Stopped,
                 _ = tokio::time::sleep(KEEPALIVE) => {
                     let ka = DataHeader {
                         kind: DataKind::Keepalive,
@@ -217,10 +241,10 @@ async fn run_conn(
                     .encode();
                     let r = tokio::select! {
                         r = write_flush(&mut s, &ka) => r,
-                        _ = &mut kill => return None,
+                        _ = &mut *kill => return Ended::Stopped,
                     };
                     if let Err(e) = r {
-                        return Some(format!("sending to {}: {e}", addr_of(cfg, c)));
+                        return failed(e);
                     }
                 }
             }
@@ -237,14 +261,22 @@ async fn run_conn(
         }
         let last = matches!(job, Job::Abort);
         let res = tokio::select! {
-            r = write_job(cfg, &mut s, job) => r,
-            _ = &mut kill => return None,
+            r = async {
+                write_job(cfg, &mut s, job).await?;
+                if last {
+                    // A FIN right after the ABORT: the receiver reads it,
+                    // then the end of the stream.
+                    s.shutdown().await?;
+                }
+                Ok(())
+            } => r,
+            _ = &mut *kill => return Ended::Stopped,
         };
         if let Err(e) = res {
-            return Some(format!("sending to {}: {e}", addr_of(cfg, c)));
+            return failed(e);
         }
         if last {
-            return None;
+            return Ended::Aborted;
         }
     }
 }

@@ -30,7 +30,9 @@
 //! reader reached the end of input, with a count and digest equal to this
 //! side's; when this side gives up while the receiver may still wait (the
 //! input failed, a resume or DONE check failed) every open connection
-//! writes an ABORT; the stop signal is the typed `Stop` value the owner
+//! writes an ABORT, shuts its write side and reads until the receiver
+//! closes (closing with acks unread would reset the connection and could
+//! destroy the ABORT before the receiver reads it); the stop signal is the typed `Stop` value the owner
 //! publishes to every task. A connection waiting for work writes a
 //! keepalive every [`KEEPALIVE`](super::KEEPALIVE); one the receiver is
 //! silent on for [`SendConfig::silence_limit`] is dropped.
@@ -74,7 +76,7 @@ const EVENT_QUEUE: usize = 4 * MAX_CONNECTIONS;
 /// written the previous one, so one is enough.
 const JOB_QUEUE: usize = 1;
 /// After the input failed, how long the connections have to finish the
-/// block they are writing and send the ABORT.
+/// block they are writing, send the ABORT and see the receiver close.
 const ABORT_GRACE: StdDuration = StdDuration::from_secs(2);
 /// Read requests queued for the reader: one block at a time (the
 /// scheduler fixes a block's length when it is read).
