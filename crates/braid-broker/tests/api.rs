@@ -1,7 +1,11 @@
-//! The broker over real HTTP on 127.0.0.1 with real SQLite files: every
-//! endpoint, bad input, tokens, restart, server-sent events.
+//! The broker over real HTTP on 127.0.0.1: every endpoint, bad input,
+//! tokens, restart, server-sent events; each test once on a fresh SQLite
+//! file and once on a fresh PostgreSQL database when `BRAID_TEST_POSTGRES`
+//! reaches a server (see `common`).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 
 use braid_broker::client::{ClientError, Events};
 use braid_broker::types::{CreateRequest, ModifyRequest};
@@ -35,15 +39,15 @@ struct Running {
     base: String,
 }
 
-async fn start(db: &Path) -> Running {
+async fn start(db: &str) -> Running {
     start_with(db, config()).await
 }
 
-async fn start_with(db: &Path, config: Config) -> Running {
+async fn start_with(db: &str, config: Config) -> Running {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
-    let broker = Broker::start(config, db.to_str().expect("utf-8 path"), listener)
+    let broker = Broker::start(config, db, listener)
         .await
         .expect("broker starts");
     let base = format!("http://{}", broker.addr());
@@ -54,8 +58,29 @@ fn client(r: &Running, user: &str, role: Role) -> Client {
     Client::new(&r.base, &token(user, role)).expect("client")
 }
 
-fn db(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().join("broker.db")
+/// Runs each `async fn(&str)` once per back-end as the named test.
+macro_rules! on_every_backend {
+    ($($test:ident => $body:ident;)*) => {$(
+        #[tokio::test]
+        async fn $test() {
+            for db in common::backends().await {
+                eprintln!("{}: on {}", stringify!($test), db.kind());
+                $body(db.url()).await;
+                db.finish().await;
+            }
+        }
+    )*};
+}
+
+on_every_backend! {
+    every_endpoint => every_endpoint_on;
+    bad_input_is_refused_naming_the_field_and_changes_nothing => bad_input_on;
+    tokens_and_ownership => tokens_and_ownership_on;
+    restart_keeps_committed_and_held_and_times_out_expired_holds => restart_on;
+    events_announce_a_commit_to_its_owner_only => events_on;
+    a_hold_times_out_while_running_and_is_announced => hold_timeout_on;
+    callbacks_receive_state_changes => callbacks_on;
+    policy_refuses_naming_the_rule => policy_on;
 }
 
 fn req(resource: &str, rate: &str) -> CreateRequest {
@@ -80,10 +105,8 @@ fn api_err(e: ClientError) -> (StatusCode, Option<String>) {
     }
 }
 
-#[tokio::test]
-async fn every_endpoint() {
-    let dir = tempfile::tempdir().unwrap();
-    let r = start(&db(&dir)).await;
+async fn every_endpoint_on(db: &str) {
+    let r = start(db).await;
     let alice = client(&r, "alice", Role::User);
     let http = reqwest::Client::new();
 
@@ -198,10 +221,8 @@ async fn every_endpoint() {
     r.broker.stop().await;
 }
 
-#[tokio::test]
-async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let r = start(&db(&dir)).await;
+async fn bad_input_on(db: &str) {
+    let r = start(db).await;
     let alice = client(&r, "alice", Role::User);
     let http = reqwest::Client::new();
     let post = |body: &'static str| {
@@ -317,10 +338,8 @@ async fn bad_input_is_refused_naming_the_field_and_changes_nothing() {
     r.broker.stop().await;
 }
 
-#[tokio::test]
-async fn tokens_and_ownership() {
-    let dir = tempfile::tempdir().unwrap();
-    let r = start(&db(&dir)).await;
+async fn tokens_and_ownership_on(db: &str) {
+    let r = start(db).await;
     let http = reqwest::Client::new();
     let url = format!("{}/v1/reservations", r.base);
     assert_eq!(
@@ -392,18 +411,15 @@ async fn tokens_and_ownership() {
     r.broker.stop().await;
 }
 
-#[tokio::test]
-async fn restart_keeps_committed_and_held_and_times_out_expired_holds() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db(&dir);
-    let r = start(&path).await;
+async fn restart_on(db: &str) {
+    let r = start(db).await;
     let alice = client(&r, "alice", Role::User);
     let committed = alice.create(&req("link", "30mbit")).await.unwrap().id;
     alice.act(committed, "commit").await.unwrap();
     let held = alice.create(&req("link", "20mbit")).await.unwrap();
     r.broker.stop().await;
 
-    let r = start(&path).await;
+    let r = start(db).await;
     let alice = client(&r, "alice", Role::User);
     assert_eq!(alice.show(committed).await.unwrap().state, "committed");
     let h = alice.show(held.id).await.unwrap();
@@ -423,9 +439,7 @@ async fn restart_keeps_committed_and_held_and_times_out_expired_holds() {
     r.broker.stop().await;
 
     // A hold that ran out while the broker was down times out at start.
-    let store = braid_broker::store::Store::open(path.to_str().unwrap())
-        .await
-        .unwrap();
+    let store = braid_broker::store::Store::open(db).await.unwrap();
     let mut stale = store
         .get(braid_core::ReservationId(held.id))
         .await
@@ -440,7 +454,7 @@ async fn restart_keeps_committed_and_held_and_times_out_expired_holds() {
         .await
         .unwrap();
     store.close().await;
-    let r = start(&path).await;
+    let r = start(db).await;
     let alice = client(&r, "alice", Role::User);
     assert_eq!(alice.show(held.id).await.unwrap().state, "timed_out");
     assert_eq!(alice.show(committed).await.unwrap().state, "committed");
@@ -456,10 +470,8 @@ async fn next_event(events: &mut Events) -> braid_broker::types::EventView {
         .expect("stream open")
 }
 
-#[tokio::test]
-async fn events_announce_a_commit_to_its_owner_only() {
-    let dir = tempfile::tempdir().unwrap();
-    let r = start(&db(&dir)).await;
+async fn events_on(db: &str) {
+    let r = start(db).await;
     let alice = client(&r, "alice", Role::User);
     let bob = client(&r, "bob", Role::User);
     let mut alice_events = alice.events().await.unwrap();
@@ -477,10 +489,8 @@ async fn events_announce_a_commit_to_its_owner_only() {
     r.broker.stop().await;
 }
 
-#[tokio::test]
-async fn a_hold_times_out_while_running_and_is_announced() {
-    let dir = tempfile::tempdir().unwrap();
-    let r = start_with(&db(&dir), config_with("hold_time = \"1s\"\n")).await;
+async fn hold_timeout_on(db: &str) {
+    let r = start_with(db, config_with("hold_time = \"1s\"\n")).await;
     let alice = client(&r, "alice", Role::User);
     let mut events = alice.events().await.unwrap();
     let id = alice.create(&req("link", "10mbit")).await.unwrap().id;
@@ -500,8 +510,7 @@ async fn a_hold_times_out_while_running_and_is_announced() {
     r.broker.stop().await;
 }
 
-#[tokio::test]
-async fn callbacks_receive_state_changes() {
+async fn callbacks_on(db: &str) {
     use axum::routing::post;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<serde_json::Value>(16);
     let app = axum::Router::new().route(
@@ -517,8 +526,7 @@ async fn callbacks_receive_state_changes() {
     let hook = format!("http://{}/hook", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let dir = tempfile::tempdir().unwrap();
-    let r = start(&db(&dir)).await;
+    let r = start(db).await;
     let alice = client(&r, "alice", Role::User);
     let id = alice
         .create(&CreateRequest {
@@ -542,11 +550,9 @@ async fn callbacks_receive_state_changes() {
     r.broker.stop().await;
 }
 
-#[tokio::test]
-async fn policy_refuses_naming_the_rule() {
-    let dir = tempfile::tempdir().unwrap();
+async fn policy_on(db: &str) {
     let policy = "[policy.user_default]\nrate_per_request = \"50mbit\"\n[policy.users.alice]\ntotal = \"20mbit\"\n";
-    let r = start_with(&db(&dir), config_with(policy)).await;
+    let r = start_with(db, config_with(policy)).await;
     let bob = client(&r, "bob", Role::User);
     let err = bob.create(&req("link", "60mbit")).await.unwrap_err();
     assert!(
