@@ -1,10 +1,13 @@
 //! Load: 64 concurrent clients reserving and committing over real HTTP
-//! against one SQLite-backed broker; prints requests/s and latency
-//! percentiles, and checks that the stored reservations, replayed, never
-//! exceed a resource's capacity at any instant. A measurement, so ignored
-//! by default:
+//! against one broker, on SQLite and (when `BRAID_TEST_POSTGRES` reaches a
+//! server, see `common`) on PostgreSQL; prints requests/s and latency
+//! percentiles per back-end, and checks that the stored reservations,
+//! replayed, never exceed a resource's capacity at any instant. A
+//! measurement, so ignored by default:
 //!
 //! `cargo test --release -p braid-broker --test load -- --ignored --nocapture`
+
+mod common;
 
 use std::path::Path;
 
@@ -21,8 +24,15 @@ const ROUNDS: usize = 40;
 #[ignore = "a measurement: run by name with --ignored --nocapture"]
 #[allow(clippy::disallowed_methods)] // timing real work is the point here
 async fn sixty_four_clients_reserve_and_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("load.db");
+    for db in common::backends().await {
+        let kind = db.kind();
+        load(db.url(), kind).await;
+        db.finish().await;
+    }
+}
+
+#[allow(clippy::disallowed_methods)] // timing real work is the point here
+async fn load(db: &str, kind: &str) {
     let text = format!(
         "secret = \"{SECRET}\"\n[[resource]]\nname = \"wide\"\nkind = \"network\"\ncapacity = \"10gbit\"\n\
          [[resource]]\nname = \"tight\"\nkind = \"network\"\ncapacity = \"1mbit\"\n"
@@ -30,9 +40,7 @@ async fn sixty_four_clients_reserve_and_commit() {
     let config = Config::parse(&text, Path::new("load.toml")).unwrap();
     let capacities = [("wide", 10_000_000_000_u64), ("tight", 1_000_000)];
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let broker = Broker::start(config, db.to_str().unwrap(), listener)
-        .await
-        .unwrap();
+    let broker = Broker::start(config, db, listener).await.unwrap();
     let base = format!("http://{}", broker.addr());
     let end = braid_broker::clock::format(
         braid_broker::clock::now() + braid_core::Duration::from_secs(3600),
@@ -86,7 +94,7 @@ async fn sixty_four_clients_reserve_and_commit() {
     latencies.sort();
     let pct = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     println!(
-        "{} requests ({refused} refused for capacity) from {CLIENTS} clients in {:.2} s: {:.0} requests/s, p50 {:?}, p99 {:?}, max {:?}",
+        "{kind}: {} requests ({refused} refused for capacity) from {CLIENTS} clients in {:.2} s: {:.0} requests/s, p50 {:?}, p99 {:?}, max {:?}",
         latencies.len(),
         elapsed.as_secs_f64(),
         latencies.len() as f64 / elapsed.as_secs_f64(),
@@ -97,7 +105,7 @@ async fn sixty_four_clients_reserve_and_commit() {
 
     // Replay what is stored: at every start instant, what is held or
     // committed there fits the capacity.
-    let store = Store::open(db.to_str().unwrap()).await.unwrap();
+    let store = Store::open(db).await.unwrap();
     let all = store.all(None, i64::MAX).await.unwrap();
     assert!(refused > 0, "the tight resource refused some");
     for (name, capacity) in capacities {
