@@ -116,6 +116,7 @@ fn describe_close(r: &crate::transport::CloseReason) -> String {
         C::Peer { reason, .. } if !reason.is_empty() => format!("the peer closed it: {reason}"),
         C::Peer { code, .. } => format!("the peer closed it ({code:?})"),
         C::IdleTimeout => "no answer (idle timeout)".to_string(),
+        C::HandshakeTimeout => "the client never confirmed the handshake".to_string(),
         C::ProtocolViolation(code) => format!("the peer broke the protocol ({code:?})"),
     }
 }

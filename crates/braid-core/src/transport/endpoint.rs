@@ -15,9 +15,16 @@
 //!   unvalidated address); a refused client gets a stateless CLOSE
 //!   ([`ErrorCode::AUTH_FAILED`]) and leaves no state behind, not even its
 //!   cookie in the replay set.
-//! - At most `Config::max_connections` connections and
-//!   [`MAX_STATELESS_QUEUE`] queued RETRYs; beyond that new clients are
-//!   dropped and counted.
+//! - At most `Config::max_connections` connections in all, at most
+//!   `Config::max_connections_per_source` for one source IP address, and
+//!   [`MAX_STATELESS_QUEUE`] queued stateless answers. A validated client
+//!   beyond either connection cap gets a stateless CLOSE
+//!   ([`ErrorCode::SERVER_BUSY`], a reason starting "server full") and
+//!   leaves no state behind; it is checked before any cryptographic work.
+//!   Beyond the queue bound, answers are dropped and counted.
+//! - A server connection whose client never confirms the handshake gives
+//!   up after `Config::handshake_timeout` (see the connection's timers),
+//!   so completed-then-silent handshakes free their slots.
 //! - A DATA packet for a keyed connection reaches it only after it opened
 //!   under that connection's key ([`super::protection`]); one that does
 //!   not open is dropped and counted (`decrypt_failed`, here and in the
@@ -45,6 +52,14 @@ const REASON_MODE_CLIENT_PLAIN: &str =
 /// Refusal phrase: the client encrypts, this server has `--no-encrypt`.
 const REASON_MODE_CLIENT_ENCRYPTS: &str =
     "encryption mode mismatch: the server has --no-encrypt but the client encrypts";
+
+/// Every "server full" refusal's reason phrase starts with this.
+pub const REASON_SERVER_FULL_PREFIX: &str = "server full";
+/// Refusal phrase: `Config::max_connections` reached.
+pub const REASON_SERVER_FULL: &str = "server full: no room for another connection";
+/// Refusal phrase: `Config::max_connections_per_source` reached for the
+/// client's address.
+pub const REASON_SERVER_FULL_SOURCE: &str = "server full: too many connections from this address";
 
 /// Most stateless answers (RETRYs and refusals) waiting to be sent.
 pub const MAX_STATELESS_QUEUE: usize = 256;
@@ -92,8 +107,12 @@ pub struct EndpointStats {
     pub stale_cookies: u64,
     /// Dropped: a valid cookie used before (replay).
     pub replayed_cookies: u64,
-    /// Dropped: no room for another connection or RETRY.
+    /// Dropped: no room for another connection (client side) or for
+    /// another stateless answer in the queue.
     pub refused: u64,
+    /// Refused with a stateless "server full" CLOSE: a valid cookie, but
+    /// the total or the per-source connection cap was reached.
+    pub refused_full: u64,
     /// Refused with a stateless AUTH_FAILED close: a valid cookie but no
     /// key, a wrong key, or a key this server does not have.
     pub auth_failed: u64,
@@ -417,9 +436,12 @@ impl Endpoint {
             trace!(?path, reason = "replayed_cookies", "datagram dropped");
             return;
         }
-        if self.conns.len() >= self.config.max_connections {
-            self.stats.refused += 1;
-            trace!(?path, reason = "refused", "datagram dropped");
+        if let Some(reason) = self.full_for(remote) {
+            // Validated, so answering cannot be used to reflect traffic;
+            // cheaper than authenticating, and no state is kept.
+            self.stats.refused_full += 1;
+            debug!(?path, reason, "server full: refused");
+            self.send_refusal(path, h.dst_cid, src, ErrorCode::SERVER_BUSY, reason);
             return;
         }
         // The address is validated: now, and only now, authenticate.
@@ -439,7 +461,7 @@ impl Endpoint {
                 } else {
                     debug!(?path, reason, "handshake not authenticated: refused");
                 }
-                self.send_refusal(path, h.dst_cid, src, reason);
+                self.send_refusal(path, h.dst_cid, src, ErrorCode::AUTH_FAILED, reason);
                 return;
             }
         };
@@ -465,6 +487,25 @@ impl Endpoint {
         self.incoming.push_back(handle);
         self.stats.accepted += 1;
         debug!(?path, cid = ?local, ?now, "cookie accepted: connection created");
+    }
+
+    /// The "server full" reason if a new connection from `remote` would
+    /// exceed the total or the per-source cap.
+    fn full_for(&self, remote: SocketAddr) -> Option<&'static str> {
+        if self.conns.len() >= self.config.max_connections {
+            return Some(REASON_SERVER_FULL);
+        }
+        let ip = remote.ip();
+        let mut from_ip = 0usize;
+        for c in self.conns.values() {
+            if c.path().remote.ip() == ip {
+                from_ip += 1;
+                if from_ip >= self.config.max_connections_per_source {
+                    return Some(REASON_SERVER_FULL_SOURCE);
+                }
+            }
+        }
+        None
     }
 
     /// Checks the client's AUTH frame against this server's key. Returns
@@ -506,13 +547,15 @@ impl Endpoint {
     }
 
     /// Answers a validated address statelessly with a CLOSE in a RETRY
-    /// packet ([`ErrorCode::AUTH_FAILED`], `reason` as the phrase), so the
-    /// client fails at once instead of waiting for its handshake timeout.
+    /// packet (`code`: [`ErrorCode::AUTH_FAILED`] or
+    /// [`ErrorCode::SERVER_BUSY`], `reason` as the phrase), so the client
+    /// fails at once instead of waiting for its handshake timeout.
     fn send_refusal(
         &mut self,
         path: FourTuple,
         dst: ConnectionId,
         src: ConnectionId,
+        code: ErrorCode,
         reason: &str,
     ) {
         if self.stateless.len() >= MAX_STATELESS_QUEUE {
@@ -531,7 +574,7 @@ impl Endpoint {
             return;
         };
         let close = Frame::Close(CloseFrame {
-            code: ErrorCode::AUTH_FAILED,
+            code,
             reason: reason.as_bytes(),
         });
         if !matches!(b.push(&close), Ok(true)) {

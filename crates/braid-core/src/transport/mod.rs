@@ -77,12 +77,19 @@ mod tests;
 #[cfg(test)]
 mod tests_auth;
 #[cfg(test)]
+mod tests_caps;
+#[cfg(test)]
 mod tests_protection;
 
 pub use auth::Psk;
 pub use congestion::CongestionController;
-pub use connection::{CloseReason, Connection, Event, Side, RATE_SAMPLE_QUEUE};
-pub use endpoint::{Batch, ConnectError, ConnectionHandle, Endpoint, EndpointStats};
+pub use connection::{
+    CloseReason, Connection, Event, Side, MAX_HANDSHAKE_SENDS, RATE_SAMPLE_QUEUE,
+};
+pub use endpoint::{
+    Batch, ConnectError, ConnectionHandle, Endpoint, EndpointStats, REASON_SERVER_FULL,
+    REASON_SERVER_FULL_PREFIX, REASON_SERVER_FULL_SOURCE,
+};
 pub use protection::Protection;
 pub use recv::ReceivedMessage;
 pub use send::{SendError, SendOptions, SendRefused};
@@ -168,6 +175,15 @@ pub enum CongestionKind {
 /// ([`Config::send_queue_cwnds`]).
 pub const SEND_QUEUE_FLOOR: u64 = 64 << 10;
 
+/// Default [`Config::max_connections_per_source`]: connections a server
+/// holds for one source IP address, so that one party cannot take every
+/// slot of [`Config::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 64;
+
+/// Default [`Config::handshake_timeout`]: how long a server connection
+/// waits for the client's first packet after its HANDSHAKE.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Connection and endpoint settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -210,8 +226,18 @@ pub struct Config {
     /// Whether application adaptation reports re-adjust the transport
     /// (IQ-RUDP); `false` is the seed's uncoordinated RUDP baseline.
     pub coordination: bool,
-    /// Most connections an endpoint holds.
+    /// Most connections an endpoint holds; a server refuses a new client
+    /// beyond it with a stateless "server full" CLOSE
+    /// ([`ErrorCode::SERVER_BUSY`](crate::wire::ErrorCode::SERVER_BUSY)).
     pub max_connections: usize,
+    /// Most connections a server holds for one source IP address; beyond
+    /// it a new client from that address is refused like above.
+    pub max_connections_per_source: usize,
+    /// How long a server connection waits, after sending its HANDSHAKE,
+    /// for the client's first packet (which confirms the handshake); it
+    /// then closes silently and frees its slot. It resends the HANDSHAKE
+    /// at most [`MAX_HANDSHAKE_SENDS`] times in all.
+    pub handshake_timeout: Duration,
     /// The pre-shared key both ends must hold (see [`auth`]); `None` (the
     /// default) runs the unauthenticated version-2 handshake, which only a
     /// peer without a key accepts.
@@ -241,6 +267,8 @@ impl Default for Config {
             pacing: true,
             coordination: true,
             max_connections: 1024,
+            max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             psk: None,
             protection: Protection::Encrypt,
         }
@@ -283,6 +311,12 @@ impl Config {
         }
         if self.max_connections == 0 {
             return bad("max_connections: at least 1");
+        }
+        if self.max_connections_per_source == 0 {
+            return bad("max_connections_per_source: at least 1");
+        }
+        if self.handshake_timeout.is_zero() {
+            return bad("handshake_timeout must be positive");
         }
         Ok(())
     }

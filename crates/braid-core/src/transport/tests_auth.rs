@@ -186,8 +186,9 @@ fn the_client_refuses_a_server_that_does_not_prove_the_key() {
         );
         // Our CLOSE goes out, but without keys it is unprotected, and a
         // keyed server takes no unprotected DATA packet (anyone could send
-        // one): it is counted, and the server's connection ends at its idle
-        // timeout instead, having delivered nothing.
+        // one): it is counted, and the server's connection, never
+        // confirmed, ends at its handshake timeout instead, having
+        // delivered nothing.
         let s = net.server.handles()[0];
         let sc = net.server.connection(s).unwrap();
         assert!(sc.stats().decrypt_failed >= 1, "{:?}", sc.stats());
@@ -208,7 +209,7 @@ fn the_client_refuses_a_server_that_does_not_prove_the_key() {
                 Event::Closed(r) => Some(r),
                 _ => None,
             });
-        assert_eq!(reason, Some(CloseReason::IdleTimeout));
+        assert_eq!(reason, Some(CloseReason::HandshakeTimeout));
     }
 }
 

@@ -139,7 +139,7 @@ impl Connection {
 
     /// The client sent its INITIAL again: it has not got our HANDSHAKE.
     pub(crate) fn on_initial_retransmit(&mut self) {
-        if self.state == State::HandshakeSent {
+        if self.state == State::HandshakeSent && !self.handshake_sends_exhausted() {
             self.handshake_pending = true;
         }
     }

@@ -49,6 +49,10 @@ pub const MAX_ADAPT_OUT: usize = 64;
 pub const DISCARD_QUEUE_WINDOWS: u64 = 2;
 /// Close and drain periods last this many probe timeouts.
 pub const CLOSE_PTOS: u64 = 3;
+/// Most HANDSHAKE packets a server connection sends (the first and its
+/// resends) before the client confirms; after that it only waits out
+/// [`Config::handshake_timeout`], so a silent client costs no more sends.
+pub const MAX_HANDSHAKE_SENDS: u32 = 4;
 /// Most finished rate samples waiting for [`Connection::poll_rate_sample`]
 /// (6.4 s at the default 100 ms interval); older ones are dropped.
 pub const RATE_SAMPLE_QUEUE: usize = 64;
@@ -78,6 +82,9 @@ pub enum CloseReason {
     /// Nothing was received for the idle timeout (or the handshake never
     /// completed within it).
     IdleTimeout,
+    /// Server: the client never confirmed the handshake within
+    /// [`Config::handshake_timeout`].
+    HandshakeTimeout,
     /// The peer broke the protocol; this side closed with `code`.
     ProtocolViolation(ErrorCode),
 }
@@ -131,6 +138,12 @@ pub struct Connection {
     next_initial: Instant,
     initial_count: u32,
     handshake_pending: bool,
+    /// Server: HANDSHAKE packets sent so far (at most
+    /// [`MAX_HANDSHAKE_SENDS`]).
+    handshake_sends: u32,
+    /// Server: when an unconfirmed handshake is given up
+    /// ([`Config::handshake_timeout`] after the connection was created).
+    handshake_deadline: Option<Instant>,
     /// Client with a key: the seed of its handshake's ephemeral key, until
     /// message 1 is written (when the cookie arrives).
     auth_seed: Option<[u8; 32]>,
@@ -223,6 +236,8 @@ impl Connection {
             next_initial: now,
             initial_count: 0,
             handshake_pending: false,
+            handshake_sends: 0,
+            handshake_deadline: None,
             auth_seed: None,
             client_auth: None,
             auth_message: None,
@@ -296,6 +311,7 @@ impl Connection {
         c.apply_peer_params(client_params);
         c.state = State::HandshakeSent;
         c.handshake_pending = true;
+        c.handshake_deadline = Some(now + c.config.handshake_timeout);
         c.auth_message = message2;
         c.keys = keys;
         c
@@ -631,6 +647,12 @@ impl Connection {
 
     // ---- timers -------------------------------------------------------
 
+    /// True once a server connection still waiting for the client's
+    /// confirmation has sent its HANDSHAKE [`MAX_HANDSHAKE_SENDS`] times.
+    fn handshake_sends_exhausted(&self) -> bool {
+        self.state == State::HandshakeSent && self.handshake_sends >= MAX_HANDSHAKE_SENDS
+    }
+
     /// When [`Connection::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
@@ -646,12 +668,15 @@ impl Connection {
                 return t;
             }
             State::Initial => at(Some(self.next_initial)),
+            State::HandshakeSent => at(self.handshake_deadline),
             _ => {}
         }
         if !self.idle_timeout.is_zero() {
             at(Some(self.last_received + self.idle_timeout));
         }
-        at(self.recovery.timeout(false));
+        if !self.handshake_sends_exhausted() {
+            at(self.recovery.timeout(false));
+        }
         if self.ack.has_pending() {
             at(self.ack.deadline());
         }
@@ -680,6 +705,15 @@ impl Connection {
             }
             _ => {}
         }
+        if self.state == State::HandshakeSent && self.handshake_deadline.is_some_and(|d| now >= d) {
+            // The client never confirmed: close silently (its address was
+            // only validated by the cookie) and free the slot.
+            tracing::debug!(cid = ?self.local_cid, ?now, "handshake never confirmed: closed");
+            self.state = State::Closed;
+            self.recovery.drain();
+            self.push_event(Event::Closed(CloseReason::HandshakeTimeout));
+            return;
+        }
         if !self.idle_timeout.is_zero() && now >= self.last_received + self.idle_timeout {
             tracing::debug!(cid = ?self.local_cid, ?now, "idle timeout: closed");
             self.state = State::Closed;
@@ -696,7 +730,7 @@ impl Connection {
             self.on_lost(now, lost);
             if probe {
                 self.probe_pending = true;
-                if self.state == State::HandshakeSent {
+                if self.state == State::HandshakeSent && !self.handshake_sends_exhausted() {
                     self.handshake_pending = true;
                 }
             }

@@ -110,6 +110,10 @@ impl Connection {
         }
         self.handshake_pending = false;
         self.probe_pending = false;
+        if self.handshake_sends >= super::MAX_HANDSHAKE_SENDS {
+            return None;
+        }
+        self.handshake_sends += 1;
         let pn = self.recovery.next_pn();
         let h = self.header(PacketType::Handshake, pn);
         let mut b = PacketBuilder::new(buf, &h, self.mss()).ok()?;
