@@ -255,6 +255,14 @@ fn connect_failure(remote: &SocketAddr, reason: &CloseReason) -> String {
                 _ => format!("the peer at {remote} refused our key (wrong --key, or none given)"),
             }
         }
+        CloseReason::Peer { code, reason } if *code == ErrorCode::SERVER_BUSY => {
+            // The server's phrase starts with "server full" when it is one
+            // of its connection caps; say so either way.
+            let detail = reason
+                .strip_prefix(braid_core::transport::REASON_SERVER_FULL_PREFIX)
+                .map_or(reason.as_str(), |r| r.trim_start_matches(':').trim_start());
+            format!("server full: the server at {remote} refused a new connection ({detail})")
+        }
         CloseReason::Local(code) if *code == ErrorCode::AUTH_FAILED => format!(
             "the peer at {remote} did not prove it holds our key (it has another key, or none): refused it"
         ),
@@ -309,6 +317,33 @@ mod tests {
             reason: CloseReason::Local(ErrorCode::AUTH_FAILED),
         };
         assert!(local.to_string().contains("did not prove it holds our key"));
+    }
+
+    #[test]
+    fn a_full_server_reads_as_server_full() {
+        use braid_core::transport::{REASON_SERVER_FULL, REASON_SERVER_FULL_SOURCE};
+        let remote: SocketAddr = "10.0.0.1:7401".parse().unwrap();
+        let full = |r: &str| {
+            RudpError::ConnectFailed {
+                remote,
+                reason: CloseReason::Peer {
+                    code: ErrorCode::SERVER_BUSY,
+                    reason: r.into(),
+                },
+            }
+            .to_string()
+        };
+        let total = full(REASON_SERVER_FULL);
+        assert_eq!(
+            total,
+            "server full: the server at 10.0.0.1:7401 refused a new connection (no room for another connection)"
+        );
+        let source = full(REASON_SERVER_FULL_SOURCE);
+        assert!(
+            source.starts_with("server full:") && source.contains("from this address"),
+            "{source}"
+        );
+        assert!(!total.contains("listening"), "not mistaken for no server");
     }
 
     #[test]
