@@ -202,7 +202,8 @@ pub struct DataHeader {
     pub seq: u64,
     /// Payload length in bytes.
     pub len: u32,
-    /// CRC-32 (IEEE) of the payload.
+    /// CRC-32 (IEEE) of the payload; 0 in DATA frames on a connection with
+    /// a key (the records' AEAD tags check the block instead).
     pub crc: u32,
 }
 

@@ -9,7 +9,8 @@
 //! len: u32 BE (1..=RECORD_MAX) | body: len bytes | tag: 16 bytes
 //! ```
 //!
-//! sealed with ChaCha20-Poly1305 (the cipher of the Noise protocol name)
+//! sealed with ChaCha20-Poly1305 (the cipher of the Noise protocol name;
+//! `ring`'s implementation, as IQ-RUDP's packet protection)
 //! under the direction's key and the nonce `0x00000000 || n` (`n` the
 //! record's number on this connection and direction, 64-bit
 //! little-endian, from 0: Noise's own nonce format). Encrypted records
@@ -33,8 +34,7 @@
 //! peer is waiting for.
 
 use super::refusals::SecureStats;
-use chacha20poly1305::aead::AeadInPlace;
-use chacha20poly1305::{ChaCha20Poly1305, KeyInit, Nonce, Tag};
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, CHACHA20_POLY1305};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -73,15 +73,18 @@ impl RecordKeys {
 
 /// A record direction's cipher and its next nonce.
 struct Cipher {
-    aead: ChaCha20Poly1305,
+    aead: LessSafeKey,
     encrypt: bool,
     next: u64,
 }
 
 impl Cipher {
     fn new(k: &RecordKeys) -> Self {
+        // CHACHA20_POLY1305 takes exactly 32-byte keys and `k.key` is
+        // `[u8; 32]`, so `UnboundKey::new` cannot fail.
+        let key = UnboundKey::new(&CHACHA20_POLY1305, &k.key).unwrap();
         Cipher {
-            aead: ChaCha20Poly1305::new(&k.key.into()),
+            aead: LessSafeKey::new(key),
             encrypt: k.encrypt,
             next: 0,
         }
@@ -94,7 +97,7 @@ impl Cipher {
         self.next = n.checked_add(1)?;
         let mut b = [0u8; 12];
         b[4..].copy_from_slice(&n.to_le_bytes());
-        Some(b.into())
+        Some(Nonce::assume_unique_for_key(b))
     }
 
     /// Seals `rec[LEN_BYTES..]` (the body) in place, with `rec[..LEN_BYTES]`
@@ -103,25 +106,34 @@ impl Cipher {
         let nonce = self.take_nonce().ok_or_else(spent)?;
         let r = if self.encrypt {
             let (len, body) = rec.split_at_mut(LEN_BYTES);
-            self.aead.encrypt_in_place_detached(&nonce, len, body)
+            self.aead
+                .seal_in_place_separate_tag(nonce, Aad::from(&*len), body)
         } else {
-            self.aead.encrypt_in_place_detached(&nonce, rec, &mut [])
+            self.aead
+                .seal_in_place_separate_tag(nonce, Aad::from(&*rec), &mut [])
         };
         r.map_err(|_| io::Error::other("record sealing failed"))
     }
 
-    /// Opens a record (`rec` = length and body) with `tag`, in place.
-    fn open(&mut self, rec: &mut [u8], tag: &Tag) -> Result<(), ()> {
+    /// Opens a record in place: `rec` is the length, the body and the
+    /// tag (at least `LEN_BYTES + TAG_BYTES` long).
+    fn open(&mut self, rec: &mut [u8]) -> Result<(), ()> {
         let nonce = self.take_nonce().ok_or(())?;
+        if rec.len() < LEN_BYTES + TAG_BYTES {
+            return Err(());
+        }
         if self.encrypt {
-            let (len, body) = rec.split_at_mut(LEN_BYTES);
+            let (len, body_tag) = rec.split_at_mut(LEN_BYTES);
             self.aead
-                .decrypt_in_place_detached(&nonce, len, body, tag)
-                .map_err(|_| ())
+                .open_in_place(nonce, Aad::from(&*len), body_tag)
+                .map(drop)
+                .map_err(drop)
         } else {
+            let (covered, tag) = rec.split_at_mut(rec.len() - TAG_BYTES);
             self.aead
-                .decrypt_in_place_detached(&nonce, rec, &mut [], tag)
-                .map_err(|_| ())
+                .open_in_place(nonce, Aad::from(&*covered), tag)
+                .map(drop)
+                .map_err(drop)
         }
     }
 }
@@ -195,10 +207,7 @@ impl Opener {
             self.need = LEN_BYTES + len + TAG_BYTES;
         } else if self.filled == self.need && self.need > LEN_BYTES {
             let body_end = self.need - TAG_BYTES;
-            // Exactly TAG_BYTES long (need = LEN_BYTES + len + TAG_BYTES),
-            // so clone_from_slice cannot panic.
-            let tag = Tag::clone_from_slice(&self.buf[body_end..self.need]);
-            if self.cipher.open(&mut self.buf[..body_end], &tag).is_err() {
+            if self.cipher.open(&mut self.buf[..self.need]).is_err() {
                 return Err(self.fail());
             }
             self.start = LEN_BYTES;
@@ -266,7 +275,7 @@ pub mod fuzzing {
                 return wire;
             };
             wire.extend_from_slice(&rec);
-            wire.extend_from_slice(&tag);
+            wire.extend_from_slice(tag.as_ref());
         }
         wire
     }
@@ -284,6 +293,12 @@ impl ReadHalf {
             inner,
             open: Some(Box::new(Opener::new(keys, stats))),
         }
+    }
+
+    /// Whether records are opened here (a key is used): their tags then
+    /// check every byte, so the frames' CRC-32 is neither sent nor checked.
+    pub fn is_protected(&self) -> bool {
+        self.open.is_some()
     }
 
     /// The socket underneath.
@@ -419,7 +434,7 @@ impl AsyncWrite for WriteHalf {
         s.buf.extend_from_slice(&(n as u32).to_be_bytes());
         s.buf.extend_from_slice(&data[..n]);
         let tag = s.cipher.seal(&mut s.buf)?;
-        s.buf.extend_from_slice(&tag);
+        s.buf.extend_from_slice(tag.as_ref());
         // Start writing now; what the socket does not take goes out on
         // the next write or flush.
         if let Poll::Ready(Err(e)) = me.poll_drain(cx) {

@@ -314,9 +314,11 @@ pub async fn send_async(
     let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
     let (read_tx, read_rx) = mpsc::channel(READ_QUEUE);
     let (input_tx, input_rx) = mpsc::channel(READ_QUEUE);
+    // With a key the records' tags check every block: no CRC.
+    let crc = matches!(cfg.security, Security::Insecure);
     // Detached: a reader blocked on an idle pipe cannot be interrupted.
     drop(tokio::task::spawn_blocking(move || {
-        reader(input, read_rx, input_tx)
+        reader(input, read_rx, input_tx, crc)
     }));
     let mut tasks = Vec::new();
     for c in 0..cfg.connections {
