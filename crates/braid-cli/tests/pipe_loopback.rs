@@ -190,9 +190,25 @@ fn corrupted_block_stops_before_writing_it() {
     let out = dir.join("out");
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let rx = start_recv(&addr, &out, &[]);
+    // The CRC-32 is the block check of an `--insecure` pipe only: with a
+    // key the records' AEAD tags check every block on the wire (corruption
+    // there ends that connection and the block is re-sent: pipe_secure
+    // tests), and this hook alters the block before it is sealed.
+    let rx = braid()
+        .args([
+            "recv",
+            "--listen",
+            &addr,
+            "--no-progress",
+            "--insecure",
+            "-o",
+        ])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn recv");
     wait_listening(port);
-    let s = send(
+    let s = send_insecure(
         &addr,
         &input,
         // Round-robin sends each block once; adaptive may also send a clean
@@ -220,6 +236,15 @@ fn corrupted_block_stops_before_writing_it() {
     let got = std::fs::read(&out).expect("read output");
     assert!(got.len() <= 20 * block, "wrote past the corrupt block");
     assert!(got[..] == data[..got.len()], "wrote something unverified");
+}
+
+fn send_insecure(to: &str, input: &Path, extra: &[&str]) -> Output {
+    braid()
+        .args(["send", "--to", to, "--no-progress", "--insecure"])
+        .args(extra)
+        .arg(input)
+        .output()
+        .expect("run send")
 }
 
 #[test]
