@@ -254,7 +254,8 @@ fn killing_the_relay_fails_over_without_loss() {
             "json",
             "--on-infeasible",
             "lower",
-        ]);
+        ])
+        .env("BRAID_LOG", "braid_core::session=debug");
     let source = Reaped::spawn(c);
     // Mid-transfer: a third of the bulk file is at the sink.
     wait_size(&out.join("bulk"), 2_000_000);
@@ -262,7 +263,12 @@ fn killing_the_relay_fails_over_without_loss() {
     let done = source.wait_for(Duration::from_secs(90));
     assert!(done.status.success(), "{}", text(&done));
     let sunk = sink.wait_for(Duration::from_secs(15));
-    assert!(sunk.status.success(), "{}", text(&sunk));
+    assert!(
+        sunk.status.success(),
+        "sink: {}\nsource: {}",
+        text(&sunk),
+        text(&done)
+    );
     // Nothing lost, nothing twice, across the failover.
     same(&out.join("bulk"), &bulk_data);
     let lines = json_lines(&done);

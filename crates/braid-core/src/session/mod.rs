@@ -121,6 +121,15 @@ fn describe_close(r: &crate::transport::CloseReason) -> String {
     }
 }
 
+/// A connection closed this way after the session closed means the peer
+/// heard the session's CLOSE: the graceful finish waits for every reliable
+/// message to be acknowledged, and a peer closes only once it has read.
+fn closes_heard(r: &crate::transport::CloseReason) -> bool {
+    use crate::transport::CloseReason as C;
+    matches!(r, C::Local(code) if *code == crate::transport::ErrorCode::NO_ERROR)
+        || matches!(r, C::Peer { .. })
+}
+
 /// The transport stream that carries session control frames; stream `s`
 /// of the session travels on transport stream `s` (so ids start at 1).
 pub const CONTROL_STREAM: StreamId = StreamId(0);
@@ -222,6 +231,13 @@ pub struct Session {
     all_down_since: Option<Instant>,
     /// Every stream this side has known (for [`Session::snapshot`]).
     ledger: BTreeMap<StreamId, snapshot::StreamLedger>,
+    /// Source: streams that have ended and how many messages each sent;
+    /// their STREAM_CLOSE is told again on every path that comes up (at
+    /// most `MAX_STREAMS` ids).
+    ended_out: BTreeMap<StreamId, u64>,
+    /// After this side closed: the peer has shown it heard (a connection
+    /// finished with everything acknowledged, or the peer closed one).
+    close_heard: bool,
 }
 
 impl Session {
@@ -284,6 +300,8 @@ impl Session {
             scratch_paths: Vec::new(),
             scratch_conns: Vec::new(),
             ledger: BTreeMap::new(),
+            ended_out: BTreeMap::new(),
+            close_heard: false,
             ever_up: false,
             all_down_since: None,
             config,
@@ -329,6 +347,15 @@ impl Session {
     /// True once the session is over.
     pub fn is_closed(&self) -> bool {
         self.closed.is_some()
+    }
+
+    /// True once, after this side closed the session, the peer has shown
+    /// that it heard: on some path every reliable message (the CLOSE frame
+    /// last) was acknowledged, or the peer closed the connection itself.
+    /// A driver lingers until then (within a bound) so that its CLOSE is
+    /// not lost with its process.
+    pub fn is_close_heard(&self) -> bool {
+        self.closed.is_some() && self.close_heard
     }
 
     fn check_role(&self, role: Role, what: &'static str) -> Result<(), SessionError> {
@@ -647,6 +674,7 @@ impl Session {
             if let Some(c) = self.endpoint.connection_mut(h) {
                 while let Some(e) = c.poll_event() {
                     if let crate::transport::Event::Closed(r) = e {
+                        self.close_heard |= self.closed.is_some() && closes_heard(&r);
                         closed = Some(describe_close(&r));
                     }
                 }

@@ -361,11 +361,16 @@ impl Session {
             l.unmet = None;
         }
         self.refresh_promised();
+        // On every connection, not only the paths up now: one that looks
+        // down may be slow, not dead; and every path that comes up later
+        // is told again (`announce_streams`), so the close is not lost
+        // with a path.
+        self.ended_out.insert(stream, sent);
         let frame = Frame::StreamClose { stream, sent }.to_vec();
         let ids: Vec<PathId> = self
             .paths
             .values()
-            .filter(|p| p.is_up())
+            .filter(|p| p.conn.is_some())
             .map(|p| p.id)
             .collect();
         for p in ids {
@@ -376,9 +381,15 @@ impl Session {
 
     // ---- paths and the scheduler -------------------------------------------
 
-    /// A path just became usable: tell the sink about every open stream.
+    /// A path just became usable: tell the sink about every open stream,
+    /// and again about every ended one (both frames are idempotent).
     pub(super) fn announce_streams(&mut self, now: Instant, path: PathId) {
-        let frames: Vec<Vec<u8>> = self.out.keys().map(|&id| self.open_frame(id)).collect();
+        let mut frames: Vec<Vec<u8>> = self.out.keys().map(|&id| self.open_frame(id)).collect();
+        frames.extend(
+            self.ended_out
+                .iter()
+                .map(|(&stream, &sent)| Frame::StreamClose { stream, sent }.to_vec()),
+        );
         for f in frames {
             self.send_control(now, path, &f);
         }

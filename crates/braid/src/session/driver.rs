@@ -47,6 +47,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// retransmitted, the peer's acknowledgements taken) before the driver
 /// lets it go.
 const LINGER: Duration = Duration::from_secs(1);
+/// How long a source that closed the session itself lingers at most for
+/// the sink to show it heard the CLOSE (see
+/// [`Core::is_close_heard`]): over a slow or congested path one second is
+/// not enough, and a CLOSE lost with the process leaves the sink waiting
+/// out its peer timeout with its streams unfinished.
+const LINGER_FOR_CLOSE: Duration = Duration::from_secs(5);
 
 struct OutStream {
     id: StreamId,
@@ -526,13 +532,28 @@ impl Driver {
     }
 
     fn done(&self) -> bool {
-        let lingered = self.closed_at.is_some_and(|at| clock::now() >= at + LINGER);
+        let now = clock::now();
+        let lingered = self.closed_at.is_some_and(|at| now >= at + LINGER);
         match &self.side {
-            Side::Source { .. } => lingered,
+            Side::Source { .. } => {
+                lingered
+                    && (!self.waits_for_close_heard()
+                        || self
+                            .closed_at
+                            .is_some_and(|at| now >= at + LINGER_FOR_CLOSE))
+            }
             // A sink ends once its listener is gone and no session is in
             // the application's hands (none handed over, or it is over).
             Side::Sink(st) => st.accept_tx.is_closed() && (st.pending.is_some() || lingered),
         }
+    }
+
+    /// A source that closed the session itself waits (within
+    /// [`LINGER_FOR_CLOSE`]) until the sink heard it; one that lost its
+    /// peer or was closed by it has nobody to wait for.
+    fn waits_for_close_heard(&self) -> bool {
+        matches!(self.core.close_reason(), Some(CloseReason::Local { .. }))
+            && !self.core.is_close_heard()
     }
 
     fn next_deadline(&self) -> Option<Instant> {
@@ -544,6 +565,9 @@ impl Driver {
             };
         };
         take(self.closed_at.map(|a| a + LINGER));
+        if matches!(self.side, Side::Source { .. }) && self.waits_for_close_heard() {
+            take(self.closed_at.map(|a| a + LINGER_FOR_CLOSE));
+        }
         if let Side::Source {
             connecting,
             closing,
