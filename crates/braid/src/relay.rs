@@ -119,19 +119,37 @@ impl Relay {
     pub fn bind(addr: SocketAddr, config: RelayConfig) -> Result<Relay, RelayError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RelayError::NoRuntime)?;
         let _guard = runtime.enter();
-        let io = bind_udp(addr, config.socket_buffer)?;
-        let socket =
-            Socket::new(Box::new(io)).map_err(|source| RudpError::Bind { addr, source })?;
-        let local = socket.local();
-        let mut sockets = vec![socket];
-        if config.accept_tcp {
+        let mut tries = 0;
+        let (sockets, local) = loop {
+            let io = bind_udp(addr, config.socket_buffer)?;
+            let socket =
+                Socket::new(Box::new(io)).map_err(|source| RudpError::Bind { addr, source })?;
+            let local = socket.local();
+            let mut sockets = vec![socket];
+            if !config.accept_tcp {
+                break (sockets, local);
+            }
             let err = |source| RelayError::TcpListen {
                 addr: local,
                 source,
             };
-            let tcp = TcpServer::bind(local).map_err(err)?;
-            sockets.push(Socket::new(Box::new(tcp)).map_err(err)?);
-        }
+            match TcpServer::bind(local).and_then(|t| Socket::new(Box::new(t))) {
+                Ok(tcp) => {
+                    sockets.push(tcp);
+                    break (sockets, local);
+                }
+                // Port 0: the UDP port the OS chose may be taken for TCP;
+                // choose again.
+                Err(e)
+                    if addr.port() == 0
+                        && tries < crate::session::PORT_ZERO_TRIES
+                        && e.kind() == std::io::ErrorKind::AddrInUse =>
+                {
+                    tries += 1;
+                }
+                Err(e) => return Err(err(e)),
+            }
+        };
         let core = Core::routed(config.transport, os_secret()?)?;
         let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
         runtime.spawn(Driver {

@@ -10,7 +10,7 @@
 
 use super::driver::{Driver, SinkState};
 use super::msg::{gone, Command, Incoming, Message};
-use super::{bind_all, tcp_listener, SessionError, COMMAND_QUEUE, PEER_TIMEOUT};
+use super::{bind_all, tcp_listener, SessionError, COMMAND_QUEUE, PEER_TIMEOUT, PORT_ZERO_TRIES};
 use crate::clock;
 use crate::rudp::os_secret;
 use braid_core::session::{
@@ -80,11 +80,26 @@ impl SessionListener {
     pub fn bind(addr: SocketAddr, config: ListenerConfig) -> Result<SessionListener, SessionError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| SessionError::NoRuntime)?;
         let _guard = runtime.enter();
-        let mut sockets = bind_all(&[addr], config.socket_buffer)?;
-        let local = sockets[0].local();
-        if config.accept_tcp {
-            sockets.push(tcp_listener(local)?);
-        }
+        let mut tries = 0;
+        let (sockets, local) = loop {
+            let mut sockets = bind_all(&[addr], config.socket_buffer)?;
+            let local = sockets[0].local();
+            if !config.accept_tcp {
+                break (sockets, local);
+            }
+            match tcp_listener(local) {
+                Ok(tcp) => {
+                    sockets.push(tcp);
+                    break (sockets, local);
+                }
+                // Port 0: the UDP port the OS chose may be taken for TCP;
+                // choose again.
+                Err(e) if addr.port() == 0 && tries < PORT_ZERO_TRIES && e.addr_in_use() => {
+                    tries += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        };
         let mut core_config = config.core.clone();
         core_config.peer_timeout = Some(config.peer_timeout);
         let core = Core::sink(core_config.clone(), os_secret()?, clock::now())?;
