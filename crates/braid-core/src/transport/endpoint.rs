@@ -8,7 +8,9 @@
 //!   first INITIAL is answered with a RETRY built from the datagram alone.
 //! - A cookie creates at most one connection: accepted cookies are
 //!   remembered (up to [`MAX_REPLAY_ENTRIES`], about two buckets' worth) and
-//!   a replay for which no connection exists is dropped and counted.
+//!   a replay for which no connection exists is dropped and counted; its
+//!   sender gets a stateless CLOSE ([`REASON_HANDSHAKE_EXPIRED`]), so a
+//!   client whose HANDSHAKEs were all lost hears that it must start again.
 //! - With a key ([`Config::psk`](super::Config::psk)), a connection is
 //!   created only for a client whose Noise message 1 verifies, and only
 //!   after its cookie did (so no cryptographic work is done for an
@@ -63,6 +65,10 @@ pub const REASON_SERVER_FULL_SOURCE: &str = "server full: too many connections f
 
 /// Most stateless answers (RETRYs and refusals) waiting to be sent.
 pub const MAX_STATELESS_QUEUE: usize = 256;
+/// The reason of the stateless CLOSE a client gets when it echoes a
+/// cookie whose connection already timed out at the server.
+pub const REASON_HANDSHAKE_EXPIRED: &str = "handshake timed out at the server: connect again";
+
 /// Most accepted cookies remembered for replay detection.
 pub const MAX_REPLAY_ENTRIES: usize = 65_536;
 
@@ -432,8 +438,20 @@ impl Endpoint {
             }
         };
         if self.used_cookies.contains(&tag) {
+            // A fresh cookie whose connection is gone (no route above):
+            // the handshake timed out here while the client, whose
+            // HANDSHAKEs were all lost, kept trying. Tell it, statelessly
+            // (the cookie validated its address), instead of leaving it to
+            // its own connect timeout.
             self.stats.replayed_cookies += 1;
             trace!(?path, reason = "replayed_cookies", "datagram dropped");
+            self.send_refusal(
+                path,
+                h.dst_cid,
+                src,
+                ErrorCode::IDLE_TIMEOUT,
+                REASON_HANDSHAKE_EXPIRED,
+            );
             return;
         }
         if let Some(reason) = self.full_for(remote) {

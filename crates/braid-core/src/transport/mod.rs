@@ -87,8 +87,8 @@ pub use connection::{
     CloseReason, Connection, Event, Side, MAX_HANDSHAKE_SENDS, RATE_SAMPLE_QUEUE,
 };
 pub use endpoint::{
-    Batch, ConnectError, ConnectionHandle, Endpoint, EndpointStats, REASON_SERVER_FULL,
-    REASON_SERVER_FULL_PREFIX, REASON_SERVER_FULL_SOURCE,
+    Batch, ConnectError, ConnectionHandle, Endpoint, EndpointStats, REASON_HANDSHAKE_EXPIRED,
+    REASON_SERVER_FULL, REASON_SERVER_FULL_PREFIX, REASON_SERVER_FULL_SOURCE,
 };
 pub use protection::Protection;
 pub use recv::ReceivedMessage;

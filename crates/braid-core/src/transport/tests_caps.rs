@@ -4,6 +4,7 @@
 //! party without the key holds no slot.
 
 use super::auth::REASON_KEY_MISMATCH;
+
 use super::*;
 use crate::time::{Duration, Instant};
 use crate::wire::{Header, PacketType, Reader};
@@ -36,6 +37,8 @@ struct Lan {
     pipe: VecDeque<(Instant, SocketAddr, SocketAddr, Vec<u8>)>,
     /// Datagrams the server sent to silent clients, with when.
     sent_to_silent: Vec<Instant>,
+    /// Clients whose next N HANDSHAKE datagrams from the server are lost.
+    lose_handshakes: Vec<(SocketAddr, usize)>,
     buf: Vec<u8>,
     steps: u64,
 }
@@ -49,6 +52,7 @@ impl Lan {
             silent: Vec::new(),
             pipe: VecDeque::new(),
             sent_to_silent: Vec::new(),
+            lose_handshakes: Vec::new(),
             buf: Vec::new(),
             steps: 0,
         }
@@ -72,6 +76,16 @@ impl Lan {
         while let Some(t) = self.server.poll_transmit(self.now, &mut self.buf) {
             if self.silent.contains(&t.path.remote) {
                 self.sent_to_silent.push(self.now);
+            }
+            let handshake = Header::decode(&mut Reader::new(&self.buf[..t.size]))
+                .is_ok_and(|h| h.ty == PacketType::Handshake);
+            if let Some((_, n)) = self
+                .lose_handshakes
+                .iter_mut()
+                .find(|(a, n)| handshake && *a == t.path.remote && *n > 0)
+            {
+                *n -= 1;
+                continue;
             }
             self.pipe
                 .push_back((arrive, SERVER, t.path.remote, self.buf[..t.size].to_vec()));
@@ -282,4 +296,38 @@ fn a_party_without_the_key_holds_no_slot() {
     let i = lan.connect(client_addr(1, 300), keyed(7), false);
     lan.settle(i);
     assert!(lan.conn(i).is_established() && lan.conn(i).is_authenticated());
+}
+
+#[test]
+fn a_client_whose_handshakes_are_lost_is_answered_while_it_tries() {
+    // Every timer-driven HANDSHAKE is lost, and one more: the client's
+    // repeated INITIALs still get answers, so it gets in.
+    let mut lan = Lan::new(Config {
+        handshake_timeout: Duration::from_secs(60),
+        ..capped(8, 8)
+    });
+    let from = client_addr(1, 100);
+    lan.lose_handshakes
+        .push((from, MAX_HANDSHAKE_SENDS as usize + 1));
+    let i = lan.connect(from, Config::default(), false);
+    lan.settle(i);
+    assert!(lan.conn(i).is_established(), "{:?}", lan.events(i));
+    assert_eq!(lan.lose_handshakes[0].1, 0, "every loss happened");
+}
+
+#[test]
+fn a_client_that_outlives_its_handshake_hears_it_expired() {
+    // Every HANDSHAKE is lost; the server gives up after its handshake
+    // timeout, and the client's next INITIAL (a used cookie) is told so
+    // instead of being dropped until the client's own timeout.
+    let mut lan = Lan::new(Config {
+        handshake_timeout: Duration::from_secs(1),
+        ..capped(8, 8)
+    });
+    let from = client_addr(1, 100);
+    lan.lose_handshakes.push((from, usize::MAX));
+    let i = lan.connect(from, Config::default(), false);
+    lan.settle(i);
+    lan.assert_refused(i, ErrorCode::IDLE_TIMEOUT, REASON_HANDSHAKE_EXPIRED);
+    assert_eq!(lan.server.connection_count(), 0);
 }

@@ -138,9 +138,13 @@ impl Connection {
     }
 
     /// The client sent its INITIAL again: it has not got our HANDSHAKE.
+    /// Past the timer-driven sends, each such INITIAL still gets one
+    /// HANDSHAKE: under heavy loss a live client is not left to its own
+    /// connect timeout, and an INITIAL (padded) is larger than the answer.
     pub(crate) fn on_initial_retransmit(&mut self) {
-        if self.state == State::HandshakeSent && !self.handshake_sends_exhausted() {
+        if self.state == State::HandshakeSent {
             self.handshake_pending = true;
+            self.handshake_answer = self.handshake_sends_exhausted();
         }
     }
 

@@ -141,6 +141,11 @@ pub struct Connection {
     /// Server: HANDSHAKE packets sent so far (at most
     /// [`MAX_HANDSHAKE_SENDS`]).
     handshake_sends: u32,
+    /// Server: a client INITIAL arrived after the timer-driven HANDSHAKE
+    /// sends ran out; one more HANDSHAKE answers it (one per INITIAL
+    /// received, each padded to the minimum datagram size: no
+    /// amplification).
+    handshake_answer: bool,
     /// Server: when an unconfirmed handshake is given up
     /// ([`Config::handshake_timeout`] after the connection was created).
     handshake_deadline: Option<Instant>,
@@ -237,6 +242,7 @@ impl Connection {
             initial_count: 0,
             handshake_pending: false,
             handshake_sends: 0,
+            handshake_answer: false,
             handshake_deadline: None,
             auth_seed: None,
             client_auth: None,

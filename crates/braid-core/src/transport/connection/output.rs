@@ -110,10 +110,11 @@ impl Connection {
         }
         self.handshake_pending = false;
         self.probe_pending = false;
-        if self.handshake_sends >= super::MAX_HANDSHAKE_SENDS {
+        let answering = std::mem::take(&mut self.handshake_answer);
+        if self.handshake_sends >= super::MAX_HANDSHAKE_SENDS && !answering {
             return None;
         }
-        self.handshake_sends += 1;
+        self.handshake_sends = self.handshake_sends.saturating_add(1);
         let pn = self.recovery.next_pn();
         let h = self.header(PacketType::Handshake, pn);
         let mut b = PacketBuilder::new(buf, &h, self.mss()).ok()?;
