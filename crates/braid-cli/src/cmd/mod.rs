@@ -6,6 +6,7 @@ pub mod demo;
 pub mod emulate;
 pub mod eval;
 pub mod keygen;
+pub mod limits;
 pub mod metrics;
 pub mod perf;
 pub mod pipe_security;

@@ -28,6 +28,9 @@ pub struct RelayArgs {
     /// --open), --open, --no-encrypt (every hop must agree).
     #[command(flatten)]
     pub access: super::access::AccessArgs,
+    /// --max-connections N, --max-per-source N.
+    #[command(flatten)]
+    pub limits: super::limits::LimitArgs,
     /// Serve Prometheus metrics at http://ADDR/.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<SocketAddr>,
@@ -58,6 +61,7 @@ async fn relay(listen: SocketAddr, args: RelayArgs) -> anyhow::Result<()> {
     let access = args.access.resolve("braid relay", None)?;
     config.transport.psk = access.psk;
     config.transport.protection = access.protection;
+    args.limits.apply(&mut config.transport)?;
     let relay = Relay::bind(listen, config).with_context(|| format!("relaying on {listen}"))?;
     eprintln!("braid relay: listening on {}", relay.local_addr());
     let mut tick = tokio::time::interval(args.every.into());

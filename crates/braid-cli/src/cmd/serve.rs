@@ -39,6 +39,9 @@ pub struct ServeArgs {
     /// --no-encrypt.
     #[command(flatten)]
     pub access: super::access::AccessArgs,
+    /// --max-connections N, --max-per-source N.
+    #[command(flatten)]
+    pub limits: super::limits::LimitArgs,
     /// Serve one session, then exit (non-zero if a stream is incomplete).
     #[arg(long)]
     pub once: bool,
@@ -83,6 +86,7 @@ async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
     let access = args.access.resolve("braid serve", None)?;
     config.core.transport.psk = access.psk;
     config.core.transport.protection = access.protection;
+    args.limits.apply(&mut config.core.transport)?;
     let mut listener =
         SessionListener::bind(listen, config).with_context(|| format!("listening on {listen}"))?;
     eprintln!("braid serve: listening on {}", listener.local_addr());
