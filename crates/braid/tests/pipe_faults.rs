@@ -44,6 +44,9 @@ fn send_cfg(to: SocketAddr, connections: usize) -> SendConfig {
         corrupt_block: None,
         silence_limit: std::time::Duration::from_secs(10),
         rate: None,
+        rate_updates: None,
+        paced_connections: None,
+        rest_rate: None,
         resume: false,
         security: key(),
     }

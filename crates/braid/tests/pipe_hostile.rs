@@ -86,6 +86,9 @@ fn junk_and_strangers_do_not_disturb_a_good_transfer() {
         corrupt_block: None,
         silence_limit: std::time::Duration::from_secs(10),
         rate: None,
+        rate_updates: None,
+        paced_connections: None,
+        rest_rate: None,
         resume: false,
         security: Security::Insecure,
     };

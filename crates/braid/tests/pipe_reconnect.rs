@@ -111,6 +111,9 @@ fn cut_connection_reconnects_and_stream_completes() {
         corrupt_block: None,
         silence_limit: std::time::Duration::from_secs(10),
         rate: None,
+        rate_updates: None,
+        paced_connections: None,
+        rest_rate: None,
         resume: false,
         security: Security::Insecure,
     };

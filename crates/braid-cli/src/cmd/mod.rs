@@ -14,6 +14,8 @@ pub mod recv;
 pub mod relay;
 pub mod reserve;
 pub mod send;
+pub mod send_deadline;
+pub mod send_reserve;
 pub mod serve;
 pub mod sim;
 pub mod sim_rudp;

@@ -112,6 +112,22 @@ pub struct SendArgs {
     /// Authentication and encryption.
     #[command(flatten)]
     pub security: super::pipe_security::SendSecurity,
+    /// Send on this committed reservation of a `braid broker`, paced at
+    /// its rate (a background reservation: at the share the broker
+    /// announces), following its changes; it is provisioned for the
+    /// transfer and released after.
+    #[arg(long, value_name = "ID", conflicts_with = "rate")]
+    pub reservation: Option<u64>,
+    /// With --reservation: wait for a reservation that starts later
+    /// (default: refuse it).
+    #[arg(long, requires = "reservation")]
+    pub wait_start: bool,
+    /// The broker (for --reservation and --deadline).
+    #[command(flatten)]
+    pub broker: super::send_reserve::BrokerFlags,
+    /// Deadline transfers.
+    #[command(flatten)]
+    pub deadline: super::send_deadline::DeadlineFlags,
 }
 
 /// Parses a size flag with [`braid_core::ByteSize`]'s units: `4096`,
@@ -280,14 +296,72 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         corrupt_block: args.corrupt_block,
         silence_limit: args.user_timeout.into(),
         rate: args.rate,
+        rate_updates: None,
+        paced_connections: None,
+        rest_rate: None,
         resume: args.resume,
         security,
     };
     let mut view = ProgressView::new(args.progress, args.no_progress, total);
+    if args.reservation.is_some() || args.deadline.deadline.is_some() {
+        let res = on_broker(&args, input, total, cfg, &mut view);
+        view.finish();
+        return res;
+    }
     let res = pipe::send(input, cfg, &mut |p| view.update(p));
     view.finish();
     let report = res.context("braid send")?;
     emit_stats(&report, args.stats, args.stats_file.as_deref())
+}
+
+/// `--reservation` or `--deadline`: a transfer driven with a broker.
+fn on_broker(
+    args: &SendArgs,
+    input: Box<dyn std::io::Read + Send>,
+    total: Option<u64>,
+    cfg: SendConfig,
+    view: &mut ProgressView,
+) -> anyhow::Result<()> {
+    let client = args.broker.client()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let res = rt.block_on(async {
+        let mut observe = |p: &Progress| view.update(p);
+        if let Some(id) = args.reservation {
+            let report = super::send_reserve::send_on_reservation(
+                &client,
+                id,
+                args.wait_start,
+                input,
+                cfg,
+                &mut observe,
+            )
+            .await?;
+            emit_stats(&report, args.stats, args.stats_file.as_deref())
+        } else if let Some(deadline) = args.deadline.deadline {
+            let Some(size) = total else {
+                bail!("--deadline needs an input FILE (its size sets the rate)");
+            };
+            let report = super::send_deadline::send_with_deadline(
+                &client,
+                &args.deadline,
+                deadline,
+                size,
+                input,
+                cfg,
+                &mut observe,
+            )
+            .await?;
+            emit_stats(&report, args.stats, args.stats_file.as_deref())
+        } else {
+            Ok(())
+        }
+    });
+    // The pipe's reader may be blocked on an idle input: do not wait for it.
+    rt.shutdown_background();
+    res
 }
 
 #[cfg(test)]

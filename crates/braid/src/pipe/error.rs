@@ -167,6 +167,9 @@ pub enum ConfigError {
     /// The rate cap is below one byte per second.
     #[error("--rate must be at least 8bit (one byte per second)")]
     Rate,
+    /// `paced_connections` is zero or more than the connections.
+    #[error("the paced connections must be between 1 and the number of connections")]
+    PacedConnections,
     /// `--resume` with the partitioned layout (its blocks are fixed from
     /// the whole size up front).
     #[error("--resume does not work with --layout partitioned")]

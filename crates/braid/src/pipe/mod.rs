@@ -54,7 +54,7 @@ pub use frame::ProtocolViolation;
 pub use receiver::{Receiver, RecvConfig, ResumePoint};
 pub use sched::{Layout, Mode};
 pub use secure::{SecureCounts, SecureError, SecureStats, Security};
-pub use sender::{send, SendConfig};
+pub use sender::{send, send_async, SendConfig};
 pub use stats::{Progress, RecvReport, SendReport};
 
 /// Most connections one session may use.

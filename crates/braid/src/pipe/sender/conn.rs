@@ -55,7 +55,7 @@ async fn open(
         let s = net::connect_async(&addr, &cfg.sock)
             .await
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
-        if let Some(r) = cfg.rate {
+        if let Some(r) = super::initial_rate(cfg, c) {
             // No connection alone may exceed the total cap; the owner's
             // bucket keeps the sum under it.
             net::set_max_pacing_rate(&s, r.bytes_per_sec());
@@ -219,6 +219,8 @@ async fn run_conn(
     let failed = |e: std::io::Error| Ended::Failed(format!("sending to {}: {e}", addr_of(cfg, c)));
     // The mark the socket was opened with (net::connect_async).
     let mut lowat = cfg.sock.notsent_lowat;
+    // The pacing rate the socket was opened with (`open`).
+    let mut pacing = super::initial_rate(cfg, c).map(|r| r.bytes_per_sec());
     loop {
         if events.send(Event::Want { c, gen }).await.is_err() {
             return Ended::Stopped;
@@ -249,6 +251,16 @@ async fn run_conn(
                 }
             }
         };
+        if let Job::Block {
+            max_pacing: Some(want),
+            ..
+        } = job
+        {
+            if pacing != Some(want) {
+                net::set_max_pacing_rate(s.socket().as_ref(), want);
+                pacing = Some(want);
+            }
+        }
         if let Job::Block {
             lowat: Some(want), ..
         } = job

@@ -14,7 +14,9 @@
 //!
 //! Files: `owner` (the state and its event handling), `conn` (connection
 //! and ack-reader tasks), `input` (the blocking reader), `pace` (the
-//! `--rate` token bucket).
+//! `--rate` token bucket, its rate changeable while running through
+//! [`SendConfig::rate_updates`], over all connections or only the first
+//! [`SendConfig::paced_connections`]).
 //!
 //! Wake-ups are messages: the owner answers a connection that asked for
 //! work as soon as an event (an ack, a block read, a connection down) lets
@@ -117,6 +119,20 @@ pub struct SendConfig {
     /// Cap on the total sending rate over every connection (`None`: as
     /// fast as the paths allow); see `pace`.
     pub rate: Option<braid_core::Bandwidth>,
+    /// Changes of the cap while the transfer runs (a reservation
+    /// modified, a background share announced): each value replaces the
+    /// rate from then on; zero holds new blocks until the next change. The
+    /// initial rate is `rate`, or this channel's value when `rate` is
+    /// `None`. See `pace`.
+    pub rate_updates: Option<watch::Receiver<braid_core::Bandwidth>>,
+    /// Which connections the cap applies to: `Some(k)` paces connections
+    /// `0..k` together at the rate (a premium part, e.g. on a
+    /// reservation) and leaves the others unpaced (a scavenger part that
+    /// takes what the network gives); `None` paces them all.
+    pub paced_connections: Option<usize>,
+    /// With `paced_connections`, a separate cap on the other connections
+    /// (together); `None` leaves them unpaced.
+    pub rest_rate: Option<braid_core::Bandwidth>,
     /// Resume (`--resume`): the receiver reports the verified prefix it
     /// holds; after checking its digest against this input's first bytes,
     /// only the rest is sent (the end-to-end digest still covers it all).
@@ -158,6 +174,9 @@ enum Job {
         seq: u64,
         block: Arc<Block>,
         copy: bool,
+        /// SO_MAX_PACING_RATE the socket should have from now on (bytes
+        /// per second), on a paced connection.
+        max_pacing: Option<u64>,
         /// TCP_NOTSENT_LOWAT the socket should have from now on (bytes).
         lowat: Option<u32>,
     },
@@ -332,7 +351,15 @@ pub async fn send_async(
         )));
     }
     drop(ev_tx);
-    let pacer = cfg.rate.map(|r| Pacer::new(r, start));
+    let rate_updates = cfg.rate_updates.clone();
+    let initial = cfg
+        .rate
+        .or_else(|| rate_updates.as_ref().map(|r| *r.borrow()));
+    let pacer = initial.map(|r| Pacer::new(r, start));
+    let rest_pacer = cfg
+        .rest_rate
+        .filter(|_| cfg.paced_connections.is_some())
+        .map(|r| Pacer::new(r, start));
     let owner_resume = cfg.resume;
     let mut owner = Owner {
         slots: (0..cfg.connections).map(|_| Slot::default()).collect(),
@@ -351,6 +378,8 @@ pub async fn send_async(
         rotate: 0,
         reweights: 0,
         pacer,
+        rest_pacer,
+        rate_updates,
         skip: None,
         resumed_from: (!owner_resume).then_some(0),
     };
@@ -445,6 +474,15 @@ fn validate(cfg: &SendConfig) -> Result<(), ConfigError> {
     if cfg.rate.is_some_and(|r| r.bytes_per_sec() == 0) {
         return Err(ConfigError::Rate);
     }
+    if cfg.rest_rate.is_some_and(|r| r.bytes_per_sec() == 0) {
+        return Err(ConfigError::Rate);
+    }
+    if cfg
+        .paced_connections
+        .is_some_and(|k| k == 0 || k > cfg.connections)
+    {
+        return Err(ConfigError::PacedConnections);
+    }
     cfg.sock.validate()
 }
 
@@ -457,6 +495,20 @@ fn session_id(cfg: &SendConfig) -> SessionId {
     let mut id = [0u8; 16];
     id.copy_from_slice(&h.finalize().as_bytes()[..16]);
     id
+}
+
+/// Whether the rate cap applies to connection `c`.
+fn is_paced(cfg: &SendConfig, c: usize) -> bool {
+    cfg.paced_connections.is_none_or(|k| c < k)
+}
+
+/// The rate connection `c`'s socket is opened with (its group's cap).
+fn initial_rate(cfg: &SendConfig, c: usize) -> Option<braid_core::Bandwidth> {
+    if is_paced(cfg, c) {
+        cfg.rate
+    } else {
+        cfg.rest_rate
+    }
 }
 
 fn addr_of(cfg: &SendConfig, c: usize) -> SocketAddr {

@@ -3,7 +3,7 @@
 //! module).
 
 use super::{
-    addr_of, Block, Event, Input, Job, Pacer, Published, Req, SendConfig, Slot, Stop, PROGRESS_TICK,
+    addr_of, is_paced, Block, Event, Input, Job, Pacer, Published, Req, SendConfig, Slot, Stop, PROGRESS_TICK,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control};
@@ -37,6 +37,11 @@ pub(super) struct Owner {
     pub(super) reweights: u64,
     /// The `--rate` cap, if any.
     pub(super) pacer: Option<Pacer>,
+    /// The cap of the connections `pacer` does not pace
+    /// ([`SendConfig::rest_rate`]).
+    pub(super) rest_pacer: Option<Pacer>,
+    /// Where new rates for the pacer come from (`None` once closed).
+    pub(super) rate_updates: Option<watch::Receiver<braid_core::Bandwidth>>,
     /// Resume: the receiver's prefix (length, digest prefix) the reader
     /// has yet to be asked to check.
     pub(super) skip: Option<(u64, u64)>,
@@ -82,11 +87,12 @@ impl Owner {
                         .sched
                         .poll_timeout(now)
                         .map(|due| due.saturating_duration_since(now));
-                    let pace = self
-                        .pacer
-                        .as_mut()
+                    let pace = [self.pacer.as_mut(), self.rest_pacer.as_mut()]
+                        .into_iter()
+                        .flatten()
                         .map(|p| p.wait(now))
-                        .filter(|w| !w.is_zero());
+                        .filter(|w| !w.is_zero())
+                        .min();
                     let wake = match (stall, pace) {
                         (Some(a), Some(b)) => Some(a.min(b)),
                         (a, b) => a.or(b),
@@ -106,6 +112,7 @@ impl Owner {
                     observer(&p);
                 }
                 _ = sleep_opt(stall) => {}
+                r = rate_changed(&mut self.rate_updates) => self.handle_rate(r),
             }
         }
     }
@@ -151,12 +158,39 @@ impl Owner {
         self.rotate = (self.rotate + 1) % n.max(1);
     }
 
+    /// A new rate from [`SendConfig::rate_updates`] (`None`: the channel
+    /// closed; the rate in force stays).
+    fn handle_rate(&mut self, rate: Option<braid_core::Bandwidth>) {
+        match (rate, &mut self.pacer) {
+            (Some(r), Some(p)) => {
+                tracing::info!(rate = %r, "pace changed");
+                p.set_rate(r, clock::now());
+            }
+            (Some(_), None) => {}
+            (None, _) => self.rate_updates = None,
+        }
+    }
+
+    /// The bucket that paces connection `c`, if any.
+    fn pacer_of(&mut self, c: usize) -> Option<&mut Pacer> {
+        if is_paced(&self.cfg, c) {
+            self.pacer.as_mut()
+        } else {
+            self.rest_pacer.as_mut()
+        }
+    }
+
     fn next_job(&mut self, c: usize, now: Instant) -> Option<Job> {
-        let paced = self.pacer.as_mut().is_some_and(|p| !p.wait(now).is_zero());
+        let pacer = self.pacer_of(c);
+        let max_pacing = pacer
+            .as_ref()
+            .map(|p| p.rate().bytes_per_sec())
+            .filter(|&r| r > 0);
+        let paced = pacer.is_some_and(|p| !p.wait(now).is_zero());
         if let Some(t) = (!paced).then(|| self.sched.poll_send(c, now)).flatten() {
-            if let Some(b) = self.blocks.get(&t.seq) {
+            if let Some(b) = self.blocks.get(&t.seq).map(Arc::clone) {
                 self.sent_wire += u64::from(t.len);
-                if let Some(p) = &mut self.pacer {
+                if let Some(p) = self.pacer_of(c) {
                     p.take(u64::from(t.len), now);
                 }
                 let lowat = self
@@ -166,8 +200,9 @@ impl Owner {
                     .map(|max| self.sched.notsent_lowat(c, max));
                 return Some(Job::Block {
                     seq: t.seq,
-                    block: Arc::clone(b),
+                    block: b,
                     copy: t.copy,
+                    max_pacing,
                     lowat,
                 });
             }
@@ -391,6 +426,20 @@ impl Owner {
 }
 
 /// Sleeps for `d`, or forever if `None`.
+/// The next rate on `updates` (`None` when it closed); never resolves
+/// without a channel.
+async fn rate_changed(
+    updates: &mut Option<watch::Receiver<braid_core::Bandwidth>>,
+) -> Option<braid_core::Bandwidth> {
+    match updates {
+        Some(rx) => match rx.changed().await {
+            Ok(()) => Some(*rx.borrow_and_update()),
+            Err(_) => None,
+        },
+        None => std::future::pending().await,
+    }
+}
+
 async fn sleep_opt(d: Option<StdDuration>) {
     match d {
         Some(d) => tokio::time::sleep(d).await,

@@ -7,11 +7,17 @@
 //! [`BURST`] worth of the rate. Each socket also gets `SO_MAX_PACING_RATE`
 //! at the total rate, so the kernel spreads a block's packets out instead
 //! of sending it at line rate. Time is passed in.
+//!
+//! The rate may change while the transfer runs ([`Pacer::set_rate`]: a
+//! reservation modified, a background share announced); a rate of zero
+//! holds every new block until the next change.
 
 use braid_core::{Bandwidth, Duration, Instant};
 
 /// How much sending time the bucket may save up while idle.
 const BURST: Duration = Duration::from_millis(10);
+/// At a rate of zero, how long until the bucket is looked at again.
+const PAUSED_RECHECK: Duration = Duration::from_secs(1);
 
 /// A token bucket over bytes; see the module docs.
 #[derive(Debug, Clone)]
@@ -32,6 +38,18 @@ impl Pacer {
         }
     }
 
+    /// The rate in force.
+    pub(super) fn rate(&self) -> Bandwidth {
+        self.rate
+    }
+
+    /// From `now` on, refill at `rate` (what was saved up or owed so far
+    /// stays).
+    pub(super) fn set_rate(&mut self, rate: Bandwidth, now: Instant) {
+        self.refill(now);
+        self.rate = rate;
+    }
+
     fn refill(&mut self, now: Instant) {
         let dt = now.saturating_duration_since(self.last).as_secs_f64();
         self.last = now;
@@ -42,6 +60,10 @@ impl Pacer {
     /// How long until a block may start (zero: now).
     pub(super) fn wait(&mut self, now: Instant) -> Duration {
         self.refill(now);
+        if self.rate.bytes_per_sec() == 0 {
+            // Paused: look again later (a rate change wakes the owner).
+            return PAUSED_RECHECK;
+        }
         if self.tokens >= 0.0 {
             return Duration::ZERO;
         }
@@ -78,5 +100,20 @@ mod tests {
         assert!((secs - 4.95).abs() < 0.02, "{secs}");
         assert!(p.wait(now) > Duration::ZERO);
         assert_eq!(sent, 5_000_000);
+    }
+
+    #[test]
+    fn a_new_rate_applies_from_the_change_and_zero_pauses() {
+        let mut now = Instant::ZERO;
+        let mut p = Pacer::new(Bandwidth::from_bytes_per_sec(1_000_000), now);
+        p.take(1_000_000, now);
+        // One second of debt at 1 MB/s; at 2 MB/s it is half a second.
+        p.set_rate(Bandwidth::from_bytes_per_sec(2_000_000), now);
+        let w = p.wait(now).as_secs_f64();
+        assert!((w - 0.5).abs() < 1e-6, "{w}");
+        p.set_rate(Bandwidth::from_bytes_per_sec(0), now);
+        now = now + Duration::from_secs(100);
+        assert!(!p.wait(now).is_zero(), "a zero rate never lets a block go");
+        assert_eq!(p.rate().bytes_per_sec(), 0);
     }
 }
