@@ -75,7 +75,9 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
         .parse()
         .map_err(|_| format!("{s:?} is not a percentage (e.g. 10%)"))?;
     if !(0.0..100.0).contains(&v) {
-        return Err(format!("{s:?}: the margin must be at least 0 % and below 100 %"));
+        return Err(format!(
+            "{s:?}: the margin must be at least 0 % and below 100 %"
+        ));
     }
     Ok(v / 100.0)
 }
@@ -152,7 +154,10 @@ pub async fn send_with_deadline(
     mut cfg: SendConfig,
     observer: &mut dyn FnMut(&Progress),
 ) -> anyhow::Result<DeadlineReport> {
-    let resource = flags.resource.clone().context("--deadline needs --resource NAME")?;
+    let resource = flags
+        .resource
+        .clone()
+        .context("--deadline needs --resource NAME")?;
     if flags.premium_connections >= cfg.connections {
         bail!(
             "--deadline needs more connections (-n, now {}) than --premium-connections ({}): the rest are the scavenger part",

@@ -93,7 +93,10 @@ pub async fn usable(client: &Client, id: u64, wait_start: bool) -> anyhow::Resul
         Err(e) => return Err(e).with_context(|| format!("reservation {id}")),
     };
     if r.life != "created" {
-        bail!("reservation {id} is {} (life): it can carry no transfer", r.life);
+        bail!(
+            "reservation {id} is {} (life): it can carry no transfer",
+            r.life
+        );
     }
     let Some(v) = r.committed.as_ref().filter(|_| r.state == "committed") else {
         bail!(

@@ -3,7 +3,8 @@
 //! module).
 
 use super::{
-    addr_of, is_paced, Block, Event, Input, Job, Pacer, Published, Req, SendConfig, Slot, Stop, PROGRESS_TICK,
+    addr_of, is_paced, Block, Event, Input, Job, Pacer, Published, Req, SendConfig, Slot, Stop,
+    PROGRESS_TICK,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control};
