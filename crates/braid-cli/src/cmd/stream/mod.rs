@@ -10,7 +10,8 @@
 //! | `run` | the session: producers, upcalls, the view, the end |
 
 pub mod config;
-pub mod run;
+pub mod reserved;
+mod run;
 pub mod source;
 
 use super::view::Format;
@@ -78,11 +79,22 @@ pub struct StreamArgs {
     /// How often the view, the JSON line and the metrics are refreshed.
     #[arg(long, default_value = "1s")]
     pub every: Duration,
+    /// Put stream NAME (a --stream) on a committed foreground reservation
+    /// of a `braid broker`: its spec becomes rate=RATE@0.99 at the
+    /// reserved rate (delivery options kept), a file or stdin source is
+    /// paced at that rate, and the reservation is provisioned for the
+    /// session and released after. Repeat for several.
+    #[arg(long = "reservation", value_name = "NAME=ID")]
+    pub reservations: Vec<String>,
+    /// The broker (for --reservation).
+    #[command(flatten)]
+    pub broker: super::send_reserve::BrokerFlags,
 }
 
 /// Runs `braid stream`: everything is checked (addresses, paths, specs,
 /// sources, the key) before anything is sent.
-pub fn run(args: StreamArgs) -> anyhow::Result<()> {
+pub fn run(mut args: StreamArgs) -> anyhow::Result<()> {
+    let booked = reserved::bind(&args.reservations, &args.broker, &mut args.streams)?;
     let file = match &args.config {
         Some(p) => {
             let dir = p.parent().map(PathBuf::from).unwrap_or_default();
@@ -109,10 +121,17 @@ pub fn run(args: StreamArgs) -> anyhow::Result<()> {
     let sources = plan
         .streams
         .iter()
-        .map(|s| s.source.open(plan.message_size))
+        .map(|s| {
+            let src = s.source.open(plan.message_size)?;
+            Ok(match booked.rate_of(&s.config.name) {
+                Some(rate) => src.paced_at(rate),
+                None => src,
+            })
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let access = args.access.resolve("braid stream", plan.key.as_deref())?;
-    run::session(
+    booked.provision()?;
+    let res = run::session(
         plan,
         sources,
         access,
@@ -121,5 +140,7 @@ pub fn run(args: StreamArgs) -> anyhow::Result<()> {
             metrics: args.metrics,
             every: args.every,
         },
-    )
+    );
+    booked.release();
+    res
 }

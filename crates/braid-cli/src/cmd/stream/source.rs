@@ -140,6 +140,9 @@ pub enum Source {
         reader: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
         /// Bytes per message (the last may be shorter).
         size: usize,
+        /// When message `k` may go (a stream on a reservation, paced at
+        /// its rate; `None`: as fast as the session takes them).
+        pace: Option<Pacer>,
     },
     /// Messages of the given sizes, paced.
     Paced {
@@ -182,11 +185,13 @@ impl SourceSpec {
                 Source::Reader {
                     reader: Box::new(tokio::fs::File::from_std(f)),
                     size,
+                    pace: None,
                 }
             }
             SourceSpec::Stdin => Source::Reader {
                 reader: Box::new(tokio::io::stdin()),
                 size,
+                pace: None,
             },
             SourceSpec::Cbr { rate, size } => Source::Paced {
                 pacer: Pacer::new(rate.transmit_time(u64::from(*size)).as_secs_f64()),
@@ -207,6 +212,21 @@ impl SourceSpec {
                 }
             }
         })
+    }
+}
+
+impl Source {
+    /// A file or stdin source paced at `rate` (a stream on a reservation);
+    /// a generator (cbr:, trace:) keeps its own pace.
+    pub fn paced_at(self, rate: Bandwidth) -> Source {
+        match self {
+            Source::Reader { reader, size, .. } if rate.bps() > 0 => Source::Reader {
+                reader,
+                size,
+                pace: Some(Pacer::new(size as f64 * 8.0 / rate.bps() as f64)),
+            },
+            other => other,
+        }
     }
 }
 
@@ -286,8 +306,13 @@ pub async fn produce<O: Outlet, C: Clock>(
     stop_after: Option<Duration>,
 ) -> anyhow::Result<Produced> {
     let mut done = Produced::default();
+    let start = clock.now();
     match source {
-        Source::Reader { mut reader, size } => loop {
+        Source::Reader {
+            mut reader,
+            size,
+            pace,
+        } => loop {
             let mut buf = vec![0u8; size];
             let mut filled = 0;
             while filled < size {
@@ -304,12 +329,15 @@ pub async fn produce<O: Outlet, C: Clock>(
                 return Ok(done);
             }
             buf.truncate(filled);
+            if let Some(p) = &pace {
+                // Message k (0-based) is due k periods after the start.
+                clock.sleep_until(start + p.due(done.messages)).await;
+            }
             done.messages += 1;
             done.bytes += filled as u64;
             out.send(Bytes::from(buf)).await?;
         },
         Source::Paced { pacer, sizes, size } => {
-            let start = clock.now();
             for k in 0u64.. {
                 let msg_size = match &sizes {
                     None => size,
@@ -469,6 +497,7 @@ mod tests {
         let source = Source::Reader {
             reader: Box::new(std::io::Cursor::new(data.clone())),
             size: 16 << 10,
+            pace: None,
         };
         let mut out = Collect::default();
         let done = block_on(produce(source, &mut out, &FakeClock::default(), None)).unwrap();
@@ -498,5 +527,24 @@ mod tests {
         assert_eq!(sizes, vec![1000, 200, 1, 100]);
         assert_eq!(done.messages, 4);
         assert_eq!(clock.now(), Instant::from_nanos(120_000_000));
+    }
+
+    #[test]
+    fn a_file_on_a_reservation_is_paced_at_its_rate() {
+        let data = vec![7u8; 100_000];
+        let source = Source::Reader {
+            reader: Box::new(std::io::Cursor::new(data)),
+            size: 16 << 10,
+            pace: None,
+        }
+        // One 16 KiB message every 100 ms.
+        .paced_at(Bandwidth::from_bps(16 * 1024 * 8 * 10));
+        let mut out = Collect::default();
+        let clock = FakeClock::default();
+        let done = block_on(produce(source, &mut out, &clock, None)).unwrap();
+        assert_eq!(done.bytes, 100_000);
+        assert_eq!(done.messages, 7);
+        // The 7th message went 6 periods after the start.
+        assert_eq!(clock.now(), Instant::from_nanos(600_000_000));
     }
 }
