@@ -29,7 +29,7 @@ pub enum Command {
     #[command(subcommand)]
     Eval(crate::cmd::eval::EvalCommand),
     /// Send stdin (or a file) to a `braid recv` over parallel connections.
-    Send(crate::cmd::send::SendArgs),
+    Send(Box<crate::cmd::send::SendArgs>),
     /// Receive a `braid send` stream and write it, in order and verified.
     Recv(crate::cmd::recv::RecvArgs),
     /// Join two network namespaces with an emulated wide-area link.

@@ -34,7 +34,7 @@ fn run(command: args::Command) -> anyhow::Result<()> {
         Command::Demo(args) => cmd::demo::run(args),
         Command::Sim(c) => cmd::sim::run(c),
         Command::Eval(c) => cmd::eval::run(c),
-        Command::Send(args) => cmd::send::run(args),
+        Command::Send(args) => cmd::send::run(*args),
         Command::Recv(args) => cmd::recv::run(args),
         Command::Perf(c) => cmd::perf::run(c),
         Command::Keygen(args) => cmd::keygen::run(args),

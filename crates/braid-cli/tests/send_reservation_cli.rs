@@ -14,7 +14,7 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 
@@ -145,7 +145,7 @@ impl Broker {
 }
 
 fn start_recv(port: u16, out: &Path) -> Child {
-    let child = braid()
+    let mut child = braid()
         .args([
             "recv",
             "--listen",
@@ -165,6 +165,8 @@ fn start_recv(port: u16, out: &Path) -> Child {
         }
         std::thread::park_timeout(Duration::from_millis(20));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("receiver did not start listening on {port}");
 }
 
@@ -239,7 +241,7 @@ fn reservation_paces_the_transfer_and_bad_ones_are_refused() {
     let port = free_port();
     let out = dir.join("out");
     let rx = start_recv(port, &out);
-    let t0 = Instant::now();
+    let t0 = braid::clock::now();
     let sent = send_cmd(
         &b,
         &alice,
@@ -249,7 +251,9 @@ fn reservation_paces_the_transfer_and_bad_ones_are_refused() {
     )
     .output()
     .unwrap();
-    let took = t0.elapsed().as_secs_f64();
+    let took = braid::clock::now()
+        .saturating_duration_since(t0)
+        .as_secs_f64();
     common::assert_ok(&sent, "send on the reservation");
     common::assert_ok(&rx.wait_with_output().unwrap(), "recv");
     assert_eq!(std::fs::read(&out).unwrap().len(), bytes);

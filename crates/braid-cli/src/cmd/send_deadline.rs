@@ -51,7 +51,7 @@ pub struct DeadlineFlags {
     pub margin: f64,
     /// Recompute and lower the reservation each time the scavenger part
     /// has delivered this much more (the seed's 25 MB).
-    #[arg(long, default_value = "25MB", value_parser = super::send::parse_size, requires = "deadline")]
+    #[arg(long, default_value = "25MB", value_parser = parse_bytes, requires = "deadline")]
     pub update_every: u64,
     /// How many connections form the premium part (paced at the reserved
     /// rate); the others are the scavenger part.
@@ -61,6 +61,16 @@ pub struct DeadlineFlags {
     /// what the network gives).
     #[arg(long, value_name = "RATE", requires = "deadline")]
     pub scavenger_rate: Option<Bandwidth>,
+}
+
+/// Parses a size such as `25MB` or `1MiB` ([`braid_core::ByteSize`]).
+///
+/// # Errors
+/// The size's parse error, as one line for clap.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    s.parse::<braid_core::ByteSize>()
+        .map(braid_core::ByteSize::bytes)
+        .map_err(|e| e.to_string())
 }
 
 /// Parses `10%` or `10` as the fraction 0.10; refuses 100 % and above.

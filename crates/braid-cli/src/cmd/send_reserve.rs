@@ -233,5 +233,5 @@ pub async fn send_on_reservation(
             eprintln!("braid send: releasing reservation {id}: {e}");
         }
     }
-    Ok(res.context("braid send")?)
+    res.context("braid send")
 }

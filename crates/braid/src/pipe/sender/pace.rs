@@ -112,7 +112,7 @@ mod tests {
         let w = p.wait(now).as_secs_f64();
         assert!((w - 0.5).abs() < 1e-6, "{w}");
         p.set_rate(Bandwidth::from_bytes_per_sec(0), now);
-        now = now + Duration::from_secs(100);
+        now += Duration::from_secs(100);
         assert!(!p.wait(now).is_zero(), "a zero rate never lets a block go");
         assert_eq!(p.rate().bytes_per_sec(), 0);
     }
