@@ -419,3 +419,69 @@ fn impossible_deadline_is_refused_before_sending() {
         "nothing reserved: {all}"
     );
 }
+
+#[test]
+fn stream_on_a_reservation_takes_its_rate_and_arrives_whole() {
+    let dir = tmpdir("stream");
+    let b = Broker::start(&dir);
+    let alice = b.token("alice");
+    let id = b.committed(&alice, "8mbit", "foreground");
+    let input = dir.join("in");
+    let bytes = 1_000_000usize;
+    std::fs::write(&input, random_bytes(bytes, 11)).unwrap();
+    let out = dir.join("sink");
+    std::fs::create_dir_all(&out).unwrap();
+    let mut serve = braid()
+        .args([
+            "serve",
+            "--open",
+            "--listen",
+            "127.0.0.1:0",
+            "--once",
+            "--out",
+        ])
+        .arg(&out)
+        .env_remove("BRAID_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start braid serve");
+    let mut lines = BufReader::new(serve.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let Some(Ok(l)) = lines.next() else {
+            let _ = serve.kill();
+            let _ = serve.wait();
+            panic!("serve ended before listening");
+        };
+        if let Some(rest) = l.split("listening on ").nth(1) {
+            break rest.trim().to_string();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    let stream = |name: &str, id: u64| {
+        braid()
+            .args(["stream", "--to", &addr, "--open", "--format", "json"])
+            .args(["--stream", &format!("bulk:best-effort:{}", input.display())])
+            .args(["--reservation", &format!("{name}={id}")])
+            .args(["--broker", &b.url, "--token", &alice])
+            .env_remove("BRAID_LOG")
+            .output()
+            .unwrap()
+    };
+    assert_refused(&stream("bulk", 999), "not found");
+    assert_refused(&stream("other", id), "no --stream named");
+    let ok = stream("bulk", id);
+    let _ = serve.wait();
+    common::assert_ok(&ok, "stream on the reservation");
+    let last = String::from_utf8_lossy(&ok.stdout)
+        .lines()
+        .last()
+        .unwrap()
+        .to_string();
+    let v: serde_json::Value = serde_json::from_str(&last).unwrap();
+    assert_eq!(v["streams"][0]["spec"], "rate=8mbit@0.99", "{v}");
+    assert_eq!(
+        std::fs::read(out.join("bulk")).unwrap(),
+        random_bytes(bytes, 11)
+    );
+}
