@@ -237,6 +237,27 @@ fn reservation_paces_the_transfer_and_bad_ones_are_refused() {
     assert_refused(&refuse(&alice, 999), "not found");
     assert_refused(&refuse(&bob, id), "not found");
     assert_refused(&refuse(&alice, held), "not committed");
+    let later = braid_broker::clock::format(
+        braid_broker::clock::now() + braid_core::Duration::from_secs(3600),
+    );
+    let future = b.reserve(
+        &alice,
+        &[
+            "create",
+            "--resource",
+            "link",
+            "--rate",
+            "1mbit",
+            "--start",
+            &later,
+            "--duration",
+            "10m",
+            "--commit",
+        ],
+    )[0]["id"]
+        .as_u64()
+        .unwrap();
+    assert_refused(&refuse(&alice, future), "--wait-start");
 
     let port = free_port();
     let out = dir.join("out");
@@ -339,6 +360,45 @@ fn background_sender_follows_the_share() {
     assert!(tx.wait().unwrap().success(), "send failed: {seen:#?}");
     common::assert_ok(&rx.wait_with_output().unwrap(), "recv");
     assert_eq!(std::fs::read(&out).unwrap(), random_bytes(bytes, 5));
+}
+
+#[test]
+fn a_committed_modify_changes_the_pace() {
+    let dir = tmpdir("modify");
+    let b = Broker::start(&dir);
+    let alice = b.token("alice");
+    let id = b.committed(&alice, "8mbit", "foreground");
+    let input = dir.join("in");
+    let bytes = 6_000_000usize;
+    std::fs::write(&input, random_bytes(bytes, 13)).unwrap();
+    let port = free_port();
+    let out = dir.join("out");
+    let rx = start_recv(port, &out);
+    let mut tx = send_cmd(
+        &b,
+        &alice,
+        port,
+        &["--reservation", &id.to_string()],
+        &input,
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let (line_tx, lines) = mpsc::channel();
+    let stderr = tx.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = line_tx.send(l);
+        }
+    });
+    let mut seen = Vec::new();
+    wait_line(&lines, "pace 8 Mbit/s (reserved rate)", &mut seen);
+    b.reserve(&alice, &["modify", &id.to_string(), "--rate", "16mbit"]);
+    b.reserve(&alice, &["commit", &id.to_string()]);
+    wait_line(&lines, "pace 16 Mbit/s (reserved rate)", &mut seen);
+    assert!(tx.wait().unwrap().success(), "send failed: {seen:#?}");
+    common::assert_ok(&rx.wait_with_output().unwrap(), "recv");
+    assert_eq!(std::fs::read(&out).unwrap(), random_bytes(bytes, 13));
 }
 
 #[test]
