@@ -175,6 +175,9 @@ pub async fn send_with_deadline(
             flags.premium_connections
         );
     }
+    if size == 0 {
+        bail!("--deadline: the input is empty, there is nothing to reserve for");
+    }
     let start = clock::now();
     let end = start + deadline;
     let margin_pct = flags.margin * 100.0;
