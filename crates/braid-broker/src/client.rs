@@ -156,6 +156,28 @@ impl Client {
             .await
     }
 
+    /// A co-reservation group's parts.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn group(&self, gid: u64) -> Result<Vec<ReservationView>, ClientError> {
+        self.call::<(), _>(Method::GET, &format!("/v1/groups/{gid}"), None)
+            .await
+    }
+
+    /// `commit` or `abort` every part of a group; the parts after it.
+    ///
+    /// # Errors
+    /// [`ClientError`].
+    pub async fn group_act(
+        &self,
+        gid: u64,
+        action: &str,
+    ) -> Result<Vec<ReservationView>, ClientError> {
+        self.call::<(), _>(Method::POST, &format!("/v1/groups/{gid}/{action}"), None)
+            .await
+    }
+
     /// The largest rate free on `resource` over `[start, end)`.
     ///
     /// # Errors

@@ -22,6 +22,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::clock;
 use crate::config::Config;
+use crate::groups::{self, GroupError, Groups};
 use crate::store::{Record, Store, StoreError};
 use crate::types::{EventView, ReservationView};
 
@@ -108,6 +109,18 @@ pub enum Command {
         /// The answer.
         reply: oneshot::Sender<Reply>,
     },
+    /// A co-reservation group: its parts, or commit / abort / terminate
+    /// them all.
+    Group {
+        /// The group id.
+        group: ReservationId,
+        /// `None` to show it.
+        action: Option<Action>,
+        /// Who asks.
+        viewer: Viewer,
+        /// The answer: every part.
+        reply: oneshot::Sender<Reply>,
+    },
     /// The largest rate free on a resource over an interval.
     Availability {
         /// The resource.
@@ -140,6 +153,9 @@ pub enum OwnerError {
     /// The book refused.
     #[error(transparent)]
     Book(#[from] ReserveError),
+    /// A co-reservation group refused as a whole.
+    #[error(transparent)]
+    Group(#[from] GroupError),
     /// The store failed; the broker stops.
     #[error("storage failed: {0}")]
     Store(String),
@@ -217,6 +233,11 @@ struct OwnerTask {
     callbacks: BTreeMap<ReservationId, String>,
     events: broadcast::Sender<Arc<BrokerEvent>>,
     callback_tx: Option<mpsc::Sender<(String, EventView)>>,
+    /// Co-reservation groups of live reservations.
+    groups: Groups,
+    /// Groups made in this step, written with its reservations:
+    /// (part, group).
+    new_groups: Vec<(ReservationId, ReservationId)>,
 }
 
 /// Loads the book from `store` (committed and held reservations as they
@@ -251,6 +272,7 @@ pub async fn start(
             callbacks.insert(id, c);
         }
     }
+    let groups = crate::groups::load(&store).await?;
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
     let mut owner = OwnerTask {
@@ -259,6 +281,8 @@ pub async fn start(
         callbacks,
         events: events.clone(),
         callback_tx,
+        groups,
+        new_groups: Vec::new(),
     };
     // Holds that ran out while the broker was down time out now, on disk
     // before the first request is answered.
@@ -322,7 +346,8 @@ impl OwnerTask {
                 callback: self.callbacks.get(&r.id).map(String::as_str),
             })
             .collect();
-        if let Err(e) = self.store.write(&rows).await {
+        let new_groups = std::mem::take(&mut self.new_groups);
+        if let Err(e) = self.store.write_with_groups(&rows, &new_groups).await {
             for (reply, _) in replies {
                 let _ = reply.send(Err(OwnerError::Store(e.to_string())));
             }
@@ -352,6 +377,9 @@ impl OwnerTask {
                 share: Some(share.to_string()),
             };
             self.announce(&user, id, view);
+        }
+        if !changed.is_empty() {
+            self.groups.prune(&self.book);
         }
         Ok(())
     }
@@ -397,13 +425,14 @@ impl OwnerTask {
     }
 
     fn view(&self, id: ReservationId) -> Answer {
-        Answer::Many(
-            self.book
-                .reservation(id)
-                .map(|r| ReservationView::new(r, self.book.share(id)))
-                .into_iter()
-                .collect(),
-        )
+        Answer::Many(self.view_one(id).into_iter().collect())
+    }
+
+    fn view_one(&self, id: ReservationId) -> Option<ReservationView> {
+        self.book.reservation(id).map(|r| ReservationView {
+            group: self.groups.group_of(id).map(|g| g.0),
+            ..ReservationView::new(r, self.book.share(id))
+        })
     }
 
     async fn apply(
@@ -431,6 +460,11 @@ impl OwnerTask {
                         }
                     }
                 }
+                if made.len() > 1 {
+                    if let Some(g) = self.groups.insert(made.clone()) {
+                        self.new_groups.extend(made.iter().map(|p| (*p, g)));
+                    }
+                }
                 let mut views = Vec::new();
                 for id in made {
                     dirty.insert(id);
@@ -451,6 +485,14 @@ impl OwnerTask {
             } => {
                 if let Err(e) = self.visible(id, &viewer) {
                     return (reply, Err(e));
+                }
+                if let Some(group) = self.groups.group_of(id) {
+                    if action != Action::Provision && action != Action::Release {
+                        let answer = self
+                            .group_act(group, id, action, now, dirty)
+                            .map(|()| self.view(id));
+                        return (reply, answer);
+                    }
                 }
                 let done = match action {
                     Action::Commit => self.book.commit(id, now),
@@ -525,6 +567,12 @@ impl OwnerTask {
                     .collect();
                 (reply, Ok(Answer::Many(views)))
             }
+            Command::Group {
+                group,
+                action,
+                viewer,
+                reply,
+            } => (reply, self.group(group, action, viewer, now, dirty)),
             Command::Availability {
                 resource,
                 start,
@@ -538,6 +586,62 @@ impl OwnerTask {
                     .map_err(OwnerError::from),
             ),
         }
+    }
+}
+
+impl OwnerTask {
+    /// `Command::Group`: shows the group, or acts on every part.
+    fn group(
+        &mut self,
+        group: ReservationId,
+        action: Option<Action>,
+        viewer: Viewer,
+        now: Instant,
+        dirty: &mut BTreeSet<ReservationId>,
+    ) -> Reply {
+        let missing = || OwnerError::Group(GroupError::NotFound(group.0));
+        if self.groups.group_of(group) != Some(group) || self.visible(group, &viewer).is_err() {
+            return Err(missing());
+        }
+        if let Some(action) = action {
+            self.group_act(group, group, action, now, dirty)?;
+        }
+        let parts = self.groups.parts(group).ok_or_else(missing)?;
+        Ok(Answer::Many(
+            parts.iter().filter_map(|p| self.view_one(*p)).collect(),
+        ))
+    }
+
+    /// Commits, aborts or terminates every part of `group` (`asked` is
+    /// the part the client named); every part changed is marked dirty, so
+    /// they are all written in this step's one transaction.
+    fn group_act(
+        &mut self,
+        group: ReservationId,
+        asked: ReservationId,
+        action: Action,
+        now: Instant,
+        dirty: &mut BTreeSet<ReservationId>,
+    ) -> Result<(), OwnerError> {
+        let parts = self.groups.parts(group).unwrap_or(&[]).to_vec();
+        let done = match action {
+            Action::Commit => {
+                groups::commit(&mut self.book, group, &parts, now).map_err(|e| match e {
+                    groups::CommitError::Group(g) => OwnerError::Group(g),
+                    groups::CommitError::Book(b) => OwnerError::Book(b),
+                })
+            }
+            Action::Abort => groups::abort(&mut self.book, asked, &parts, now).map_err(Into::into),
+            Action::Terminate => {
+                groups::terminate(&mut self.book, asked, &parts, now).map_err(Into::into)
+            }
+            Action::Provision | Action::Release => {
+                return Err(OwnerError::Group(GroupError::NotFound(group.0)))
+            }
+        };
+        // A refused commit may have undone parts: write whatever changed.
+        dirty.extend(parts.iter().copied());
+        done.map(|_| ())
     }
 }
 

@@ -13,7 +13,11 @@ use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row as _};
 
 /// The migrations, in order: (version, SQL).
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_reservations.sql"))];
+/// Append-only: a version once shipped is never edited or renumbered.
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_reservations.sql")),
+    (3, include_str!("../migrations/0003_groups.sql")),
+];
 
 /// Connections in the pool: SQLite has one writer, and the owner task is
 /// the only user, so one is enough; PostgreSQL gets a few for reads.
@@ -117,10 +121,33 @@ impl Store {
     /// # Errors
     /// [`StoreError::Db`]; nothing of the batch is written then.
     pub async fn write(&self, rows: &[Record<'_>]) -> Result<(), StoreError> {
-        if rows.is_empty() {
+        self.write_with_groups(rows, &[]).await
+    }
+
+    /// Writes `rows` and the new co-reservation `groups` memberships
+    /// (part, group) in one transaction.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`]; nothing of the batch is written then.
+    pub async fn write_with_groups(
+        &self,
+        rows: &[Record<'_>],
+        groups: &[(ReservationId, ReservationId)],
+    ) -> Result<(), StoreError> {
+        if rows.is_empty() && groups.is_empty() {
             return Ok(());
         }
         let mut tx = self.pool.begin().await?;
+        for &(part, group) in groups {
+            sqlx::query(
+                "INSERT INTO reservation_groups (reservation_id, group_id) VALUES ($1, $2) \
+                 ON CONFLICT (reservation_id) DO NOTHING",
+            )
+            .bind(id_to_db(part))
+            .bind(id_to_db(group))
+            .execute(&mut *tx)
+            .await?;
+        }
         for row in rows {
             let r = row.reservation;
             let body = serde_json::to_string(r).map_err(|source| StoreError::Corrupt {
@@ -158,6 +185,29 @@ impl Store {
                 .await?;
         rows.iter()
             .map(|row| Ok((decode(row)?, row.try_get::<Option<String>, _>("callback")?)))
+            .collect()
+    }
+
+    /// The co-reservation groups with a live part: (part, group), by part.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub async fn groups(&self) -> Result<Vec<(ReservationId, ReservationId)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT g.reservation_id AS part, g.group_id AS grp FROM reservation_groups g \
+             WHERE g.group_id IN (SELECT h.group_id FROM reservation_groups h \
+             JOIN reservations r ON r.id = h.reservation_id WHERE r.live = $1) \
+             ORDER BY g.reservation_id",
+        )
+        .bind(1_i64)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let part: i64 = row.try_get("part")?;
+                let group: i64 = row.try_get("grp")?;
+                Ok((id_from_db(part), id_from_db(group)))
+            })
             .collect()
     }
 
@@ -224,6 +274,11 @@ impl Store {
 /// below `i64::MAX`.
 fn id_to_db(id: ReservationId) -> i64 {
     i64::try_from(id.0).unwrap_or(i64::MAX)
+}
+
+/// The inverse of [`id_to_db`]; a negative id (never written) reads as 0.
+fn id_from_db(id: i64) -> ReservationId {
+    ReservationId(u64::try_from(id).unwrap_or(0))
 }
 
 fn decode(row: &AnyRow) -> Result<Reservation, StoreError> {

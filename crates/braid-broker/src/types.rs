@@ -63,6 +63,10 @@ pub struct Created {
     pub state: String,
     /// When the hold runs out unless committed (RFC 3339).
     pub hold_expires: Option<String>,
+    /// The co-reservation's group id, when `resources` named more than one:
+    /// its parts commit, abort and terminate together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u64>,
 }
 
 /// One version of a reservation.
@@ -107,6 +111,9 @@ pub struct ReservationView {
     pub hold_expires: Option<String>,
     /// A background reservation's current share.
     pub share: Option<String>,
+    /// The co-reservation it is a part of, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u64>,
 }
 
 /// `GET /v1/resources/{name}/availability`.
@@ -202,6 +209,7 @@ impl ReservationView {
             pending: r.pending.as_ref().map(version),
             hold_expires: r.hold_expires.map(clock::format),
             share: share.map(|s| s.to_string()),
+            group: None,
         }
     }
 }

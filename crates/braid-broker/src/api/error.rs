@@ -59,6 +59,10 @@ impl From<OwnerError> for ApiError {
             }
             OwnerError::Store(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, text, None),
             OwnerError::Book(e) => book_error(&e, text),
+            OwnerError::Group(crate::groups::GroupError::NotFound(_)) => {
+                ApiError::new(StatusCode::NOT_FOUND, text, None)
+            }
+            OwnerError::Group(_) => ApiError::new(StatusCode::CONFLICT, text, None),
         }
     }
 }

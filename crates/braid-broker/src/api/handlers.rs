@@ -52,7 +52,7 @@ fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     })
 }
 
-fn parse_id(id: &str) -> Result<ReservationId, ApiError> {
+pub(super) fn parse_id(id: &str) -> Result<ReservationId, ApiError> {
     id.parse::<u64>()
         .map(ReservationId)
         .map_err(|_| ApiError::bad("id", format!("{id:?} is not a reservation id")))
@@ -210,6 +210,7 @@ pub async fn create(
             ids: views.iter().map(|v| v.id).collect(),
             state: first.state.clone(),
             hold_expires: first.hold_expires.clone(),
+            group: first.group,
         }),
     ))
 }

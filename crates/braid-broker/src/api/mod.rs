@@ -8,6 +8,7 @@
 //! answers the rest ([`crate::owner`]).
 
 mod error;
+mod groups;
 mod handlers;
 
 use std::sync::Arc;
@@ -86,6 +87,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/reservations/{id}/provision", post(h::provision))
         .route("/v1/reservations/{id}/release", post(h::release))
         .route("/v1/resources/{name}/availability", get(h::availability))
+        .route(
+            "/v1/groups/{gid}",
+            get(groups::show).delete(groups::terminate),
+        )
+        .route("/v1/groups/{gid}/commit", post(groups::commit))
+        .route("/v1/groups/{gid}/abort", post(groups::abort))
         .route("/v1/events", get(h::events))
         .route("/openapi.json", get(h::openapi))
         .route("/healthz", get(h::healthz))
@@ -99,7 +106,8 @@ pub fn router(state: AppState) -> Router {
     paths(
         handlers::create, handlers::list, handlers::show, handlers::modify, handlers::terminate,
         handlers::commit, handlers::abort, handlers::provision, handlers::release,
-        handlers::availability, handlers::events, handlers::healthz
+        handlers::availability, handlers::events, handlers::healthz,
+        groups::show, groups::commit, groups::abort, groups::terminate
     ),
     components(schemas(
         crate::types::CreateRequest, crate::types::ModifyRequest, crate::types::Created,
