@@ -16,6 +16,9 @@
 //! duration = "1h"
 //! advance = "24h"
 //!
+//! [callbacks]                    # URLs clients may name as `callback` (default: none)
+//! allow = ["https://hooks.example.net/braid/", "http://127.0.0.1:*"]
+//!
 //! [[peer]]                       # a broker this one trusts (forwarding comes later)
 //! url = "https://broker.example.net"
 //! token = "…"
@@ -31,6 +34,8 @@ use std::path::{Path, PathBuf};
 use braid_core::reserve::{Limits, Policy, DEFAULT_HOLD_TIME};
 use braid_core::{Bandwidth, Duration};
 use serde::{Deserialize, Deserializer};
+
+use crate::callbacks::AllowList;
 
 /// Shortest accepted token secret, in bytes.
 pub const MIN_SECRET_LEN: usize = 32;
@@ -117,6 +122,8 @@ pub struct Config {
     pub peers: Vec<PeerConfig>,
     /// The HS256 token secret.
     pub secret: Vec<u8>,
+    /// The callback URLs clients may name (empty: none).
+    pub callbacks: AllowList,
 }
 
 #[derive(Debug, Deserialize)]
@@ -133,6 +140,15 @@ struct RawConfig {
     policy: RawPolicy,
     #[serde(default)]
     peer: Vec<PeerConfig>,
+    #[serde(default)]
+    callbacks: RawCallbacks,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCallbacks {
+    #[serde(default)]
+    allow: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -287,6 +303,7 @@ impl Config {
                 secret.len()
             )));
         }
+        let callbacks = AllowList::new(raw.callbacks.allow).map_err(|e| check(e.to_string()))?;
         let p = raw.policy;
         Ok(Config {
             domain: raw.domain.unwrap_or_else(|| "local".into()),
@@ -300,6 +317,7 @@ impl Config {
             },
             peers: raw.peer,
             secret,
+            callbacks,
         })
     }
 

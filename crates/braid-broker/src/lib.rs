@@ -18,6 +18,7 @@
 //! | [`auth`] | bearer tokens: issue and verify, roles |
 //! | [`types`] | request and response bodies (the OpenAPI schemas) |
 //! | [`owner`] | the task that owns the book and the store |
+//! | [`callbacks`] | the callback allow-list and delivery with a bounded retry |
 //! | [`groups`] | co-reservation groups: all parts committed, aborted, terminated together |
 //! | [`api`] | routes, handlers, errors, the OpenAPI document |
 //! | [`server`] | [`Broker`]: a running service |
@@ -25,6 +26,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod callbacks;
 pub mod client;
 pub mod clock;
 pub mod config;

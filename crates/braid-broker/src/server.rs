@@ -16,10 +16,9 @@ use crate::auth::Auth;
 use crate::config::Config;
 use crate::owner::{self, StartError, CALLBACK_QUEUE};
 use crate::store::Store;
-use crate::types::EventView;
 
 /// How long one callback post may take.
-pub const CALLBACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+pub use crate::callbacks::CALLBACK_TIMEOUT;
 
 /// Why a broker did not start.
 #[derive(Debug, thiserror::Error)]
@@ -57,12 +56,13 @@ impl Broker {
         let addr = listener.local_addr()?;
         let store = Store::open(db).await.map_err(StartError::from)?;
         let (callback_tx, callback_rx) = mpsc::channel(CALLBACK_QUEUE);
-        let callbacks = tokio::spawn(deliver_callbacks(callback_rx));
+        let callbacks = tokio::spawn(crate::callbacks::deliver(callback_rx));
         let (stop, stop_rx) = tokio::sync::oneshot::channel();
         let (handle, owner) = owner::start(&config, store, Some(callback_tx), stop_rx).await?;
         let state = AppState {
             handle,
             auth: Arc::new(Auth::new(&config.secret)),
+            sse_slots: Arc::new(tokio::sync::Semaphore::new(crate::api::MAX_SSE_CLIENTS)),
             config: Arc::new(config),
         };
         let app = router(state);
@@ -101,22 +101,5 @@ impl Broker {
         let _ = (&mut self.owner).await;
         self.server.abort();
         self.callbacks.abort();
-    }
-}
-
-/// Posts each event to its callback URL, one at a time; failures are
-/// logged (the event stays available from `/v1/events` and `GET`).
-async fn deliver_callbacks(mut rx: mpsc::Receiver<(String, EventView)>) {
-    let client = match reqwest::Client::builder().timeout(CALLBACK_TIMEOUT).build() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "no HTTP client for callbacks");
-            return;
-        }
-    };
-    while let Some((url, event)) = rx.recv().await {
-        if let Err(e) = client.post(&url).json(&event).send().await {
-            tracing::warn!(%url, error = %e, "callback failed");
-        }
     }
 }

@@ -19,6 +19,43 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_groups.sql")),
 ];
 
+/// The PostgreSQL advisory lock key held while migrating ("braid" in
+/// ASCII, so it does not collide with another application's small keys).
+pub const MIGRATION_LOCK: i64 = 0x0062_7261_6964;
+
+/// Runs the migrations not yet recorded in `braid_schema`, each in its own
+/// transaction, on `conn`. On SQLite the transaction takes the write lock
+/// at its start (`BEGIN IMMEDIATE`): a deferred one that read first could
+/// not upgrade while another broker migrates, and SQLite answers that
+/// deadlock with "database is locked" at once instead of waiting.
+async fn migrate_on(conn: &mut sqlx::AnyConnection, postgres: bool) -> Result<(), StoreError> {
+    use sqlx::Connection as _;
+    sqlx::raw_sql("CREATE TABLE IF NOT EXISTS braid_schema (version BIGINT PRIMARY KEY)")
+        .execute(&mut *conn)
+        .await?;
+    for &(version, sql) in MIGRATIONS {
+        let mut tx = if postgres {
+            conn.begin().await?
+        } else {
+            conn.begin_with("BEGIN IMMEDIATE").await?
+        };
+        let done: Option<AnyRow> =
+            sqlx::query("SELECT version FROM braid_schema WHERE version = $1")
+                .bind(version)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if done.is_none() {
+            sqlx::raw_sql(sql).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO braid_schema (version) VALUES ($1)")
+                .bind(version)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
 /// Connections in the pool: SQLite has one writer, and the owner task is
 /// the only user, so one is enough; PostgreSQL gets a few for reads.
 const SQLITE_CONNECTIONS: u32 = 1;
@@ -93,27 +130,37 @@ impl Store {
         self.postgres
     }
 
+    /// Runs the migrations not yet recorded. On PostgreSQL under
+    /// `pg_advisory_lock(`[`MIGRATION_LOCK`]`)` on one connection, so two
+    /// brokers starting together on one database migrate one after the
+    /// other (concurrent `CREATE TABLE IF NOT EXISTS` can fail there);
+    /// SQLite serialises writers itself.
     async fn migrate(&self) -> Result<(), StoreError> {
-        sqlx::raw_sql("CREATE TABLE IF NOT EXISTS braid_schema (version BIGINT PRIMARY KEY)")
-            .execute(&self.pool)
-            .await?;
-        for &(version, sql) in MIGRATIONS {
-            let mut tx = self.pool.begin().await?;
-            let done: Option<AnyRow> =
-                sqlx::query("SELECT version FROM braid_schema WHERE version = $1")
-                    .bind(version)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if done.is_none() {
-                sqlx::raw_sql(sql).execute(&mut *tx).await?;
-                sqlx::query("INSERT INTO braid_schema (version) VALUES ($1)")
-                    .bind(version)
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
+        let mut conn = self.pool.acquire().await?;
+        if self.postgres {
+            // `pg_advisory_lock` returns void, which the Any driver does
+            // not decode: select a constant beside it.
+            sqlx::query("SELECT 1 AS locked FROM (SELECT pg_advisory_lock($1)) AS l")
+                .bind(MIGRATION_LOCK)
+                .fetch_one(&mut *conn)
+                .await?;
         }
-        Ok(())
+        let done = migrate_on(&mut conn, self.postgres).await;
+        if self.postgres {
+            // Also released when the session ends, should this fail.
+            let unlocked =
+                sqlx::query("SELECT 1 AS unlocked FROM (SELECT pg_advisory_unlock($1)) AS l")
+                    .bind(MIGRATION_LOCK)
+                    .fetch_one(&mut *conn)
+                    .await;
+            if let Err(e) = unlocked {
+                // Drop the connection: the lock goes with its session.
+                let _ = conn.detach();
+                done?;
+                return Err(e.into());
+            }
+        }
+        done
     }
 
     /// Writes `rows` (insert or update) in one transaction.

@@ -526,7 +526,11 @@ async fn callbacks_on(db: &str) {
     let hook = format!("http://{}/hook", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let r = start(db).await;
+    let r = start_with(
+        db,
+        config_with("[callbacks]\nallow = [\"http://127.0.0.1:*\"]\n"),
+    )
+    .await;
     let alice = client(&r, "alice", Role::User);
     let id = alice
         .create(&CreateRequest {

@@ -173,6 +173,16 @@ pub async fn create(
                 "the callback must be an http:// or https:// URL",
             ));
         }
+        if !s.config.callbacks.allows(c) {
+            return Err(ApiError::bad(
+                "callback",
+                if s.config.callbacks.is_empty() {
+                    "this broker posts no callbacks (its operator lists allowed URLs in callbacks.allow)"
+                } else {
+                    "the callback URL is not in this broker's callbacks.allow list"
+                },
+            ));
+        }
     }
     let requests = names
         .into_iter()
@@ -448,35 +458,51 @@ pub async fn availability(
 }
 
 /// State changes of your reservations (an operator's: all) as server-sent
-/// events named `changed` or `share`, data an [`EventView`].
+/// events named `changed` or `share`, data an [`EventView`]. At most
+/// [`super::MAX_SSE_CLIENTS`] streams are open at once; beyond, 503.
 #[utoipa::path(get, path = "/v1/events",
-    responses((status = 200, description = "text/event-stream of EventView", body = EventView), (status = 401, body = ErrorBody)))]
+    responses((status = 200, description = "text/event-stream of EventView", body = EventView), (status = 401, body = ErrorBody),
+        (status = 503, body = ErrorBody)))]
 pub async fn events(
     State(s): State<AppState>,
     caller: Caller,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
+    let permit = s.sse_slots.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many event streams open ({}); retry later",
+                super::MAX_SSE_CLIENTS
+            ),
+            None,
+        )
+    })?;
     let rx = s.handle.subscribe();
     let viewer = caller.viewer();
-    let stream = futures_util::stream::unfold((rx, viewer), |(mut rx, viewer)| async move {
-        loop {
-            match rx.recv().await {
-                Ok(ev) if viewer.as_ref().is_none_or(|u| *u == ev.user) => {
-                    let event = SseEvent::default()
-                        .event(ev.view.event.clone())
-                        .json_data(&ev.view)
-                        .unwrap_or_else(|_| SseEvent::default().comment("unencodable event"));
-                    return Some((Ok(event), (rx, viewer)));
+    // The permit lives in the stream's state: closed stream, slot freed.
+    let stream = futures_util::stream::unfold(
+        (rx, viewer, permit),
+        |(mut rx, viewer, permit)| async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) if viewer.as_ref().is_none_or(|u| *u == ev.user) => {
+                        let event = SseEvent::default()
+                            .event(ev.view.event.clone())
+                            .json_data(&ev.view)
+                            .unwrap_or_else(|_| SseEvent::default().comment("unencodable event"));
+                        return Some((Ok(event), (rx, viewer, permit)));
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(n)) => {
+                        let event = SseEvent::default().comment(format!("missed {n} events"));
+                        return Some((Ok(event), (rx, viewer, permit)));
+                    }
+                    Err(RecvError::Closed) => return None,
                 }
-                Ok(_) => {}
-                Err(RecvError::Lagged(n)) => {
-                    let event = SseEvent::default().comment(format!("missed {n} events"));
-                    return Some((Ok(event), (rx, viewer)));
-                }
-                Err(RecvError::Closed) => return None,
             }
-        }
-    });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
 /// The OpenAPI document.

@@ -36,7 +36,12 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// The configuration (resources, for checking requests).
     pub config: Arc<Config>,
+    /// One permit per open `/v1/events` stream ([`MAX_SSE_CLIENTS`]).
+    pub sse_slots: Arc<tokio::sync::Semaphore>,
 }
+
+/// Open `/v1/events` streams at once; one more is answered 503.
+pub const MAX_SSE_CLIENTS: usize = 256;
 
 /// The authenticated caller of a `/v1` route.
 #[derive(Debug, Clone)]
