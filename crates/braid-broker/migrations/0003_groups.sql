@@ -6,3 +6,12 @@ CREATE TABLE IF NOT EXISTS reservation_groups (
     group_id BIGINT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS reservation_groups_group ON reservation_groups (group_id);
+-- Parts held by peer brokers: the local reservation (a group's first part)
+-- and the peer's reservation id for each routed resource.
+CREATE TABLE IF NOT EXISTS peer_parts (
+    local_id BIGINT NOT NULL,
+    peer TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    remote_id BIGINT NOT NULL,
+    PRIMARY KEY (local_id, peer, resource)
+);

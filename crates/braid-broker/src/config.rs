@@ -19,9 +19,15 @@
 //! [callbacks]                    # URLs clients may name as `callback` (default: none)
 //! allow = ["https://hooks.example.net/braid/", "http://127.0.0.1:*"]
 //!
-//! [[peer]]                       # a broker this one trusts (forwarding comes later)
+//! [[peer]]                       # a broker this one trusts (see crate::peers)
+//! name = "wan"
 //! url = "https://broker.example.net"
-//! token = "…"
+//! token = "…"                    # a user token the peer issued to this broker
+//! timeout = "10s"
+//!
+//! [[route]]                      # a resource the peer holds, reserved through it
+//! resource = "transit"
+//! peer = "wan"
 //! ```
 //!
 //! [`Config::parse`] checks everything and names the line and field of the
@@ -101,10 +107,29 @@ pub struct ResourceConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
+    /// Its name in `[[route]]` tables.
+    #[serde(default)]
+    pub name: Option<String>,
     /// Its base URL (http or https).
     pub url: String,
     /// The bearer token it issued to this broker.
     pub token: String,
+    /// How long a call to it may take (default
+    /// [`crate::peers::PEER_TIMEOUT`]); a peer silent for longer is taken
+    /// as refusing.
+    #[serde(default, deserialize_with = "opt_duration")]
+    pub timeout: Option<Duration>,
+}
+
+/// One `[[route]]` table: a resource another domain holds, reserved
+/// through its broker.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    /// The resource's name at the peer (and in requests here).
+    pub resource: String,
+    /// The `[[peer]]` that holds it, by name.
+    pub peer: String,
 }
 
 /// The broker's configuration, checked.
@@ -124,6 +149,8 @@ pub struct Config {
     pub secret: Vec<u8>,
     /// The callback URLs clients may name (empty: none).
     pub callbacks: AllowList,
+    /// Resources held by peer brokers.
+    pub routes: Vec<RouteConfig>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,6 +169,8 @@ struct RawConfig {
     peer: Vec<PeerConfig>,
     #[serde(default)]
     callbacks: RawCallbacks,
+    #[serde(default)]
+    route: Vec<RouteConfig>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -303,6 +332,20 @@ impl Config {
                 secret.len()
             )));
         }
+        for r in &raw.route {
+            if names.contains(r.resource.as_str()) {
+                return Err(check(format!(
+                    "route {:?}: a [[resource]] of this broker has that name",
+                    r.resource
+                )));
+            }
+            if !raw.peer.iter().any(|p| p.name.as_deref() == Some(&r.peer)) {
+                return Err(check(format!(
+                    "route {:?}: no [[peer]] named {:?}",
+                    r.resource, r.peer
+                )));
+            }
+        }
         let callbacks = AllowList::new(raw.callbacks.allow).map_err(|e| check(e.to_string()))?;
         let p = raw.policy;
         Ok(Config {
@@ -318,12 +361,21 @@ impl Config {
             peers: raw.peer,
             secret,
             callbacks,
+            routes: raw.route,
         })
     }
 
     /// The resource called `name`.
     pub fn resource(&self, name: &str) -> Option<&ResourceConfig> {
         self.resources.iter().find(|r| r.name == name)
+    }
+
+    /// The peer that holds the remote resource `name`, if it is one.
+    pub fn route(&self, name: &str) -> Option<&PeerConfig> {
+        let route = self.routes.iter().find(|r| r.resource == name)?;
+        self.peers
+            .iter()
+            .find(|p| p.name.as_deref() == Some(&route.peer))
     }
 }
 

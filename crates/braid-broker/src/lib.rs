@@ -19,6 +19,7 @@
 //! | [`types`] | request and response bodies (the OpenAPI schemas) |
 //! | [`owner`] | the task that owns the book and the store |
 //! | [`callbacks`] | the callback allow-list and delivery with a bounded retry |
+//! | [`peers`] | peer brokers: resources of other domains, held and committed through them |
 //! | [`groups`] | co-reservation groups: all parts committed, aborted, terminated together |
 //! | [`api`] | routes, handlers, errors, the OpenAPI document |
 //! | [`server`] | [`Broker`]: a running service |
@@ -32,6 +33,7 @@ pub mod clock;
 pub mod config;
 pub mod groups;
 pub mod owner;
+pub mod peers;
 pub mod server;
 pub mod store;
 pub mod types;

@@ -24,7 +24,7 @@ use crate::clock;
 use crate::config::Config;
 use crate::groups::{self, GroupError, Groups};
 use crate::store::{Record, Store, StoreError};
-use crate::types::{EventView, ReservationView};
+use crate::types::{EventView, RemotePart, ReservationView};
 
 /// Commands waiting for the owner task; beyond this a request gets 503.
 pub const REQUEST_QUEUE: usize = 1024;
@@ -119,6 +119,16 @@ pub enum Command {
         /// Who asks.
         viewer: Viewer,
         /// The answer: every part.
+        reply: oneshot::Sender<Reply>,
+    },
+    /// Records the parts a peer holds for the local reservation `id` (a
+    /// group's first part), written with the next group commit.
+    Link {
+        /// The local reservation.
+        id: ReservationId,
+        /// Its parts at peers.
+        parts: Vec<RemotePart>,
+        /// The answer: the reservation.
         reply: oneshot::Sender<Reply>,
     },
     /// The largest rate free on a resource over an interval.
@@ -238,6 +248,11 @@ struct OwnerTask {
     /// Groups made in this step, written with its reservations:
     /// (part, group).
     new_groups: Vec<(ReservationId, ReservationId)>,
+    /// Parts held at peer brokers, by local reservation (a group's first
+    /// part).
+    remote: BTreeMap<ReservationId, Vec<RemotePart>>,
+    /// Links made in this step, written with its reservations.
+    new_links: Vec<(ReservationId, RemotePart)>,
 }
 
 /// Loads the book from `store` (committed and held reservations as they
@@ -273,6 +288,10 @@ pub async fn start(
         }
     }
     let groups = crate::groups::load(&store).await?;
+    let mut remote: BTreeMap<ReservationId, Vec<RemotePart>> = BTreeMap::new();
+    for (local, part) in store.peer_parts().await? {
+        remote.entry(local).or_default().push(part);
+    }
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
     let mut owner = OwnerTask {
@@ -283,6 +302,8 @@ pub async fn start(
         callback_tx,
         groups,
         new_groups: Vec::new(),
+        remote,
+        new_links: Vec::new(),
     };
     // Holds that ran out while the broker was down time out now, on disk
     // before the first request is answered.
@@ -347,7 +368,8 @@ impl OwnerTask {
             })
             .collect();
         let new_groups = std::mem::take(&mut self.new_groups);
-        if let Err(e) = self.store.write_with_groups(&rows, &new_groups).await {
+        let new_links = std::mem::take(&mut self.new_links);
+        if let Err(e) = self.store.write_batch(&rows, &new_groups, &new_links).await {
             for (reply, _) in replies {
                 let _ = reply.send(Err(OwnerError::Store(e.to_string())));
             }
@@ -380,6 +402,8 @@ impl OwnerTask {
         }
         if !changed.is_empty() {
             self.groups.prune(&self.book);
+            let book = &self.book;
+            self.remote.retain(|id, _| book.reservation(*id).is_some());
         }
         Ok(())
     }
@@ -429,8 +453,14 @@ impl OwnerTask {
     }
 
     fn view_one(&self, id: ReservationId) -> Option<ReservationView> {
+        let group = self.groups.group_of(id);
         self.book.reservation(id).map(|r| ReservationView {
-            group: self.groups.group_of(id).map(|g| g.0),
+            group: group.map(|g| g.0),
+            remote: self
+                .remote
+                .get(&group.unwrap_or(id))
+                .cloned()
+                .unwrap_or_default(),
             ..ReservationView::new(r, self.book.share(id))
         })
     }
@@ -573,6 +603,17 @@ impl OwnerTask {
                 viewer,
                 reply,
             } => (reply, self.group(group, action, viewer, now, dirty)),
+            Command::Link { id, parts, reply } => {
+                if self.book.reservation(id).is_none() {
+                    return (reply, Err(OwnerError::NotFound(id.0)));
+                }
+                self.new_links.extend(parts.iter().map(|p| (id, p.clone())));
+                self.remote.entry(id).or_default().extend(parts);
+                // Written with this step's transaction even if nothing
+                // else changed.
+                dirty.insert(id);
+                (reply, Ok(self.view(id)))
+            }
             Command::Availability {
                 resource,
                 start,

@@ -27,6 +27,9 @@ pub enum BrokerError {
     /// The store or the restore failed.
     #[error(transparent)]
     Start(#[from] StartError),
+    /// A peer's client could not be made.
+    #[error(transparent)]
+    Peers(crate::peers::PeerError),
     /// The listener failed.
     #[error("listening: {0}")]
     Io(#[from] std::io::Error),
@@ -59,7 +62,9 @@ impl Broker {
         let callbacks = tokio::spawn(crate::callbacks::deliver(callback_rx));
         let (stop, stop_rx) = tokio::sync::oneshot::channel();
         let (handle, owner) = owner::start(&config, store, Some(callback_tx), stop_rx).await?;
+        let peers = crate::peers::Peers::new(&config).map_err(BrokerError::Peers)?;
         let state = AppState {
+            peers: Arc::new(peers),
             handle,
             auth: Arc::new(Auth::new(&config.secret)),
             sse_slots: Arc::new(tokio::sync::Semaphore::new(crate::api::MAX_SSE_CLIENTS)),

@@ -12,6 +12,8 @@ use braid_core::ReservationId;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row as _};
 
+use crate::types::RemotePart;
+
 /// The migrations, in order: (version, SQL).
 /// Append-only: a version once shipped is never edited or renumbered.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -168,23 +170,37 @@ impl Store {
     /// # Errors
     /// [`StoreError::Db`]; nothing of the batch is written then.
     pub async fn write(&self, rows: &[Record<'_>]) -> Result<(), StoreError> {
-        self.write_with_groups(rows, &[]).await
+        self.write_batch(rows, &[], &[]).await
     }
 
-    /// Writes `rows` and the new co-reservation `groups` memberships
-    /// (part, group) in one transaction.
+    /// Writes `rows`, the new co-reservation `groups` memberships
+    /// (part, group) and the new peer `links` (local reservation, its part
+    /// at a peer) in one transaction.
     ///
     /// # Errors
     /// [`StoreError::Db`]; nothing of the batch is written then.
-    pub async fn write_with_groups(
+    pub async fn write_batch(
         &self,
         rows: &[Record<'_>],
         groups: &[(ReservationId, ReservationId)],
+        links: &[(ReservationId, RemotePart)],
     ) -> Result<(), StoreError> {
-        if rows.is_empty() && groups.is_empty() {
+        if rows.is_empty() && groups.is_empty() && links.is_empty() {
             return Ok(());
         }
         let mut tx = self.pool.begin().await?;
+        for (local, part) in links {
+            sqlx::query(
+                "INSERT INTO peer_parts (local_id, peer, resource, remote_id) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (local_id, peer, resource) DO NOTHING",
+            )
+            .bind(id_to_db(*local))
+            .bind(part.peer.clone())
+            .bind(part.resource.clone())
+            .bind(id_to_db(ReservationId(part.id)))
+            .execute(&mut *tx)
+            .await?;
+        }
         for &(part, group) in groups {
             sqlx::query(
                 "INSERT INTO reservation_groups (reservation_id, group_id) VALUES ($1, $2) \
@@ -254,6 +270,34 @@ impl Store {
                 let part: i64 = row.try_get("part")?;
                 let group: i64 = row.try_get("grp")?;
                 Ok((id_from_db(part), id_from_db(group)))
+            })
+            .collect()
+    }
+
+    /// The parts held at peers of live local reservations.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub async fn peer_parts(&self) -> Result<Vec<(ReservationId, RemotePart)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT p.local_id, p.peer, p.resource, p.remote_id FROM peer_parts p \
+             JOIN reservations r ON r.id = p.local_id WHERE r.live = $1 ORDER BY p.local_id",
+        )
+        .bind(1_i64)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                let local: i64 = row.try_get("local_id")?;
+                let remote: i64 = row.try_get("remote_id")?;
+                Ok((
+                    id_from_db(local),
+                    RemotePart {
+                        peer: row.try_get("peer")?,
+                        resource: row.try_get("resource")?,
+                        id: id_from_db(remote).0,
+                    },
+                ))
             })
             .collect()
     }

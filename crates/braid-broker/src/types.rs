@@ -67,6 +67,20 @@ pub struct Created {
     /// its parts commit, abort and terminate together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<u64>,
+    /// The parts held by peer brokers (resources routed to another domain).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remote: Vec<RemotePart>,
+}
+
+/// A part of a reservation held by a peer broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct RemotePart {
+    /// The peer, by its name in the configuration.
+    pub peer: String,
+    /// The resource at the peer.
+    pub resource: String,
+    /// The reservation's id at the peer.
+    pub id: u64,
 }
 
 /// One version of a reservation.
@@ -114,6 +128,9 @@ pub struct ReservationView {
     /// The co-reservation it is a part of, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<u64>,
+    /// Its parts held by peer brokers, if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remote: Vec<RemotePart>,
 }
 
 /// `GET /v1/resources/{name}/availability`.
@@ -210,6 +227,7 @@ impl ReservationView {
             hold_expires: r.hold_expires.map(clock::format),
             share: share.map(|s| s.to_string()),
             group: None,
+            remote: Vec::new(),
         }
     }
 }

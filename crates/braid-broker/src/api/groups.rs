@@ -22,22 +22,28 @@ async fn group(
 ) -> Result<Json<Vec<ReservationView>>, ApiError> {
     let group = parse_id(gid)?;
     let viewer = caller.viewer();
-    match s
-        .handle
-        .call(|reply| Command::Group {
-            group,
-            action,
-            viewer,
-            reply,
-        })
-        .await?
-    {
-        Answer::Many(v) => Ok(Json(v)),
-        Answer::Rate(_) => Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "unexpected answer",
-            None,
-        )),
+    let local = async {
+        match s
+            .handle
+            .call(|reply| Command::Group {
+                group,
+                action,
+                viewer,
+                reply,
+            })
+            .await?
+        {
+            Answer::Many(v) => Ok(Json(v)),
+            Answer::Rate(_) => Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "unexpected answer",
+                None,
+            )),
+        }
+    };
+    match action {
+        Some(a) => super::forward::act(&s, &caller, group, a, local).await,
+        None => local.await,
     }
 }
 

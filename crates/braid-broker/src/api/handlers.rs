@@ -118,12 +118,17 @@ pub async fn create(
         (None, None) => return Err(ApiError::bad("resource", "missing resource")),
     };
     let rate = parse_rate(req.rate.as_deref())?;
+    let mut remote = Vec::new();
     for (i, name) in names.iter().enumerate() {
         if names[..i].contains(name) {
             return Err(ApiError::bad(
                 "resources",
                 format!("resource {name:?} is named twice"),
             ));
+        }
+        if let Some(peer) = s.config.route(name).and_then(|p| p.name.clone()) {
+            remote.push((name.clone(), peer));
+            continue;
         }
         let r = s
             .config
@@ -184,6 +189,22 @@ pub async fn create(
             ));
         }
     }
+    if !remote.is_empty() {
+        let ask = super::forward::Ask {
+            local: names
+                .into_iter()
+                .filter(|n| !remote.iter().any(|(r, _)| r == n))
+                .collect(),
+            remote,
+            rate,
+            start,
+            end,
+            class,
+            callback: req.callback,
+        };
+        let made = super::forward::create(&s, &caller, ask).await?;
+        return Ok((StatusCode::CREATED, Json(made)));
+    }
     let requests = names
         .into_iter()
         .map(|resource| ReserveRequest {
@@ -221,6 +242,7 @@ pub async fn create(
             state: first.state.clone(),
             hold_expires: first.hold_expires.clone(),
             group: first.group,
+            remote: Vec::new(),
         }),
     ))
 }
@@ -324,16 +346,19 @@ async fn act(
 ) -> Result<Json<ReservationView>, ApiError> {
     let id = parse_id(id)?;
     let viewer = caller.viewer();
-    one(s
-        .handle
-        .call(|reply| Command::Act {
-            id,
-            action,
-            viewer,
-            reply,
-        })
-        .await?)
-    .map(Json)
+    let local = async {
+        one(s
+            .handle
+            .call(|reply| Command::Act {
+                id,
+                action,
+                viewer,
+                reply,
+            })
+            .await?)
+        .map(Json)
+    };
+    super::forward::act(&s, &caller, id, action, local).await
 }
 
 /// Terminate a reservation (its capacity is free at once).

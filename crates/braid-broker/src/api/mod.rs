@@ -8,6 +8,7 @@
 //! answers the rest ([`crate::owner`]).
 
 mod error;
+mod forward;
 mod groups;
 mod handlers;
 
@@ -36,6 +37,8 @@ pub struct AppState {
     pub auth: Arc<Auth>,
     /// The configuration (resources, for checking requests).
     pub config: Arc<Config>,
+    /// Peer brokers (resources routed to other domains).
+    pub peers: Arc<crate::peers::Peers>,
     /// One permit per open `/v1/events` stream ([`MAX_SSE_CLIENTS`]).
     pub sse_slots: Arc<tokio::sync::Semaphore>,
 }
