@@ -20,6 +20,7 @@
 //! | [`owner`] | the task that owns the book and the store |
 //! | [`callbacks`] | the callback allow-list and delivery with a bounded retry |
 //! | [`peers`] | peer brokers: resources of other domains, held and committed through them |
+//! | [`catalog`] | the resources and policy in force; operators' changes, stored |
 //! | [`groups`] | co-reservation groups: all parts committed, aborted, terminated together |
 //! | [`api`] | routes, handlers, errors, the OpenAPI document |
 //! | [`server`] | [`Broker`]: a running service |
@@ -28,6 +29,7 @@
 pub mod api;
 pub mod auth;
 pub mod callbacks;
+pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod config;

@@ -18,7 +18,9 @@ use braid_core::reserve::{
     Book, BookConfig, Event, Modify, Owner, Reservation, ReserveError, ReserveRequest,
 };
 use braid_core::{Bandwidth, Instant, ReservationId};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
+
+use crate::catalog::{Catalog, CatalogError, Change};
 
 use crate::clock;
 use crate::config::Config;
@@ -131,6 +133,13 @@ pub enum Command {
         /// The answer: the reservation.
         reply: oneshot::Sender<Reply>,
     },
+    /// An operator's change to the resources or the policy.
+    Operate {
+        /// The change.
+        change: Change,
+        /// The answer: nothing (read [`Handle::catalog`]).
+        reply: oneshot::Sender<Reply>,
+    },
     /// The largest rate free on a resource over an interval.
     Availability {
         /// The resource.
@@ -163,6 +172,9 @@ pub enum OwnerError {
     /// The book refused.
     #[error(transparent)]
     Book(#[from] ReserveError),
+    /// An operator's change was refused.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
     /// A co-reservation group refused as a whole.
     #[error(transparent)]
     Group(#[from] GroupError),
@@ -194,6 +206,7 @@ pub struct BrokerEvent {
 pub struct Handle {
     tx: mpsc::Sender<Command>,
     events: broadcast::Sender<Arc<BrokerEvent>>,
+    catalog: watch::Receiver<Arc<Catalog>>,
 }
 
 impl Handle {
@@ -211,6 +224,11 @@ impl Handle {
         rx.await.map_err(|_| OwnerError::Stopped)?
     }
 
+    /// The resources and policy in force (operators change them).
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.borrow().clone()
+    }
+
     /// A new listener for state changes.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<BrokerEvent>> {
         self.events.subscribe()
@@ -224,6 +242,9 @@ pub enum StartError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A stored operator setting does not apply.
+    #[error("stored operator settings: {0}")]
+    Catalog(CatalogError),
     /// A stored reservation does not fit the configured resources.
     #[error(
         "stored reservation {id} cannot be restored: {source} (was a resource removed or shrunk?)"
@@ -253,6 +274,9 @@ struct OwnerTask {
     remote: BTreeMap<ReservationId, Vec<RemotePart>>,
     /// Links made in this step, written with its reservations.
     new_links: Vec<(ReservationId, RemotePart)>,
+    /// The resources and policy in force, published to the handlers.
+    catalog: Catalog,
+    catalog_tx: watch::Sender<Arc<Catalog>>,
 }
 
 /// Loads the book from `store` (committed and held reservations as they
@@ -278,6 +302,14 @@ pub async fn start(
         book.add_resource(&r.name, r.capacity)
             .map_err(|source| StartError::Restore { id: 0, source })?;
     }
+    let mut catalog = Catalog {
+        resources: config.resources.clone(),
+        policy: config.policy.clone(),
+    };
+    crate::catalog::load(&store, &mut book, &mut catalog)
+        .await
+        .map_err(StartError::Catalog)?;
+    let (catalog_tx, catalog_rx) = watch::channel(Arc::new(catalog.clone()));
     let mut callbacks = BTreeMap::new();
     for (r, callback) in store.live().await? {
         let id = r.id;
@@ -304,12 +336,21 @@ pub async fn start(
         new_groups: Vec::new(),
         remote,
         new_links: Vec::new(),
+        catalog,
+        catalog_tx,
     };
     // Holds that ran out while the broker was down time out now, on disk
     // before the first request is answered.
     owner.step(Vec::new()).await.map_err(StartError::Store)?;
     let task = tokio::spawn(owner.run(rx, stop));
-    Ok((Handle { tx, events }, task))
+    Ok((
+        Handle {
+            tx,
+            events,
+            catalog: catalog_rx,
+        },
+        task,
+    ))
 }
 
 impl OwnerTask {
@@ -603,6 +644,18 @@ impl OwnerTask {
                 viewer,
                 reply,
             } => (reply, self.group(group, action, viewer, now, dirty)),
+            Command::Operate { change, reply } => {
+                let done =
+                    crate::catalog::apply(&self.store, &mut self.book, &mut self.catalog, change)
+                        .await;
+                if done.is_ok() {
+                    self.catalog_tx.send_replace(Arc::new(self.catalog.clone()));
+                }
+                (
+                    reply,
+                    done.map(|()| Answer::Many(Vec::new())).map_err(Into::into),
+                )
+            }
             Command::Link { id, parts, reply } => {
                 if self.book.reservation(id).is_none() {
                     return (reply, Err(OwnerError::NotFound(id.0)));

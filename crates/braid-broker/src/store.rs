@@ -19,6 +19,7 @@ use crate::types::RemotePart;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_reservations.sql")),
     (3, include_str!("../migrations/0003_groups.sql")),
+    (4, include_str!("../migrations/0004_operator.sql")),
 ];
 
 /// The PostgreSQL advisory lock key held while migrating ("braid" in
@@ -299,6 +300,36 @@ impl Store {
                     },
                 ))
             })
+            .collect()
+    }
+
+    /// Sets the operator setting `key` to `value` (JSON), committed before
+    /// it returns.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub async fn put_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO operator_settings (key, value) VALUES ($1, $2) \
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        )
+        .bind(key.to_string())
+        .bind(value.to_string())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Every operator setting: (key, JSON value), by key.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub async fn settings(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = sqlx::query("SELECT key, value FROM operator_settings ORDER BY key")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("key")?, r.try_get("value")?)))
             .collect()
     }
 

@@ -63,6 +63,14 @@ impl From<OwnerError> for ApiError {
                 ApiError::new(StatusCode::NOT_FOUND, text, None)
             }
             OwnerError::Group(_) => ApiError::new(StatusCode::CONFLICT, text, None),
+            OwnerError::Catalog(crate::catalog::CatalogError::Book(e)) => {
+                let mut err = book_error(&e, text);
+                if matches!(e, ReserveError::Overbooked { .. }) {
+                    err.body.field = Some("capacity".into());
+                }
+                err
+            }
+            OwnerError::Catalog(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, text, None),
         }
     }
 }

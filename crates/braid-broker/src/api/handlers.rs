@@ -31,7 +31,7 @@ pub const MAX_CORESERVE: usize = 16;
 pub const MAX_CALLBACK_LEN: usize = 2048;
 
 /// Parses a JSON body, naming the field at fault.
-fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub(super) fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -130,8 +130,8 @@ pub async fn create(
             remote.push((name.clone(), peer));
             continue;
         }
-        let r = s
-            .config
+        let catalog = s.handle.catalog();
+        let r = catalog
             .resource(name)
             .ok_or_else(|| ApiError::bad("resource", format!("unknown resource {name:?}")))?;
         if rate > r.capacity {
@@ -427,7 +427,8 @@ pub async fn availability(
     Query(q): Query<AvailabilityQuery>,
 ) -> Result<Json<Availability>, ApiError> {
     let capacity = s
-        .config
+        .handle
+        .catalog()
         .resource(&name)
         .ok_or_else(|| {
             ApiError::new(

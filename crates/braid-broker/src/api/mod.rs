@@ -11,6 +11,7 @@ mod error;
 mod forward;
 mod groups;
 mod handlers;
+mod operator;
 
 use std::sync::Arc;
 
@@ -96,6 +97,16 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/reservations/{id}/release", post(h::release))
         .route("/v1/resources/{name}/availability", get(h::availability))
         .route(
+            "/v1/resources",
+            get(operator::list)
+                .post(operator::add)
+                .patch(operator::modify),
+        )
+        .route(
+            "/v1/policy",
+            get(operator::policy).put(operator::set_policy),
+        )
+        .route(
             "/v1/groups/{gid}",
             get(groups::show).delete(groups::terminate),
         )
@@ -115,12 +126,15 @@ pub fn router(state: AppState) -> Router {
         handlers::create, handlers::list, handlers::show, handlers::modify, handlers::terminate,
         handlers::commit, handlers::abort, handlers::provision, handlers::release,
         handlers::availability, handlers::events, handlers::healthz,
-        groups::show, groups::commit, groups::abort, groups::terminate
+        groups::show, groups::commit, groups::abort, groups::terminate,
+        operator::list, operator::add, operator::modify, operator::policy, operator::set_policy
     ),
     components(schemas(
         crate::types::CreateRequest, crate::types::ModifyRequest, crate::types::Created,
         crate::types::ReservationView, crate::types::VersionView, crate::types::Availability,
-        crate::types::ErrorBody, crate::types::EventView, crate::types::Health
+        crate::types::ErrorBody, crate::types::EventView, crate::types::Health,
+        crate::types::RemotePart, crate::catalog::ResourceView, crate::catalog::ResourceRequest,
+        crate::catalog::PolicyView, crate::catalog::LimitsView
     )),
     modifiers(&BearerScheme),
     security(("bearer" = []))

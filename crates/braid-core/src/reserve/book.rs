@@ -168,6 +168,31 @@ impl Book {
         Ok(())
     }
 
+    /// Changes `name`'s reservable capacity; refused (nothing changed) if
+    /// what is held or committed at some instant would no longer fit.
+    ///
+    /// # Errors
+    /// [`ReserveError::UnknownResource`], [`ReserveError::Overbooked`].
+    pub fn set_capacity(&mut self, name: &str, capacity: Bandwidth) -> Result<(), ReserveError> {
+        if capacity == Bandwidth::ZERO {
+            return Err(ReserveError::ZeroRate);
+        }
+        self.table_mut(name)?
+            .set_capacity(capacity)
+            .map_err(|source| ReserveError::Overbooked {
+                resource: name.to_string(),
+                source,
+            })?;
+        self.refresh_shares();
+        Ok(())
+    }
+
+    /// Replaces the admission policy (for requests from now on; what is
+    /// admitted stays).
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.config.policy = policy;
+    }
+
     /// The resources' names and capacities.
     pub fn resources(&self) -> impl Iterator<Item = (&str, Bandwidth)> + '_ {
         self.resources

@@ -188,6 +188,30 @@ impl SlotTable {
         self.capacity
     }
 
+    /// Changes the reservable capacity, refused (nothing changed) when
+    /// what is reserved at some instant would not fit the new one.
+    ///
+    /// # Errors
+    /// [`Overbooked`] with the highest rate reserved as `requested`.
+    pub fn set_capacity(&mut self, capacity: Bandwidth) -> Result<(), Overbooked> {
+        let mut level: i128 = 0;
+        let mut peak: i128 = 0;
+        for d in self.deltas.values() {
+            level += d;
+            peak = peak.max(level);
+        }
+        let peak = to_bandwidth(peak);
+        if peak > capacity {
+            return Err(Overbooked {
+                requested: peak,
+                free: capacity,
+                capacity,
+            });
+        }
+        self.capacity = capacity;
+        Ok(())
+    }
+
     /// How many reservations occupy the timeline.
     pub fn len(&self) -> usize {
         self.footprints.len()
@@ -332,6 +356,24 @@ mod tests {
     }
     fn mbit(m: u64) -> Bandwidth {
         Bandwidth::from_mbps(m)
+    }
+
+    #[test]
+    fn capacity_shrinks_only_above_the_peak() {
+        let mut table = SlotTable::new(mbit(100));
+        table
+            .admit(ReservationId(1), Footprint::single(iv(0, 10), mbit(30)))
+            .unwrap();
+        table
+            .admit(ReservationId(2), Footprint::single(iv(5, 20), mbit(30)))
+            .unwrap();
+        let e = table.set_capacity(mbit(59)).unwrap_err();
+        assert_eq!(e.requested, mbit(60));
+        assert_eq!(table.capacity(), mbit(100), "unchanged when refused");
+        table.set_capacity(mbit(60)).unwrap();
+        assert_eq!(table.max_free(iv(0, 30)), Bandwidth::ZERO);
+        table.set_capacity(mbit(200)).unwrap();
+        assert_eq!(table.max_free(iv(0, 30)), mbit(140));
     }
 
     #[test]
