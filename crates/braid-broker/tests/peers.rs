@@ -131,6 +131,35 @@ async fn transit_is_held_and_committed_at_the_peer_or_nowhere() {
 }
 
 #[tokio::test]
+async fn a_peer_gone_at_commit_aborts_the_local_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = serve(
+        &format!(
+            "secret = \"{SECRET_B}\"\n\
+             [[resource]]\nname = \"transit\"\nkind = \"network\"\ncapacity = \"50mbit\"\n"
+        ),
+        &dir.path().join("b.db"),
+    )
+    .await;
+    let a = serve(
+        &config_a(&format!("http://{}", b.addr())),
+        &dir.path().join("a.db"),
+    )
+    .await;
+    let alice = client(&a, SECRET_A, "alice", Role::User);
+    let made = alice.create(&across("5mbit")).await.unwrap();
+    b.stop().await;
+    let (status, error) = api_err(alice.act(made.id, "commit").await.unwrap_err());
+    assert!(
+        status == StatusCode::BAD_GATEWAY || status == StatusCode::GATEWAY_TIMEOUT,
+        "{status}: {error}"
+    );
+    assert!(error.contains("peer b"), "{error}");
+    assert_eq!(alice.show(made.id).await.unwrap().state, "aborted");
+    a.stop().await;
+}
+
+#[tokio::test]
 async fn a_silent_peer_is_a_refusal_and_releases_the_local_hold() {
     let dir = tempfile::tempdir().unwrap();
     // Accepts connections (the kernel's backlog) and never answers.
