@@ -18,6 +18,7 @@
 //! | [`auth`] | bearer tokens: issue and verify, roles |
 //! | [`types`] | request and response bodies (the OpenAPI schemas) |
 //! | [`owner`] | the task that owns the book and the store |
+//! | [`enforce`] | `--enforce`: htb classes + u32 filters, CPU cgroups for provisioned reservations |
 //! | [`api`] | routes, handlers, errors, the OpenAPI document |
 //! | [`server`] | [`Broker`]: a running service |
 //! | [`client`] | [`Client`]: the API from Rust (`braid reserve`) |
@@ -27,6 +28,7 @@ pub mod auth;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod enforce;
 pub mod owner;
 pub mod server;
 pub mod store;

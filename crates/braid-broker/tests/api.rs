@@ -450,6 +450,7 @@ async fn restart_on(db: &str) {
         .write(&[braid_broker::store::Record {
             reservation: &stale,
             callback: None,
+            binding: None,
         }])
         .await
         .unwrap();

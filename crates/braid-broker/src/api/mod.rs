@@ -104,7 +104,8 @@ pub fn router(state: AppState) -> Router {
     components(schemas(
         crate::types::CreateRequest, crate::types::ModifyRequest, crate::types::Created,
         crate::types::ReservationView, crate::types::VersionView, crate::types::Availability,
-        crate::types::ErrorBody, crate::types::EventView, crate::types::Health
+        crate::types::ErrorBody, crate::types::EventView, crate::types::Health,
+        crate::types::FlowSpec
     )),
     modifiers(&BearerScheme),
     security(("bearer" = []))
