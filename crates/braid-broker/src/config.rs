@@ -445,6 +445,47 @@ mod tests {
     }
 
     #[test]
+    fn enforcement_fields_are_checked() {
+        let net = |extra: &str| {
+            parse(&format!(
+                "{SECRET}[[resource]]\nname = \"l\"\nkind = \"network\"\ncapacity = \"100mbit\"\n{extra}"
+            ))
+        };
+        let c =
+            net("device = \"eth1\"\nnetns = \"r1\"\nlink = \"1gbit\"\nborrow = false\n").unwrap();
+        let r = &c.resources[0];
+        assert_eq!(r.device.as_deref(), Some("eth1"));
+        assert_eq!(r.link_rate(), Bandwidth::from_mbps(1000));
+        assert_eq!(r.borrow, Some(false));
+        assert_eq!(
+            net("device = \"eth1\"\n").unwrap().resources[0].link_rate(),
+            Bandwidth::from_mbps(100)
+        );
+        for (extra, want) in [
+            (
+                "device = \"eth1\"\nlink = \"10mbit\"\n",
+                "below its capacity",
+            ),
+            ("netns = \"r1\"\n", "netns needs a device"),
+            ("device = \"a/b\"\n", "not an interface name"),
+            (
+                "device = \"eth1\"\nnetns = \"-x\"\n",
+                "not a namespace name",
+            ),
+            ("cpus = 2\n", "cpus is for"),
+        ] {
+            let e = net(extra).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        let e = parse(&format!(
+            "{SECRET}[[resource]]\nname = \"c\"\nkind = \"cpu\"\ncapacity = \"1gbit\"\ndevice = \"eth1\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("device is for"), "{e}");
+    }
+
+    #[test]
     fn names_line_and_field_of_a_bad_value() {
         let e = parse(&format!(
             "{SECRET}[[resource]]\nname = \"link\"\nkind = \"network\"\ncapacity = \"100 furlongs\"\n"
