@@ -272,11 +272,16 @@ impl Enforcer {
             return Ok(());
         }
         let result = self.change(id, current.as_ref(), target.as_ref());
-        if result.is_err() {
-            if let Some(t) = &target {
-                let _ = self.undo(id, t);
+        match &result {
+            Ok(()) => {}
+            // The class is another reservation's: leave it alone.
+            Err(EnforceError::ClassTaken { .. }) => {}
+            Err(_) => {
+                if let Some(t) = &target {
+                    let _ = self.undo(id, t);
+                }
+                self.applied.remove(&id);
             }
-            self.applied.remove(&id);
         }
         result
     }

@@ -80,7 +80,10 @@ pub fn run(a: BrokerArgs) -> anyhow::Result<()> {
             Broker::start_enforcing(config, &db, listener)
                 .await
                 .map_err(|e| match e {
-                    braid_broker::server::BrokerError::Enforce(e) => anyhow::anyhow!("{e}"),
+                    braid_broker::server::BrokerError::Enforce(e)
+                    | braid_broker::server::BrokerError::Start(
+                        braid_broker::owner::StartError::Enforce(e),
+                    ) => anyhow::anyhow!("{e}"),
                     e => anyhow::Error::new(e).context(format!("starting the broker on {db}")),
                 })?
         } else {
