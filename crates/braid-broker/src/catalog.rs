@@ -115,6 +115,11 @@ pub async fn load(
                         name: name.to_string(),
                         kind: r.kind,
                         capacity,
+                        device: None,
+                        netns: None,
+                        link: None,
+                        borrow: None,
+                        cpus: None,
                     });
                 }
             }

@@ -9,6 +9,16 @@
 //! name = "link"
 //! kind = "network"               # network | cpu | storage
 //! capacity = "100mbit"
+//! device = "eth1"                # enforce (`--enforce`) on this interface
+//! netns = "router"               # … in this namespace (optional)
+//! link = "1gbit"                 # the htb ceil (default: capacity)
+//! borrow = true                  # may a reservation use unused link rate (default true)
+//!
+//! [[resource]]
+//! name = "rx-cpu"
+//! kind = "cpu"
+//! capacity = "1gbit"
+//! cpus = 2                       # the capacity stands for 2 CPUs (default: this host's)
 //!
 //! [policy.user_default]          # also policy.users.NAME, policy.domain_default, policy.domains.NAME
 //! rate_per_request = "50mbit"
@@ -101,6 +111,88 @@ pub struct ResourceConfig {
     /// Its reservable capacity (e.g. "100mbit").
     #[serde(deserialize_with = "rate")]
     pub capacity: Bandwidth,
+    /// Network: the interface on which `--enforce` shapes reservations
+    /// (an htb class and a u32 filter each).
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Network: the `ip netns` namespace of `device`, when it is not the
+    /// broker's own (an agent for a router namespace; the tests).
+    #[serde(default)]
+    pub netns: Option<String>,
+    /// Network: the link rate, the htb ceil (default: the capacity).
+    #[serde(default, deserialize_with = "opt_rate")]
+    pub link: Option<Bandwidth>,
+    /// Network: whether a reserved flow may borrow unused link rate above
+    /// its reservation (default true); false shapes it to its rate.
+    #[serde(default)]
+    pub borrow: Option<bool>,
+    /// CPU: how many CPUs the capacity stands for (default: the CPUs this
+    /// host has); a reservation of rate r gets r / capacity × cpus CPUs.
+    #[serde(default)]
+    pub cpus: Option<u32>,
+}
+
+impl ResourceConfig {
+    /// The link rate: `link`, or the capacity.
+    pub fn link_rate(&self) -> Bandwidth {
+        self.link.unwrap_or(self.capacity)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let name = &self.name;
+        let network = self.kind == ResourceKind::Network;
+        for (field, given) in [
+            ("device", self.device.is_some()),
+            ("netns", self.netns.is_some()),
+            ("link", self.link.is_some()),
+            ("borrow", self.borrow.is_some()),
+        ] {
+            if given && !network {
+                return Err(format!(
+                    "resource {name:?}: {field} is for kind = \"network\" only"
+                ));
+            }
+        }
+        if self.cpus.is_some() && self.kind != ResourceKind::Cpu {
+            return Err(format!(
+                "resource {name:?}: cpus is for kind = \"cpu\" only"
+            ));
+        }
+        if self.cpus == Some(0) {
+            return Err(format!("resource {name:?}: cpus must be at least 1"));
+        }
+        if let Some(d) = &self.device {
+            // IFNAMSIZ is 16 with the NUL.
+            if d.is_empty() || d.len() > 15 || d.contains(['/', ' ', ':']) || d.starts_with('-') {
+                return Err(format!(
+                    "resource {name:?}: device {d:?} is not an interface name"
+                ));
+            }
+        }
+        if let Some(n) = &self.netns {
+            if self.device.is_none() {
+                return Err(format!("resource {name:?}: netns needs a device"));
+            }
+            if n.is_empty()
+                || n.starts_with(['-', '.'])
+                || !n
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                return Err(format!(
+                    "resource {name:?}: netns {n:?} is not a namespace name"
+                ));
+            }
+        }
+        if self.link_rate() < self.capacity {
+            return Err(format!(
+                "resource {name:?}: link {} is below its capacity {}",
+                self.link_rate(),
+                self.capacity
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One `[[peer]]` table: a broker this one trusts.
@@ -298,6 +390,7 @@ impl Config {
                     r.name
                 )));
             }
+            r.check().map_err(&check)?;
             if !names.insert(r.name.as_str()) {
                 return Err(check(format!("resource {:?} is listed twice", r.name)));
             }
@@ -419,6 +512,47 @@ mod tests {
             Some(Bandwidth::from_mbps(20))
         );
         assert_eq!(c.peers.len(), 1);
+    }
+
+    #[test]
+    fn enforcement_fields_are_checked() {
+        let net = |extra: &str| {
+            parse(&format!(
+                "{SECRET}[[resource]]\nname = \"l\"\nkind = \"network\"\ncapacity = \"100mbit\"\n{extra}"
+            ))
+        };
+        let c =
+            net("device = \"eth1\"\nnetns = \"r1\"\nlink = \"1gbit\"\nborrow = false\n").unwrap();
+        let r = &c.resources[0];
+        assert_eq!(r.device.as_deref(), Some("eth1"));
+        assert_eq!(r.link_rate(), Bandwidth::from_mbps(1000));
+        assert_eq!(r.borrow, Some(false));
+        assert_eq!(
+            net("device = \"eth1\"\n").unwrap().resources[0].link_rate(),
+            Bandwidth::from_mbps(100)
+        );
+        for (extra, want) in [
+            (
+                "device = \"eth1\"\nlink = \"10mbit\"\n",
+                "below its capacity",
+            ),
+            ("netns = \"r1\"\n", "netns needs a device"),
+            ("device = \"a/b\"\n", "not an interface name"),
+            (
+                "device = \"eth1\"\nnetns = \"-x\"\n",
+                "not a namespace name",
+            ),
+            ("cpus = 2\n", "cpus is for"),
+        ] {
+            let e = net(extra).unwrap_err().to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        let e = parse(&format!(
+            "{SECRET}[[resource]]\nname = \"c\"\nkind = \"cpu\"\ncapacity = \"1gbit\"\ndevice = \"eth1\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("device is for"), "{e}");
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //! | [`peers`] | peer brokers: resources of other domains, held and committed through them |
 //! | [`catalog`] | the resources and policy in force; operators' changes, stored |
 //! | [`groups`] | co-reservation groups: all parts committed, aborted, terminated together |
+//! | [`enforce`] | `--enforce`: htb classes + u32 filters, CPU cgroups for provisioned reservations |
 //! | [`api`] | routes, handlers, errors, the OpenAPI document |
 //! | [`server`] | [`Broker`]: a running service |
 //! | [`client`] | [`Client`]: the API from Rust (`braid reserve`) |
@@ -33,6 +34,7 @@ pub mod catalog;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod enforce;
 pub mod groups;
 pub mod owner;
 pub mod peers;

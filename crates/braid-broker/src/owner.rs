@@ -24,6 +24,7 @@ use crate::catalog::{Catalog, CatalogError, Change};
 
 use crate::clock;
 use crate::config::Config;
+use crate::enforce::{self, Binding, EnforceError, Enforcer};
 use crate::groups::{self, GroupError, Groups};
 use crate::store::{Record, Store, StoreError};
 use crate::types::{EventView, RemotePart, ReservationView};
@@ -68,6 +69,8 @@ pub enum Command {
         requests: Vec<ReserveRequest>,
         /// Where state changes are posted.
         callback: Option<String>,
+        /// What they are enforced on.
+        binding: Option<Binding>,
         /// The answer: the reservations made.
         reply: oneshot::Sender<Reply>,
     },
@@ -245,6 +248,12 @@ pub enum StartError {
     /// A stored operator setting does not apply.
     #[error("stored operator settings: {0}")]
     Catalog(CatalogError),
+    /// Enforcement could not be set up (`--enforce`).
+    #[error(transparent)]
+    Enforce(#[from] EnforceError),
+    /// The enforcement thread panicked at start.
+    #[error("enforcement set-up panicked")]
+    EnforcerPanicked,
     /// A stored reservation does not fit the configured resources.
     #[error(
         "stored reservation {id} cannot be restored: {source} (was a resource removed or shrunk?)"
@@ -262,6 +271,11 @@ struct OwnerTask {
     book: Book,
     store: Store,
     callbacks: BTreeMap<ReservationId, String>,
+    bindings: BTreeMap<ReservationId, Binding>,
+    enforcer: Option<Enforcer>,
+    /// Reservations changed outside a step (enforcement failures at
+    /// start), written by the next one.
+    carry: BTreeSet<ReservationId>,
     events: broadcast::Sender<Arc<BrokerEvent>>,
     callback_tx: Option<mpsc::Sender<(String, EventView)>>,
     /// Co-reservation groups of live reservations.
@@ -281,7 +295,9 @@ struct OwnerTask {
 
 /// Loads the book from `store` (committed and held reservations as they
 /// were; holds that ran out while the broker was down time out now) and
-/// spawns the owner task.
+/// spawns the owner task. With an `enforcer` (`--enforce`), first brings
+/// the kernel in line with the provisioned reservations
+/// ([`Enforcer::reconcile`]).
 ///
 /// # Errors
 /// [`StartError`].
@@ -289,6 +305,7 @@ pub async fn start(
     config: &Config,
     store: Store,
     callback_tx: Option<mpsc::Sender<(String, EventView)>>,
+    enforcer: Option<Enforcer>,
     stop: oneshot::Receiver<()>,
 ) -> Result<(Handle, tokio::task::JoinHandle<()>), StartError> {
     let first_id = store.max_id().await?.saturating_add(1);
@@ -324,12 +341,16 @@ pub async fn start(
     for (local, part) in store.peer_parts().await? {
         remote.entry(local).or_default().push(part);
     }
+    let bindings = store.bindings().await?;
     let (events, _) = broadcast::channel(EVENT_BUFFER);
     let (tx, rx) = mpsc::channel(REQUEST_QUEUE);
     let mut owner = OwnerTask {
         book,
         store,
         callbacks,
+        bindings,
+        enforcer: None,
+        carry: BTreeSet::new(),
         events: events.clone(),
         callback_tx,
         groups,
@@ -342,6 +363,27 @@ pub async fn start(
     // Holds that ran out while the broker was down time out now, on disk
     // before the first request is answered.
     owner.step(Vec::new()).await.map_err(StartError::Store)?;
+    if let Some(mut enforcer) = enforcer {
+        let wants = owner
+            .book
+            .reservations()
+            .filter_map(|r| Some((r.id, enforce::want(r, owner.bindings.get(&r.id))?)))
+            .collect();
+        let (enforcer, failed) = tokio::task::spawn_blocking(move || {
+            enforcer.reconcile(&wants).map(|failed| (enforcer, failed))
+        })
+        .await
+        .map_err(|_| StartError::EnforcerPanicked)??;
+        owner.enforcer = Some(enforcer);
+        let now = clock::now();
+        for (id, e) in failed {
+            if owner.fail(id, &e, now) {
+                owner.carry.insert(id);
+            }
+        }
+        // The failures, on disk before the first request is answered.
+        owner.step(Vec::new()).await.map_err(StartError::Store)?;
+    }
     let task = tokio::spawn(owner.run(rx, stop));
     Ok((
         Handle {
@@ -388,7 +430,7 @@ impl OwnerTask {
     async fn step(&mut self, batch: Vec<Command>) -> Result<(), StoreError> {
         let now = clock::now();
         self.book.handle_timeout(now);
-        let mut dirty = BTreeSet::new();
+        let mut dirty = std::mem::take(&mut self.carry);
         let mut shares = Vec::new();
         self.drain_events(&mut dirty, &mut shares);
         let mut replies = Vec::with_capacity(batch.len());
@@ -397,6 +439,10 @@ impl OwnerTask {
             replies.push((reply, answer));
             self.drain_events(&mut dirty, &mut shares);
         }
+        // Kernel state before the store: a crash in between leaves state
+        // that the restarted broker's reconcile removes or keeps.
+        self.enforce(&mut dirty, now).await;
+        self.drain_events(&mut dirty, &mut shares);
         let changed: Vec<Reservation> = dirty
             .iter()
             .filter_map(|id| self.book.reservation(*id).cloned())
@@ -406,6 +452,7 @@ impl OwnerTask {
             .map(|r| Record {
                 reservation: r,
                 callback: self.callbacks.get(&r.id).map(String::as_str),
+                binding: self.bindings.get(&r.id),
             })
             .collect();
         let new_groups = std::mem::take(&mut self.new_groups);
@@ -424,12 +471,15 @@ impl OwnerTask {
             let view = EventView {
                 event: "changed".into(),
                 id: r.id.0,
-                reservation: Some(ReservationView::new(r, self.book.share(r.id))),
+                reservation: Some(
+                    ReservationView::new(r, self.book.share(r.id)).bound(self.bindings.get(&r.id)),
+                ),
                 share: None,
             };
             self.announce(&r.owner.user, r.id, view);
             if !r.life.is_created() {
                 self.callbacks.remove(&r.id);
+                self.bindings.remove(&r.id);
             }
         }
         for (id, user, share) in shares {
@@ -447,6 +497,47 @@ impl OwnerTask {
             self.remote.retain(|id, _| book.reservation(*id).is_some());
         }
         Ok(())
+    }
+
+    /// Brings the kernel in line with the reservations in `dirty`; a
+    /// reservation that cannot be enforced fails (and is added to `dirty`
+    /// if it was not there).
+    async fn enforce(&mut self, dirty: &mut BTreeSet<ReservationId>, now: Instant) {
+        let Some(mut enforcer) = self.enforcer.take() else {
+            return;
+        };
+        let wants: Vec<_> = dirty
+            .iter()
+            .map(|id| {
+                let r = self.book.reservation(*id);
+                (*id, r.and_then(|r| enforce::want(r, self.bindings.get(id))))
+            })
+            .collect();
+        let joined = tokio::task::spawn_blocking(move || {
+            let failed: Vec<_> = wants
+                .iter()
+                .filter_map(|(id, w)| enforcer.apply(*id, w.as_ref()).err().map(|e| (*id, e)))
+                .collect();
+            (enforcer, failed)
+        })
+        .await;
+        let Ok((enforcer, failed)) = joined else {
+            tracing::error!("the enforcement thread panicked; enforcement stops");
+            return;
+        };
+        self.enforcer = Some(enforcer);
+        for (id, e) in failed {
+            if self.fail(id, &e, now) {
+                dirty.insert(id);
+            }
+        }
+    }
+
+    /// Fails reservation `id` because enforcing it failed; whether its
+    /// life changed.
+    fn fail(&mut self, id: ReservationId, e: &EnforceError, now: Instant) -> bool {
+        tracing::error!(id = id.0, error = %e, "enforcing the reservation failed; it fails");
+        self.book.fail(id, now).is_ok()
     }
 
     fn announce(&self, user: &str, id: ReservationId, view: EventView) {
@@ -495,14 +586,17 @@ impl OwnerTask {
 
     fn view_one(&self, id: ReservationId) -> Option<ReservationView> {
         let group = self.groups.group_of(id);
-        self.book.reservation(id).map(|r| ReservationView {
-            group: group.map(|g| g.0),
-            remote: self
-                .remote
-                .get(&group.unwrap_or(id))
-                .cloned()
-                .unwrap_or_default(),
-            ..ReservationView::new(r, self.book.share(id))
+        self.book.reservation(id).map(|r| {
+            ReservationView {
+                group: group.map(|g| g.0),
+                remote: self
+                    .remote
+                    .get(&group.unwrap_or(id))
+                    .cloned()
+                    .unwrap_or_default(),
+                ..ReservationView::new(r, self.book.share(id))
+            }
+            .bound(self.bindings.get(&id))
         })
     }
 
@@ -516,6 +610,7 @@ impl OwnerTask {
             Command::Reserve {
                 requests,
                 callback,
+                binding,
                 reply,
             } => {
                 let mut made = Vec::new();
@@ -541,6 +636,9 @@ impl OwnerTask {
                     dirty.insert(id);
                     if let Some(c) = &callback {
                         self.callbacks.insert(id, c.clone());
+                    }
+                    if let Some(b) = &binding {
+                        self.bindings.insert(id, b.clone());
                     }
                     if let Answer::Many(v) = self.view(id) {
                         views.extend(v);
@@ -634,7 +732,10 @@ impl OwnerTask {
                     .book
                     .reservations()
                     .filter(|r| viewer.as_ref().is_none_or(|u| *u == r.owner.user))
-                    .map(|r| ReservationView::new(r, self.book.share(r.id)))
+                    .map(|r| {
+                        ReservationView::new(r, self.book.share(r.id))
+                            .bound(self.bindings.get(&r.id))
+                    })
                     .collect();
                 (reply, Ok(Answer::Many(views)))
             }

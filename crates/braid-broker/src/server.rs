@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::api::{router, AppState};
 use crate::auth::Auth;
 use crate::config::Config;
+use crate::enforce::Enforcer;
 use crate::owner::{self, StartError, CALLBACK_QUEUE};
 use crate::store::Store;
 
@@ -30,6 +31,9 @@ pub enum BrokerError {
     /// A peer's client could not be made.
     #[error(transparent)]
     Peers(crate::peers::PeerError),
+    /// `--enforce` cannot work here (one line saying what is missing).
+    #[error(transparent)]
+    Enforce(#[from] crate::enforce::EnforceError),
     /// The listener failed.
     #[error("listening: {0}")]
     Io(#[from] std::io::Error),
@@ -56,12 +60,39 @@ impl Broker {
         db: &str,
         listener: tokio::net::TcpListener,
     ) -> Result<Broker, BrokerError> {
+        Broker::launch(config, db, listener, None).await
+    }
+
+    /// [`Broker::start`], enforcing provisioned reservations in the kernel
+    /// (htb classes and u32 filters, CPU cgroups; `braid broker
+    /// --enforce`, as root): checks what that needs first, and reconciles
+    /// the kernel with the stored reservations before serving.
+    ///
+    /// # Errors
+    /// [`BrokerError::Enforce`] saying what is missing, else as
+    /// [`Broker::start`].
+    pub async fn start_enforcing(
+        config: Config,
+        db: &str,
+        listener: tokio::net::TcpListener,
+    ) -> Result<Broker, BrokerError> {
+        let enforcer = Enforcer::new(&config)?;
+        Broker::launch(config, db, listener, Some(enforcer)).await
+    }
+
+    async fn launch(
+        config: Config,
+        db: &str,
+        listener: tokio::net::TcpListener,
+        enforcer: Option<Enforcer>,
+    ) -> Result<Broker, BrokerError> {
         let addr = listener.local_addr()?;
         let store = Store::open(db).await.map_err(StartError::from)?;
         let (callback_tx, callback_rx) = mpsc::channel(CALLBACK_QUEUE);
         let callbacks = tokio::spawn(crate::callbacks::deliver(callback_rx));
         let (stop, stop_rx) = tokio::sync::oneshot::channel();
-        let (handle, owner) = owner::start(&config, store, Some(callback_tx), stop_rx).await?;
+        let (handle, owner) =
+            owner::start(&config, store, Some(callback_tx), enforcer, stop_rx).await?;
         let peers = crate::peers::Peers::new(&config).map_err(BrokerError::Peers)?;
         let state = AppState {
             peers: Arc::new(peers),

@@ -7,17 +7,21 @@
 //! told is committed survives kill -9. Migrations are embedded SQL files run
 //! in order by [`Store::open`] and recorded in `braid_schema`.
 
+use std::collections::BTreeMap;
+
 use braid_core::reserve::Reservation;
 use braid_core::ReservationId;
 use sqlx::any::{AnyPoolOptions, AnyRow};
 use sqlx::{AnyPool, Row as _};
 
+use crate::enforce::{Binding, Flow};
 use crate::types::RemotePart;
 
 /// The migrations, in order: (version, SQL).
 /// Append-only: a version once shipped is never edited or renumbered.
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_reservations.sql")),
+    (2, include_str!("../migrations/0002_flow.sql")),
     (3, include_str!("../migrations/0003_groups.sql")),
     (4, include_str!("../migrations/0004_operator.sql")),
 ];
@@ -89,6 +93,8 @@ pub struct Record<'a> {
     pub reservation: &'a Reservation,
     /// Where its state changes are posted, if anywhere.
     pub callback: Option<&'a str>,
+    /// What it is enforced on (written when the row is first inserted).
+    pub binding: Option<&'a Binding>,
 }
 
 /// The broker's database.
@@ -218,9 +224,19 @@ impl Store {
                 id: id_to_db(r.id),
                 source,
             })?;
+            let flow = row
+                .binding
+                .and_then(|b| b.flow.as_ref())
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(|source| StoreError::Corrupt {
+                    id: id_to_db(r.id),
+                    source,
+                })?;
+            let pid = row.binding.and_then(|b| b.pid).map(i64::from);
             sqlx::query(
-                "INSERT INTO reservations (id, owner_user, owner_domain, resource, live, callback, body) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                "INSERT INTO reservations (id, owner_user, owner_domain, resource, live, callback, body, flow, pid) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
                  ON CONFLICT (id) DO UPDATE SET live = excluded.live, body = excluded.body",
             )
             .bind(id_to_db(r.id))
@@ -230,6 +246,8 @@ impl Store {
             .bind(i64::from(r.life.is_created()))
             .bind(row.callback.map(str::to_string))
             .bind(body)
+            .bind(flow)
+            .bind(pid)
             .execute(&mut *tx)
             .await?;
         }
@@ -331,6 +349,36 @@ impl Store {
         rows.iter()
             .map(|r| Ok((r.try_get("key")?, r.try_get("value")?)))
             .collect()
+    }
+
+    /// What each live reservation is enforced on (those with a flow or a
+    /// pid).
+    ///
+    /// # Errors
+    /// [`StoreError`].
+    pub async fn bindings(&self) -> Result<BTreeMap<ReservationId, Binding>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, flow, pid FROM reservations WHERE live = $1 AND (flow IS NOT NULL OR pid IS NOT NULL)",
+        )
+        .bind(1_i64)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = BTreeMap::new();
+        for row in &rows {
+            let id: i64 = row.try_get("id")?;
+            let flow: Option<String> = row.try_get("flow")?;
+            let pid: Option<i64> = row.try_get("pid")?;
+            let flow: Option<Flow> = flow
+                .map(|f| serde_json::from_str(&f))
+                .transpose()
+                .map_err(|source| StoreError::Corrupt { id, source })?;
+            let binding = Binding {
+                flow,
+                pid: pid.and_then(|p| u32::try_from(p).ok()),
+            };
+            out.insert(ReservationId(u64::try_from(id).unwrap_or(0)), binding);
+        }
+        Ok(out)
     }
 
     /// The reservation `id`, live or finished.

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::clock;
+use crate::enforce::{Binding, Flow, FlowError};
 
 /// `POST /v1/reservations`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
@@ -38,6 +39,69 @@ pub struct CreateRequest {
     /// A URL to which state changes are posted as JSON events.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback: Option<String>,
+    /// The traffic a network reservation is enforced on (an htb class and a
+    /// u32 filter on the resource's device, when the broker runs with
+    /// `--enforce`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow: Option<FlowSpec>,
+    /// The process a CPU reservation is enforced on (moved into a cgroup
+    /// with the reserved quota); operators only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+/// A flow: `{"src":"10.0.0.1","dst":"10.0.0.2","proto":"tcp","dport":5000}`.
+/// Addresses may be prefixes (`10.0.0.0/24`), IPv4 or IPv6; what is left
+/// out (or a port of 0) matches anything.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    /// Source address or prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src: Option<String>,
+    /// Destination address or prefix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst: Option<String>,
+    /// "tcp" or "udp".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proto: Option<String>,
+    /// Source port (0 = any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sport: Option<u16>,
+    /// Destination port (0 = any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dport: Option<u16>,
+}
+
+impl FlowSpec {
+    /// The checked flow.
+    ///
+    /// # Errors
+    /// [`FlowError`] naming the field.
+    pub fn parse(&self) -> Result<Flow, FlowError> {
+        Flow::parse(
+            self.src.as_deref(),
+            self.dst.as_deref(),
+            self.proto.as_deref(),
+            self.sport,
+            self.dport,
+        )
+    }
+
+    /// A stored flow, as the API shows it.
+    pub fn of(f: &Flow) -> FlowSpec {
+        FlowSpec {
+            src: f.src.map(|p| p.to_string()),
+            dst: f.dst.map(|p| p.to_string()),
+            proto: f.proto.and_then(|p| {
+                serde_json::to_value(p)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+            }),
+            sport: Some(f.sport).filter(|p| *p != 0),
+            dport: Some(f.dport).filter(|p| *p != 0),
+        }
+    }
 }
 
 /// `PATCH /v1/reservations/{id}`: a new version with another rate or end.
@@ -131,6 +195,12 @@ pub struct ReservationView {
     /// Its parts held by peer brokers, if any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remote: Vec<RemotePart>,
+    /// The flow it is enforced on, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow: Option<FlowSpec>,
+    /// The process it is enforced on, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
 }
 
 /// `GET /v1/resources/{name}/availability`.
@@ -228,6 +298,17 @@ impl ReservationView {
             share: share.map(|s| s.to_string()),
             group: None,
             remote: Vec::new(),
+            flow: None,
+            pid: None,
         }
+    }
+
+    /// The view with what it is enforced on.
+    pub fn bound(mut self, binding: Option<&Binding>) -> ReservationView {
+        if let Some(b) = binding {
+            self.flow = b.flow.as_ref().map(FlowSpec::of);
+            self.pid = b.pid;
+        }
+        self
     }
 }

@@ -81,6 +81,68 @@ on_every_backend! {
     a_hold_times_out_while_running_and_is_announced => hold_timeout_on;
     callbacks_receive_state_changes => callbacks_on;
     policy_refuses_naming_the_rule => policy_on;
+    flow_and_pid_are_stored_and_shown => binding_on;
+}
+
+fn flow(dst: &str, dport: u16) -> braid_broker::types::FlowSpec {
+    braid_broker::types::FlowSpec {
+        dst: Some(dst.into()),
+        proto: Some("tcp".into()),
+        dport: Some(dport),
+        ..Default::default()
+    }
+}
+
+/// A flow on a resource with a device and a pid on a CPU resource are
+/// accepted (without `--enforce` nothing is enforced), shown, and kept
+/// across a restart; a pid needs an operator.
+async fn binding_on(db: &str) {
+    let with_device = || {
+        config_with(
+            "[[resource]]\nname = \"wan\"\nkind = \"network\"\ncapacity = \"10mbit\"\ndevice = \"eth9\"\n",
+        )
+    };
+    let r = start_with(db, with_device()).await;
+    let alice = client(&r, "alice", Role::User);
+    let ops = client(&r, "ops", Role::Operator);
+    let id = alice
+        .create(&CreateRequest {
+            flow: Some(flow("fd00::2", 5000)),
+            ..req("wan", "1mbit")
+        })
+        .await
+        .unwrap()
+        .id;
+    let (status, field) = api_err(
+        alice
+            .create(&CreateRequest {
+                pid: Some(1),
+                ..req("cpu0", "1mbit")
+            })
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (status, field.as_deref()),
+        (StatusCode::FORBIDDEN, Some("pid"))
+    );
+    let cpu = ops
+        .create(&CreateRequest {
+            pid: Some(4242),
+            ..req("cpu0", "1mbit")
+        })
+        .await
+        .unwrap()
+        .id;
+    r.broker.stop().await;
+    let r = start_with(db, with_device()).await;
+    let ops = client(&r, "ops", Role::Operator);
+    let shown = ops.show(id).await.unwrap();
+    let f = shown.flow.expect("the flow is kept");
+    assert_eq!(f.dst.as_deref(), Some("fd00::2/128"));
+    assert_eq!((f.proto.as_deref(), f.dport), (Some("tcp"), Some(5000)));
+    assert_eq!(ops.show(cpu).await.unwrap().pid, Some(4242));
+    r.broker.stop().await;
 }
 
 fn req(resource: &str, rate: &str) -> CreateRequest {
@@ -304,6 +366,35 @@ async fn bad_input_on(db: &str) {
             },
             "callback",
         ),
+        // A flow needs a device to be enforced on.
+        (
+            CreateRequest {
+                flow: Some(flow("10.0.0.2", 5000)),
+                ..req("link", "1mbit")
+            },
+            "flow",
+        ),
+        (
+            CreateRequest {
+                flow: Some(flow("10.0.0.2", 5000)),
+                ..req("cpu0", "1mbit")
+            },
+            "flow",
+        ),
+        (
+            CreateRequest {
+                flow: Some(flow("10.0.0.300", 5000)),
+                ..req("link", "1mbit")
+            },
+            "flow.dst",
+        ),
+        (
+            CreateRequest {
+                pid: Some(1),
+                ..req("link", "1mbit")
+            },
+            "pid",
+        ),
     ];
     for (request, field) in cases {
         let (status, got) = api_err(alice.create(&request).await.unwrap_err());
@@ -450,6 +541,7 @@ async fn restart_on(db: &str) {
         .write(&[braid_broker::store::Record {
             reservation: &stale,
             callback: None,
+            binding: None,
         }])
         .await
         .unwrap();

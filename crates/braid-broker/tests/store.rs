@@ -40,6 +40,7 @@ async fn write(store: &Store, rows: &[Reservation], callback: Option<&str>) {
         .map(|r| Record {
             reservation: r,
             callback,
+            binding: None,
         })
         .collect();
     store.write(&records).await.unwrap();

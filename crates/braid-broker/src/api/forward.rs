@@ -44,6 +44,8 @@ pub(super) struct Ask {
     pub class: Class,
     /// Where state changes are posted.
     pub callback: Option<String>,
+    /// What the local parts are enforced on, if anything.
+    pub binding: Option<crate::enforce::Binding>,
 }
 
 /// Holds `ask` at the peers, then here, and links them.
@@ -93,6 +95,7 @@ pub(super) async fn create(s: &AppState, caller: &Caller, ask: Ask) -> Result<Cr
         .call(|reply| Command::Reserve {
             requests,
             callback: ask.callback,
+            binding: ask.binding,
             reply,
         })
         .await

@@ -15,11 +15,14 @@ use tokio::sync::broadcast::error::RecvError;
 use utoipa::OpenApi;
 
 use super::{ApiDoc, ApiError, AppState, Caller};
+use crate::auth::Role;
 use crate::clock;
+use crate::config::ResourceKind;
+use crate::enforce::Binding;
 use crate::owner::{self, Action, Answer, Command};
 use crate::types::{
-    Availability, AvailabilityQuery, CreateRequest, Created, ErrorBody, EventView, Health,
-    ModifyRequest, ReservationView,
+    Availability, AvailabilityQuery, CreateRequest, Created, ErrorBody, EventView, FlowSpec,
+    Health, ModifyRequest, ReservationView,
 };
 
 /// How far in the past an explicit start may be (clock skew between the
@@ -189,6 +192,7 @@ pub async fn create(
             ));
         }
     }
+    let binding = binding(&s, &caller, &names, req.flow.as_ref(), req.pid)?;
     if !remote.is_empty() {
         let ask = super::forward::Ask {
             local: names
@@ -201,6 +205,7 @@ pub async fn create(
             end,
             class,
             callback: req.callback,
+            binding,
         };
         let made = super::forward::create(&s, &caller, ask).await?;
         return Ok((StatusCode::CREATED, Json(made)));
@@ -221,6 +226,7 @@ pub async fn create(
         .call(|reply| Command::Reserve {
             requests,
             callback: req.callback,
+            binding,
             reply,
         })
         .await?;
@@ -245,6 +251,72 @@ pub async fn create(
             remote: Vec::new(),
         }),
     ))
+}
+
+/// Checks `flow` and `pid` against the resources named: a flow needs a
+/// network resource, and every network resource named needs a `device` to
+/// enforce it on; a pid needs a CPU resource and an operator (moving a
+/// process into a capped cgroup is a change to the host).
+fn binding(
+    s: &AppState,
+    caller: &Caller,
+    names: &[String],
+    flow: Option<&FlowSpec>,
+    pid: Option<u32>,
+) -> Result<Option<Binding>, ApiError> {
+    // The resources in force (the configuration's and operators'); only
+    // the configuration's have devices.
+    let catalog = s.handle.catalog();
+    let kinds = || {
+        names
+            .iter()
+            .filter_map(|n| catalog.resource(n))
+            .map(|r| (r, r.kind))
+    };
+    let flow = match flow {
+        None => None,
+        Some(spec) => {
+            let flow = spec
+                .parse()
+                .map_err(|e| ApiError::bad(e.field, e.to_string()))?;
+            let mut network = false;
+            for (r, kind) in kinds() {
+                if kind == ResourceKind::Network {
+                    network = true;
+                    if r.device.is_none() {
+                        return Err(ApiError::bad(
+                            "flow",
+                            format!(
+                                "resource {:?} has no device to enforce a flow on (add device = \"IFNAME\" to its [[resource]])",
+                                r.name
+                            ),
+                        ));
+                    }
+                }
+            }
+            if !network {
+                return Err(ApiError::bad("flow", "a flow needs a network resource"));
+            }
+            Some(flow)
+        }
+    };
+    if pid.is_some() {
+        if !kinds().any(|(_, k)| k == ResourceKind::Cpu) {
+            return Err(ApiError::bad("pid", "a pid needs a cpu resource"));
+        }
+        if caller.role != Role::Operator {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "binding a process to a CPU reservation needs an operator token",
+                Some("pid"),
+            ));
+        }
+        if pid == Some(0) {
+            return Err(ApiError::bad("pid", "pid 0 is not a process"));
+        }
+    }
+    let b = Binding { flow, pid };
+    Ok((!b.is_empty()).then_some(b))
 }
 
 /// The query of `GET /v1/reservations`.

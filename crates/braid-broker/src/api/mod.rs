@@ -134,7 +134,8 @@ pub fn router(state: AppState) -> Router {
         crate::types::ReservationView, crate::types::VersionView, crate::types::Availability,
         crate::types::ErrorBody, crate::types::EventView, crate::types::Health,
         crate::types::RemotePart, crate::catalog::ResourceView, crate::catalog::ResourceRequest,
-        crate::catalog::PolicyView, crate::catalog::LimitsView
+        crate::catalog::PolicyView, crate::catalog::LimitsView,
+        crate::types::FlowSpec
     )),
     modifiers(&BearerScheme),
     security(("bearer" = []))

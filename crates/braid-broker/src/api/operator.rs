@@ -135,6 +135,11 @@ pub async fn add(
             name: name.clone(),
             kind,
             capacity,
+            device: None,
+            netns: None,
+            link: None,
+            borrow: None,
+            cpus: None,
         }),
     )
     .await?;

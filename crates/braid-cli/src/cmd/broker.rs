@@ -28,6 +28,11 @@ pub struct BrokerArgs {
     /// The database: a SQLite file (created if missing) or a postgres:// URL.
     #[arg(long, value_name = "PATH|URL")]
     pub db: Option<String>,
+    /// Enforce provisioned reservations in this host's kernel (root): an
+    /// htb class and u32 filter per flow on a resource's `device`, a CPU
+    /// cgroup per reserved pid (docs/broker.md, "Enforcement").
+    #[arg(long)]
+    pub enforce: bool,
 }
 
 /// `braid broker` subcommands.
@@ -70,12 +75,26 @@ pub fn run(a: BrokerArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(a.listen)
             .await
             .with_context(|| format!("listening on {}", a.listen))?;
-        let mut broker = Broker::start(config, &db, listener)
-            .await
-            .with_context(|| format!("starting the broker on {db}"))?;
+        let mut broker = if a.enforce {
+            // The enforcement error is the whole story (not root, no tc, …).
+            Broker::start_enforcing(config, &db, listener)
+                .await
+                .map_err(|e| match e {
+                    braid_broker::server::BrokerError::Enforce(e)
+                    | braid_broker::server::BrokerError::Start(
+                        braid_broker::owner::StartError::Enforce(e),
+                    ) => anyhow::anyhow!("{e}"),
+                    e => anyhow::Error::new(e).context(format!("starting the broker on {db}")),
+                })?
+        } else {
+            Broker::start(config, &db, listener)
+                .await
+                .with_context(|| format!("starting the broker on {db}"))?
+        };
         eprintln!(
-            "braid: broker listening on http://{} (database {db})",
-            broker.addr()
+            "braid: broker listening on http://{} (database {db}{})",
+            broker.addr(),
+            if a.enforce { ", enforcing" } else { "" }
         );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .context("watching SIGTERM")?;

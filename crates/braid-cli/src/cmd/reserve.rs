@@ -4,7 +4,7 @@
 //! (one line per reservation, or `--format json`).
 
 use anyhow::Context;
-use braid_broker::types::{CreateRequest, EventView, ModifyRequest, ReservationView};
+use braid_broker::types::{CreateRequest, EventView, FlowSpec, ModifyRequest, ReservationView};
 use braid_broker::Client;
 
 /// The broker asked when neither --broker nor BRAID_BROKER is given.
@@ -61,6 +61,17 @@ pub enum ReserveCommand {
         /// Its id.
         id: u64,
     },
+    /// Put a committed reservation in force (a broker run with --enforce
+    /// shapes its flow or caps its process from now on).
+    Provision {
+        /// Its id.
+        id: u64,
+    },
+    /// Stop enforcing a provisioned reservation (it stays committed).
+    Release {
+        /// Its id.
+        id: u64,
+    },
     /// Abort a held reservation, or terminate a committed one.
     Cancel {
         /// Its id.
@@ -101,6 +112,42 @@ pub struct CreateArgs {
     /// Commit at once.
     #[arg(long)]
     pub commit: bool,
+    /// Commit and provision at once.
+    #[arg(long)]
+    pub provision: bool,
+    /// The traffic a network reservation is enforced on:
+    /// src=ADDR[/LEN],dst=ADDR[/LEN],proto=tcp|udp,sport=N,dport=N (any
+    /// subset).
+    #[arg(long, value_name = "SPEC")]
+    pub flow: Option<String>,
+    /// The process a CPU reservation is enforced on (operators).
+    #[arg(long)]
+    pub pid: Option<u32>,
+}
+
+/// Parses `--flow src=…,dst=…,proto=…,sport=…,dport=…`.
+fn flow_spec(text: &str) -> anyhow::Result<FlowSpec> {
+    let mut f = FlowSpec::default();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .with_context(|| format!("--flow: {part:?} is not KEY=VALUE"))?;
+        let port = |v: &str| -> anyhow::Result<Option<u16>> {
+            Ok(Some(
+                v.parse()
+                    .with_context(|| format!("--flow: {k}={v}: not a port"))?,
+            ))
+        };
+        match k {
+            "src" => f.src = Some(v.into()),
+            "dst" => f.dst = Some(v.into()),
+            "proto" => f.proto = Some(v.into()),
+            "sport" => f.sport = port(v)?,
+            "dport" => f.dport = port(v)?,
+            _ => anyhow::bail!("--flow: unknown key {k:?} (src, dst, proto, sport, dport)"),
+        }
+    }
+    Ok(f)
 }
 
 /// Runs `braid reserve`.
@@ -137,6 +184,8 @@ pub fn run(a: ReserveArgs) -> anyhow::Result<()> {
                 json,
             ),
             ReserveCommand::Commit { id } => print(&client.act(id, "commit").await?, json),
+            ReserveCommand::Provision { id } => print(&client.act(id, "provision").await?, json),
+            ReserveCommand::Release { id } => print(&client.act(id, "release").await?, json),
             ReserveCommand::Cancel { id } => {
                 let r = client.show(id).await?;
                 let done = if r.state == "held" && r.committed.is_none() {
@@ -178,12 +227,17 @@ async fn create(client: &Client, c: CreateArgs, json: bool) -> anyhow::Result<()
             end: Some(end),
             class: Some(c.class),
             callback: c.callback,
+            flow: c.flow.as_deref().map(flow_spec).transpose()?,
+            pid: c.pid,
         })
         .await?;
     let mut views = Vec::new();
     for id in &created.ids {
-        views.push(if c.commit {
-            client.act(*id, "commit").await?
+        if c.commit || c.provision {
+            client.act(*id, "commit").await?;
+        }
+        views.push(if c.provision {
+            client.act(*id, "provision").await?
         } else {
             client.show(*id).await?
         });
