@@ -203,7 +203,8 @@ json.dump({
     "foreground": [{"name": "fg1", "reserved": 36, "sent": 32},
                    {"name": "fg2", "reserved": 9, "sent": 8},
                    {"name": "fg3", "reserved": 18, "sent": 16}],
-    "names": {"premium": prem, "be": be},
+    "names": {"premium": prem, "be": be,
+              "bg_class": "class 1:11" if enforce == "script" else None},
     "senders": senders,
 }, open(os.path.join(out, "run.json"), "w"), indent=1)
 print(f"enforcement: {enforce}; load before {lb}, after {la}")
