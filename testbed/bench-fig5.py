@@ -172,7 +172,7 @@ def report(out):
             cells += [f"{f['reserved']:g}/{f['sent']:g}", f"{g:.2f}",
                       f"{100 * g / f['sent']:.1f} %", f"{100 * g / f['reserved']:.1f} %"]
             checks.append((f"{f['name']} goodput >= 99 % of its {f['sent']:g} Mbit/s sent",
-                           g >= 0.99 * f["sent"], f"{g:.2f}"))
+                           round(g, 2) >= round(0.99 * f["sent"], 2), f"{g:.2f}"))
         else:
             cells += ["-", "-", "-", "-"]
         if bg_on:
@@ -185,10 +185,10 @@ def report(out):
                       f"{100 * bg / left:.1f} %",
                       f"{100 * wire / left:.1f} %" if wire else "-"]
             checks.append((f"bg {a:g}-{b:g} goodput >= 90 % of the {left:g} Mbit/s premium left",
-                           bg >= 0.9 * left, f"{bg:.2f}"))
+                           round(bg, 2) >= round(0.9 * left, 2), f"{bg:.2f}"))
             if wire:
                 checks.append((f"bg {a:g}-{b:g} wire >= 90 % of the {left:g} Mbit/s premium left",
-                               wire >= 0.9 * left, f"{wire:.2f}"))
+                               round(wire, 2) >= round(0.9 * left, 2), f"{wire:.2f}"))
         else:
             cells += ["-", "-", "-", "-", "-"]
         cells += [f"{prem:.2f}", f"{be:.2f}", str(pdrops)]
