@@ -291,6 +291,55 @@ fn reservation_paces_the_transfer_and_bad_ones_are_refused() {
     assert_eq!(v["provision"], "released", "{v}");
 }
 
+#[test]
+fn rate_below_the_reservation_wins() {
+    let dir = tmpdir("ratecap");
+    let b = Broker::start(&dir);
+    let alice = b.token("alice");
+    let id = b.committed(&alice, "8mbit", "foreground");
+    let input = dir.join("in");
+    let bytes = 1_000_000usize;
+    std::fs::write(&input, random_bytes(bytes, 17)).unwrap();
+    let port = free_port();
+    let out = dir.join("out");
+    let rx = start_recv(port, &out);
+    let t0 = braid::clock::now();
+    let sent = send_cmd(
+        &b,
+        &alice,
+        port,
+        &[
+            "--reservation",
+            &id.to_string(),
+            "--rate",
+            "4mbit",
+            "--block-size",
+            "64KiB",
+        ],
+        &input,
+    )
+    .output()
+    .unwrap();
+    let took = braid::clock::now()
+        .saturating_duration_since(t0)
+        .as_secs_f64();
+    common::assert_ok(&sent, "send on the reservation with --rate");
+    common::assert_ok(&rx.wait_with_output().unwrap(), "recv");
+    assert_eq!(std::fs::read(&out).unwrap(), random_bytes(bytes, 17));
+    let err = String::from_utf8_lossy(&sent.stderr);
+    assert!(
+        err.contains("pace 4 Mbit/s (--rate, below the reserved rate 8 Mbit/s)"),
+        "{err}"
+    );
+    // Paced at 4 Mbit/s = 0.5 MB/s, not at the reserved 1 MB/s: at least
+    // 90 % of bytes / 0.5 MB/s.
+    let floor = bytes as f64 / 0.5e6 * 0.9;
+    assert!(
+        took >= floor,
+        "took {took:.2} s, under {floor:.2} s: not at --rate"
+    );
+}
+
 /// Waits for a stderr line containing `pat`; the lines seen meanwhile.
 fn wait_line(lines: &mpsc::Receiver<String>, pat: &str, seen: &mut Vec<String>) -> String {
     loop {

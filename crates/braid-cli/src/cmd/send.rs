@@ -115,8 +115,9 @@ pub struct SendArgs {
     /// Send on this committed reservation of a `braid broker`, paced at
     /// its rate (a background reservation: at the share the broker
     /// announces), following its changes; it is provisioned for the
-    /// transfer and released after.
-    #[arg(long, value_name = "ID", conflicts_with = "rate")]
+    /// transfer and released after. With --rate too, the pace is the
+    /// smaller of the two (an application sending less than it reserved).
+    #[arg(long, value_name = "ID")]
     pub reservation: Option<u64>,
     /// With --reservation: wait for a reservation that starts later
     /// (default: refuse it).

@@ -12,8 +12,10 @@
 //! rate fed through a `watch` channel by [`follow`], which reads the
 //! broker's server-sent events: a foreground reservation's committed rate
 //! (a modify committed while sending changes the pace) or a background
-//! reservation's share (every new share changes the pace). Each change is
-//! printed as one `pace` line on stderr.
+//! reservation's share (every new share changes the pace). With `--rate`
+//! as well, the pace is the smaller of `--rate` and the reservation's rate
+//! (seed 004 Fig. 5: a 32 Mbit/s flow on a 36 Mbit/s reservation). Each
+//! change is printed as one `pace` line on stderr.
 
 use anyhow::{bail, Context};
 use braid::pipe::{self, Progress, SendConfig, SendReport};
@@ -132,10 +134,27 @@ pub async fn usable(client: &Client, id: u64, wait_start: bool) -> anyhow::Resul
     Ok(r)
 }
 
+/// The pace for a reservation's `rate` under an optional `--rate` cap:
+/// the smaller of the two, and the reason to print beside it.
+pub fn capped(rate: Bandwidth, cap: Option<Bandwidth>, background: bool) -> (Bandwidth, String) {
+    let why = if background { "share" } else { "reserved rate" };
+    match cap {
+        Some(c) if c < rate => (c, format!("--rate, below the {why} {rate}")),
+        _ => (rate, why.to_string()),
+    }
+}
+
 /// Feeds `pace` from the broker's events about reservation `id`: its
-/// committed rate (foreground) or its share (background); one stderr line
-/// per change. Ends when the event stream ends or `pace` has no receiver.
-pub async fn follow(mut events: Events, id: u64, background: bool, pace: watch::Sender<Bandwidth>) {
+/// committed rate (foreground) or its share (background), capped by
+/// `cap` (`--rate`); one stderr line per change. Ends when the event
+/// stream ends or `pace` has no receiver.
+pub async fn follow(
+    mut events: Events,
+    id: u64,
+    background: bool,
+    cap: Option<Bandwidth>,
+    pace: watch::Sender<Bandwidth>,
+) {
     loop {
         let ev = match events.next().await {
             Ok(Some(ev)) => ev,
@@ -169,13 +188,13 @@ pub async fn follow(mut events: Events, id: u64, background: bool, pace: watch::
                 .filter(|r| *r > Bandwidth::ZERO)
         };
         let Some(new) = new else { continue };
+        let (new, why) = capped(new, cap, background);
         let changed = pace.send_if_modified(|r| {
             let differs = *r != new;
             *r = new;
             differs
         });
         if changed {
-            let why = if background { "share" } else { "reserved rate" };
             eprintln!("braid send: reservation {id}: pace {new} ({why})");
         }
         if pace.is_closed() {
@@ -217,14 +236,12 @@ pub async fn send_on_reservation(
         r
     };
     let background = r.class == "background";
-    let rate = reserved_rate(&r);
-    eprintln!(
-        "braid send: reservation {id}: pace {rate} ({})",
-        if background { "share" } else { "reserved rate" }
-    );
+    // `--rate` caps the reservation's pace: the smaller one wins.
+    let cap = cfg.rate.take();
+    let (rate, why) = capped(reserved_rate(&r), cap, background);
+    eprintln!("braid send: reservation {id}: pace {rate} ({why})");
     let (pace_tx, pace_rx) = watch::channel(rate);
-    let follower = tokio::spawn(follow(events, id, background, pace_tx));
-    cfg.rate = None;
+    let follower = tokio::spawn(follow(events, id, background, cap, pace_tx));
     cfg.rate_updates = Some(pace_rx);
     let res = pipe::send_async(input, cfg, observer).await;
     follower.abort();
@@ -234,4 +251,37 @@ pub async fn send_on_reservation(
         }
     }
     res.context("braid send")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::capped;
+    use braid_core::Bandwidth;
+
+    fn mbit(m: u64) -> Bandwidth {
+        Bandwidth::from_bps(m * 1_000_000)
+    }
+
+    #[test]
+    fn the_smaller_of_rate_and_reservation_wins() {
+        // Seed 004 Fig. 5: 32 Mbit/s sent on a 36 Mbit/s reservation.
+        let (pace, why) = capped(mbit(36), Some(mbit(32)), false);
+        assert_eq!(pace, mbit(32));
+        assert!(
+            why.contains("--rate") && why.contains("reserved rate"),
+            "{why}"
+        );
+        // A --rate above the reservation does not raise the pace.
+        assert_eq!(capped(mbit(36), Some(mbit(40)), false).0, mbit(36));
+        assert_eq!(
+            capped(mbit(36), None, false),
+            (mbit(36), "reserved rate".into())
+        );
+        // A background share shrinking below --rate takes over.
+        assert_eq!(
+            capped(mbit(8), Some(mbit(20)), true),
+            (mbit(8), "share".into())
+        );
+        assert_eq!(capped(mbit(40), Some(mbit(20)), true).0, mbit(20));
+    }
 }
