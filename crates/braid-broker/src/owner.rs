@@ -367,7 +367,10 @@ pub async fn start(
         let wants = owner
             .book
             .reservations()
-            .filter_map(|r| Some((r.id, enforce::want(r, owner.bindings.get(&r.id))?)))
+            .filter_map(|r| {
+                let share = owner.book.share(r.id);
+                Some((r.id, enforce::want(r, owner.bindings.get(&r.id), share)?))
+            })
             .collect();
         let (enforcer, failed) = tokio::task::spawn_blocking(move || {
             enforcer.reconcile(&wants).map(|failed| (enforcer, failed))
@@ -441,7 +444,10 @@ impl OwnerTask {
         }
         // Kernel state before the store: a crash in between leaves state
         // that the restarted broker's reconcile removes or keeps.
-        self.enforce(&mut dirty, now).await;
+        // A background reservation whose share changed is re-enforced at
+        // it, though nothing stored about it changed.
+        let reshared: BTreeSet<ReservationId> = shares.iter().map(|(id, ..)| *id).collect();
+        self.enforce(&reshared, &mut dirty, now).await;
         self.drain_events(&mut dirty, &mut shares);
         let changed: Vec<Reservation> = dirty
             .iter()
@@ -499,18 +505,28 @@ impl OwnerTask {
         Ok(())
     }
 
-    /// Brings the kernel in line with the reservations in `dirty`; a
+    /// Brings the kernel in line with the reservations in `dirty` and
+    /// the background ones in `reshared`; a
     /// reservation that cannot be enforced fails (and is added to `dirty`
     /// if it was not there).
-    async fn enforce(&mut self, dirty: &mut BTreeSet<ReservationId>, now: Instant) {
+    async fn enforce(
+        &mut self,
+        reshared: &BTreeSet<ReservationId>,
+        dirty: &mut BTreeSet<ReservationId>,
+        now: Instant,
+    ) {
         let Some(mut enforcer) = self.enforcer.take() else {
             return;
         };
         let wants: Vec<_> = dirty
-            .iter()
+            .union(reshared)
             .map(|id| {
                 let r = self.book.reservation(*id);
-                (*id, r.and_then(|r| enforce::want(r, self.bindings.get(id))))
+                let share = self.book.share(*id);
+                (
+                    *id,
+                    r.and_then(|r| enforce::want(r, self.bindings.get(id), share)),
+                )
             })
             .collect();
         let joined = tokio::task::spawn_blocking(move || {

@@ -516,3 +516,82 @@ fn enforce_without_root_is_one_clear_line() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("--enforce needs root"), "{err}");
 }
+
+/// The rate tc shows for class `handle`, in Mbit/s (`None` if absent).
+fn class_rate_mbit(p: &Pair, handle: &str) -> Option<f64> {
+    let out = p.tc(&["class", "show", "dev", "ea"]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("class htb {handle} ")))?;
+    let rate = line.split(" rate ").nth(1)?.split_whitespace().next()?;
+    if let Some(m) = rate.strip_suffix("Mbit") {
+        m.parse().ok()
+    } else {
+        rate.strip_suffix("Kbit")?
+            .parse::<f64>()
+            .ok()
+            .map(|k| k / 1000.0)
+    }
+}
+
+#[test]
+fn enforce_background_class_follows_its_share() {
+    require_root_tc!();
+    let p = Pair::up("g");
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &net_config(&p, false));
+    let token = token(&config);
+    let (mut broker, url) = start(&config, &dir.path().join("b.db"));
+    // A background reservation with a 4 Mbit/s minimum: alone, it is
+    // enforced at its share of the 40 Mbit/s premium capacity, not at 4.
+    let bg = first_id(&reserve(
+        &url,
+        &token,
+        &[
+            "create",
+            "--resource",
+            "link",
+            "--rate",
+            "4mbit",
+            "--class",
+            "background",
+            "--duration",
+            "1h",
+            "--provision",
+            "--flow",
+            "dst=10.77.0.2,proto=tcp,dport=5202",
+        ],
+    ));
+    let h = class(bg);
+    let alone = class_rate_mbit(&p, &h).expect("the background class");
+    assert!(alone > 30.0, "background class alone: {alone} Mbit/s");
+    // A 10 Mbit/s foreground reservation arrives: the share, and the
+    // class, shrink; it leaves: they grow back.
+    let fg = first_id(&reserve(
+        &url,
+        &token,
+        &[
+            "create",
+            "--resource",
+            "link",
+            "--rate",
+            "10mbit",
+            "--duration",
+            "1h",
+            "--commit",
+        ],
+    ));
+    let with_fg = class_rate_mbit(&p, &h).expect("the background class");
+    assert!(
+        with_fg < alone - 5.0 && with_fg >= 4.0,
+        "background class with a 10 Mbit/s foreground: {with_fg} (alone {alone})"
+    );
+    reserve(&url, &token, &["cancel", &fg.to_string()]);
+    let again = class_rate_mbit(&p, &h).expect("the background class");
+    assert!(
+        (again - alone).abs() < 0.5,
+        "background class after the foreground left: {again} (alone {alone})"
+    );
+    let _ = broker.kill();
+    let _ = broker.wait();
+}

@@ -28,7 +28,7 @@ pub mod net;
 
 use std::collections::BTreeMap;
 
-use braid_core::reserve::{ProvisionState, Reservation};
+use braid_core::reserve::{Class, ProvisionState, Reservation};
 use braid_core::{Bandwidth, ReservationId};
 
 pub use flow::{Binding, Flow, FlowError};
@@ -72,15 +72,24 @@ pub struct Want {
 }
 
 /// What should be in force for `r` with `binding`: `None` unless it is
-/// live, committed and provisioned with something to enforce on.
-pub fn want(r: &Reservation, binding: Option<&Binding>) -> Option<Want> {
+/// live, committed and provisioned with something to enforce on. A
+/// background reservation is enforced at its current `share` of the
+/// premium capacity foreground leaves unused (seed 004 §5: B_i, never
+/// below its committed minimum b_i), so that its class follows the
+/// callbacks its holder follows; a foreground one at its committed rate.
+pub fn want(r: &Reservation, binding: Option<&Binding>, share: Option<Bandwidth>) -> Option<Want> {
     let binding = binding.filter(|b| !b.is_empty())?;
     if !r.life.is_created() || r.provision != ProvisionState::Provisioned {
         return None;
     }
+    let committed = r.committed.as_ref()?.rate;
+    let rate = match (r.class, share) {
+        (Class::Background, Some(share)) => share.max(committed),
+        _ => committed,
+    };
     Some(Want {
         resource: r.resource.clone(),
-        rate: r.committed.as_ref()?.rate,
+        rate,
         binding: binding.clone(),
     })
 }
