@@ -119,6 +119,7 @@ pub async fn load(
                         netns: None,
                         link: None,
                         borrow: None,
+                        overhead: None,
                         cpus: None,
                     });
                 }

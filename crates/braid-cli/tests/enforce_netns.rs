@@ -199,7 +199,8 @@ fn class_bytes(p: &Pair, handle: &str) -> u64 {
 fn net_config(p: &Pair, borrow: bool) -> String {
     format!(
         "[[resource]]\nname = \"link\"\nkind = \"network\"\ncapacity = \"40mbit\"\n\
-         device = \"ea\"\nnetns = \"{}\"\nlink = \"50mbit\"\nborrow = {borrow}\n",
+         device = \"ea\"\nnetns = \"{}\"\nlink = \"50mbit\"\nborrow = {borrow}\n\
+         overhead = 0.0\n",
         p.a
     )
 }

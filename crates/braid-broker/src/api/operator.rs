@@ -139,6 +139,7 @@ pub async fn add(
             netns: None,
             link: None,
             borrow: None,
+            overhead: None,
             cpus: None,
         }),
     )

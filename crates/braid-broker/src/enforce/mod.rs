@@ -165,6 +165,7 @@ impl Enforcer {
                             netns: r.netns.clone(),
                             link: r.link_rate(),
                             borrow: r.borrow.unwrap_or(true),
+                            overhead: r.overhead.unwrap_or(net::DEFAULT_OVERHEAD_PERCENT) / 100.0,
                         },
                     );
                 }
@@ -246,10 +247,11 @@ impl Enforcer {
     }
 
     fn reserved_on(&self, resource: &str, wants: &BTreeMap<ReservationId, Want>) -> Bandwidth {
+        let wire = |r: Bandwidth| self.devices.get(resource).map_or(r, |d| d.wire(r));
         let sum = wants
             .values()
             .filter(|w| w.resource == resource && w.binding.flow.is_some())
-            .map(|w| w.rate.bps())
+            .map(|w| wire(w.rate).bps())
             .fold(0_u64, u64::saturating_add);
         Bandwidth::from_bps(sum)
     }
@@ -297,11 +299,11 @@ impl Enforcer {
 
     /// What `want` means here, if the broker enforces its resource.
     fn target(&self, id: ReservationId, w: &Want) -> Option<Applied> {
-        if self.devices.contains_key(&w.resource) {
+        if let Some(d) = self.devices.get(&w.resource) {
             return w.binding.flow.map(|flow| Applied::Net {
                 resource: w.resource.clone(),
                 minor: net::minor(id),
-                rate: w.rate,
+                rate: d.wire(w.rate),
                 flow,
             });
         }

@@ -146,7 +146,7 @@ pub fn check_tc() -> Result<(), NetError> {
 }
 
 /// One device the broker shapes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Device {
     /// The interface.
     pub name: String,
@@ -157,9 +157,22 @@ pub struct Device {
     /// Whether reserved classes may borrow up to the link (else ceil =
     /// rate).
     pub borrow: bool,
+    /// The headers' share on the wire above a reserved (payload) rate,
+    /// as a fraction (0.05 = 5 %).
+    pub overhead: f64,
 }
 
+/// Default [`Device::overhead`], in percent: TCP/IPv4 over Ethernet at a
+/// 1448-byte MSS sends 1514 bytes per 1448 of payload (4.6 %).
+pub const DEFAULT_OVERHEAD_PERCENT: f64 = 5.0;
+
 impl Device {
+    /// The class rate, on the wire, for a reserved payload rate `r`.
+    pub fn wire(&self, r: Bandwidth) -> Bandwidth {
+        // Rates are far below 2^53 bit/s: exact in an f64.
+        Bandwidth::from_bps((r.bps() as f64 * (1.0 + self.overhead)).ceil() as u64)
+    }
+
     fn tc(&self, a: &[&str]) -> Result<String, NetError> {
         tc(self.netns.as_deref(), &args(a))
     }
@@ -377,6 +390,34 @@ impl Device {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_class_gets_the_headers_on_top_of_the_reserved_rate() {
+        let d = |overhead| Device {
+            name: "x".into(),
+            netns: None,
+            link: Bandwidth::from_mbps(100),
+            borrow: true,
+            overhead,
+        };
+        assert_eq!(
+            d(0.0).wire(Bandwidth::from_mbps(40)),
+            Bandwidth::from_mbps(40)
+        );
+        assert_eq!(
+            d(0.05).wire(Bandwidth::from_mbps(40)),
+            Bandwidth::from_mbps(42)
+        );
+        // A TCP payload paced at the reserved rate fits its class: 1514
+        // bytes on the wire per 1448 of payload.
+        let needed = 40_000_000.0 * 1514.0 / 1448.0;
+        assert!(
+            d(DEFAULT_OVERHEAD_PERCENT / 100.0)
+                .wire(Bandwidth::from_mbps(40))
+                .bps() as f64
+                >= needed
+        );
+    }
 
     #[test]
     fn minors_are_deterministic_and_in_range() {
