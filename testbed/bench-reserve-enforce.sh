@@ -19,7 +19,9 @@
 # (default 100mbit), RES (the reservation, default 16mbit), WRITE (the TCP
 # write rate, default 64M = 4x), FLOOD (the UDP flood, default 120M),
 # SCALE (fig11 time scale: the seed's 10/40/60/80/120/160/200 s times are
-# divided by it, default 2).
+# divided by it, default 2), DELAY (one-way delay of the sender–router
+# link, e.g. 37500us for the seed's 75 ms RTT: that link is then a `braid
+# emulate` link at 1 Gbit/s instead of a veth; default none).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BRAID=${BRAID:-$HERE/../target/release/braid}
@@ -29,6 +31,7 @@ RES=${RES:-16mbit}
 WRITE=${WRITE:-64M}
 FLOOD=${FLOOD:-120M}
 SCALE=${SCALE:-2}
+DELAY=${DELAY:-}
 WHAT=${1:?fig9 | fig11 | all}
 OUT=${2:?OUTDIR}
 mkdir -p "$OUT"
@@ -46,10 +49,24 @@ trap cleanup EXIT
 up() {
     cleanup
     for ns in $S $R $D; do ip netns add $ns; ip -n $ns link set lo up; done
-    ip -n $S link add sr type veth peer name rs netns $R
+    if [ -n "$DELAY" ]; then
+        # The wide-area part: braid's link emulator (this kernel has no
+        # netem), fast enough not to be the bottleneck.
+        "$BRAID" emulate --ns-a $S --ns-b $R --dev-a sr --dev-b rs \
+            --addr-a 10.78.1.1/24 --addr-b 10.78.1.2/24 --rate 1gbit \
+            --delay "$DELAY" --queue 200ms --watch-pid $$ >"$OUT/emulate.log" 2>&1 </dev/null &
+        PIDS+=($!)
+        for _ in $(seq 100); do
+            ip -n $R addr show dev rs 2>/dev/null | grep -q 10.78.1.2 && break; sleep 0.05
+        done
+        ip -n $R addr show dev rs 2>/dev/null | grep -q 10.78.1.2 \
+            || { echo "braid emulate did not start:"; cat "$OUT/emulate.log"; exit 1; }
+    else
+        ip -n $S link add sr type veth peer name rs netns $R
+        ip -n $S addr add 10.78.1.1/24 dev sr; ip -n $S link set sr up
+        ip -n $R addr add 10.78.1.2/24 dev rs; ip -n $R link set rs up
+    fi
     ip -n $R link add rd type veth peer name dr netns $D
-    ip -n $S addr add 10.78.1.1/24 dev sr; ip -n $S link set sr up
-    ip -n $R addr add 10.78.1.2/24 dev rs; ip -n $R link set rs up
     ip -n $R addr add 10.78.2.1/24 dev rd; ip -n $R link set rd up
     ip -n $D addr add 10.78.2.2/24 dev dr; ip -n $D link set dr up
     ip -n $S route add default via 10.78.1.2
