@@ -21,7 +21,8 @@
 # SCALE (fig11 time scale: the seed's 10/40/60/80/120/160/200 s times are
 # divided by it, default 2), DELAY (one-way delay of the sender–router
 # link, e.g. 37500us for the seed's 75 ms RTT: that link is then a `braid
-# emulate` link at 1 Gbit/s instead of a veth; default none).
+# emulate` link at 1 Gbit/s instead of a veth; default none), CPU_LOAD
+# (fig11: busy loops on the receiver's CPU, default 8).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BRAID=${BRAID:-$HERE/../target/release/braid}
@@ -32,6 +33,7 @@ WRITE=${WRITE:-64M}
 FLOOD=${FLOOD:-120M}
 SCALE=${SCALE:-2}
 DELAY=${DELAY:-}
+CPU_LOAD=${CPU_LOAD:-8}
 WHAT=${1:?fig9 | fig11 | all}
 OUT=${2:?OUTDIR}
 mkdir -p "$OUT"
@@ -182,7 +184,7 @@ fig11() {
     echo "$(date +%T) net reservation $net" >> "$OUT/fig11.events"
     sleep "$(at 20)"
     local load=()
-    for _ in 1 2 3 4 5 6 7 8; do taskset -c 1 sh -c 'while :; do :; done' & load+=($!); PIDS+=($!); done
+    for _ in $(seq "$CPU_LOAD"); do taskset -c 1 sh -c 'while :; do :; done' & load+=($!); PIDS+=($!); done
     echo "$(date +%T) cpu load" >> "$OUT/fig11.events"
     sleep "$(at 20)"
     local cpu
@@ -205,7 +207,7 @@ fig11() {
 {
     echo "date: $(date -u +%FT%TZ)"
     echo "host: $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "command: $0 $*  (SECS=$SECS LINK=$LINK RES=$RES WRITE=$WRITE FLOOD=$FLOOD SCALE=$SCALE)"
+    echo "command: $0 $*  (SECS=$SECS LINK=$LINK RES=$RES WRITE=$WRITE FLOOD=$FLOOD SCALE=$SCALE DELAY=$DELAY CPU_LOAD=$CPU_LOAD)"
     echo "braid: $("$BRAID" --version 2>/dev/null || echo "$BRAID")"
 } | tee "$OUT/run.txt"
 case $WHAT in
