@@ -22,7 +22,9 @@
 # divided by it, default 2), DELAY (one-way delay of the sender–router
 # link, e.g. 37500us for the seed's 75 ms RTT: that link is then a `braid
 # emulate` link at 1 Gbit/s instead of a veth; default none), CPU_LOAD
-# (fig11: busy loops on the receiver's CPU, default 8).
+# (fig11: busy loops on the receiver's CPU, default 8), RX (fig11's
+# receiver: iperf3, or zlib — testbed/cpu-bound-rx.py, which compresses
+# every chunk it reads, so that CPU load throttles it as in the seed).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BRAID=${BRAID:-$HERE/../target/release/braid}
@@ -34,6 +36,7 @@ FLOOD=${FLOOD:-120M}
 SCALE=${SCALE:-2}
 DELAY=${DELAY:-}
 CPU_LOAD=${CPU_LOAD:-8}
+RX=${RX:-iperf3}
 WHAT=${1:?fig9 | fig11 | all}
 OUT=${2:?OUTDIR}
 mkdir -p "$OUT"
@@ -168,12 +171,22 @@ fig11() {
     broker true
     local t=$((200 / SCALE)) at
     at() { echo "$1 / $SCALE" | bc -l; }
-    ip netns exec $D taskset -c 1 iperf3 -s -p 5201 -1 >/dev/null & local rx=$!; PIDS+=($rx)
+    local rx rxpid tcp
+    if [ "$RX" = zlib ]; then
+        # A receiver whose per-byte work is CPU-bound (zlib on every chunk).
+        ip netns exec $D taskset -c 1 python3 "$HERE/cpu-bound-rx.py" listen 5201 "$OUT/fig11.series" &
+        rx=$!; PIDS+=($rx)
+    else
+        ip netns exec $D taskset -c 1 iperf3 -s -p 5201 -1 >/dev/null & rx=$!; PIDS+=($rx)
+    fi
     ip netns exec $D iperf3 -s -p 5202 -1 >/dev/null & PIDS+=($!)
     sleep 0.5
-    local rxpid
-    rxpid=$(pgrep -P "$rx" iperf3 || echo "$rx")
-    ip netns exec $S iperf3 -c 10.78.2.2 -p 5201 -C cubic -t "$t" -i 1 -f k > "$OUT/fig11.txt" & local tcp=$!
+    rxpid=$(pgrep -P "$rx" -f 'iperf3|cpu-bound-rx' || echo "$rx")
+    if [ "$RX" = zlib ]; then
+        ip netns exec $S python3 "$HERE/cpu-bound-rx.py" send 10.78.2.2 5201 "$t" & tcp=$!
+    else
+        ip netns exec $S iperf3 -c 10.78.2.2 -p 5201 -C cubic -t "$t" -i 1 -f k > "$OUT/fig11.txt" & tcp=$!
+    fi
     sleep "$(at 10)"
     echo "$(date +%T) flood" >> "$OUT/fig11.events"
     ip netns exec $S iperf3 -c 10.78.2.2 -p 5202 -u -b 80M -l 1400 -t $((t - 10 / SCALE)) >/dev/null & PIDS+=($!)
@@ -200,14 +213,16 @@ fig11() {
     wait "$tcp"
     kill "${load[@]}" 2>/dev/null || true
     stop_broker
-    awk '/sec/ && !/sender|receiver/ { for (i = 1; i <= NF; i++) if ($i == "Kbits/sec") print $(i-1) }' \
-        "$OUT/fig11.txt" > "$OUT/fig11.series"
+    if [ "$RX" != zlib ]; then
+        awk '/sec/ && !/sender|receiver/ { for (i = 1; i <= NF; i++) if ($i == "Kbits/sec") print $(i-1) }' \
+            "$OUT/fig11.txt" > "$OUT/fig11.series"
+    fi
 }
 
 {
     echo "date: $(date -u +%FT%TZ)"
     echo "host: $(uname -r), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "command: $0 $*  (SECS=$SECS LINK=$LINK RES=$RES WRITE=$WRITE FLOOD=$FLOOD SCALE=$SCALE DELAY=$DELAY CPU_LOAD=$CPU_LOAD)"
+    echo "command: $0 $*  (SECS=$SECS LINK=$LINK RES=$RES WRITE=$WRITE FLOOD=$FLOOD SCALE=$SCALE DELAY=$DELAY CPU_LOAD=$CPU_LOAD RX=$RX)"
     echo "braid: $("$BRAID" --version 2>/dev/null || echo "$BRAID")"
 } | tee "$OUT/run.txt"
 case $WHAT in

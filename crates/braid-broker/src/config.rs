@@ -51,7 +51,7 @@ use braid_core::reserve::{Limits, Policy, DEFAULT_HOLD_TIME};
 use braid_core::{Bandwidth, Duration};
 use serde::{Deserialize, Deserializer};
 
-use crate::callbacks::AllowList;
+use crate::allow::AllowList;
 
 /// Shortest accepted token secret, in bytes.
 pub const MIN_SECRET_LEN: usize = 32;

@@ -18,7 +18,8 @@
 //! | [`auth`] | bearer tokens: issue and verify, roles |
 //! | [`types`] | request and response bodies (the OpenAPI schemas) |
 //! | [`owner`] | the task that owns the book and the store |
-//! | [`callbacks`] | the callback allow-list and delivery with a bounded retry |
+//! | [`allow`] | the operator's allow-list of callback URLs |
+//! | [`callbacks`] | delivery of state changes to callback URLs, with a bounded retry |
 //! | [`peers`] | peer brokers: resources of other domains, held and committed through them |
 //! | [`catalog`] | the resources and policy in force; operators' changes, stored |
 //! | [`groups`] | co-reservation groups: all parts committed, aborted, terminated together |
@@ -27,6 +28,7 @@
 //! | [`server`] | [`Broker`]: a running service |
 //! | [`client`] | [`Client`]: the API from Rust (`braid reserve`) |
 
+pub mod allow;
 pub mod api;
 pub mod auth;
 pub mod callbacks;
