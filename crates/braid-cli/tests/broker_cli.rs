@@ -1,9 +1,16 @@
 //! `braid broker` and `braid reserve` as processes: a committed reservation
 //! survives kill -9 of the broker and a restart on the same database.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
+
+mod common;
+use common::broker::reserve;
+
+/// A broker for `config` and `db`.
+fn start(config: &Path, db: &Path) -> (std::process::Child, String) {
+    common::broker::start(&[], config, db)
+}
 
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
 
@@ -16,49 +23,6 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
     )
     .unwrap();
     config
-}
-
-/// Starts a broker on an ephemeral port; returns it and its URL (read from
-/// its "listening on" line).
-fn start(config: &Path, db: &Path) -> (Child, String) {
-    let mut child = Command::new(BRAID)
-        .args(["broker", "--config"])
-        .arg(config)
-        .args(["--listen", "127.0.0.1:0", "--db"])
-        .arg(db)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn braid broker");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("broker printed its address before exiting")
-            .expect("stderr is text");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    // Keep draining stderr so the broker never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, url)
-}
-
-fn reserve(url: &str, token: &str, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(BRAID)
-        .args([
-            "reserve", "--broker", url, "--token", token, "--format", "json",
-        ])
-        .args(args)
-        .output()
-        .expect("run braid reserve");
-    assert!(
-        out.status.success(),
-        "braid reserve {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json output")
 }
 
 #[test]

@@ -13,9 +13,8 @@
 //! kill -9 under load").
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -26,7 +25,12 @@ use braid_broker::{Auth, Client, Config, Role};
 use braid_core::reserve::{Book, BookConfig, ReservationState};
 use sqlx::Connection as _;
 
-const BRAID: &str = env!("CARGO_BIN_EXE_braid");
+mod common;
+
+/// Starts a broker on an ephemeral port; returns it and its URL.
+fn start(config: &Path, db: &str) -> (Child, String) {
+    common::broker::start(&[], config, db)
+}
 const SECRET: &str = "0123456789abcdef0123456789abcdef";
 /// Concurrent clients.
 const CLIENTS: usize = 64;
@@ -39,31 +43,6 @@ const BOUND: std::time::Duration = std::time::Duration::from_secs(120);
 
 const CONFIG: &str = "[[resource]]\nname = \"wide\"\nkind = \"network\"\ncapacity = \"10gbit\"\n\
     [[resource]]\nname = \"tight\"\nkind = \"network\"\ncapacity = \"20mbit\"\n";
-
-/// Starts a broker on an ephemeral port; returns it and its URL.
-fn start(config: &Path, db: &str) -> (Child, String) {
-    let mut child = Command::new(BRAID)
-        .args(["broker", "--config"])
-        .arg(config)
-        .args(["--listen", "127.0.0.1:0", "--db", db])
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn braid broker");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("broker printed its address before exiting")
-            .expect("stderr is text");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    // Keep draining stderr so the broker never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, url)
-}
 
 /// What one client saw answered.
 #[derive(Default)]

@@ -10,12 +10,19 @@
 //! egress. The tests skip, saying why, when not root or without `tc`
 //! (and the flow test without `iperf3`).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const BRAID: &str = env!("CARGO_BIN_EXE_braid");
+
+mod common;
+use common::broker::reserve;
+
+/// A `braid broker --enforce` process; its URL.
+fn start(config: &Path, db: &Path) -> (Child, String) {
+    common::broker::start(&["--enforce"], config, db)
+}
 const SECRET: &str = "secret = \"0123456789abcdef0123456789abcdef\"\n";
 
 fn skip_reason() -> Option<String> {
@@ -124,47 +131,6 @@ fn token(config: &Path) -> String {
         .arg(config)
         .args(["--user", "ops", "--role", "operator", "--ttl", "1d"]));
     out.trim().to_string()
-}
-
-/// A `braid broker --enforce` process; its URL.
-fn start(config: &Path, db: &Path) -> (Child, String) {
-    let mut child = Command::new(BRAID)
-        .args(["broker", "--enforce", "--config"])
-        .arg(config)
-        .args(["--listen", "127.0.0.1:0", "--db"])
-        .arg(db)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn braid broker");
-    let stderr = child.stderr.take().expect("piped stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("broker printed its address before exiting")
-            .expect("stderr is text");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    std::thread::spawn(move || lines.for_each(drop));
-    (child, url)
-}
-
-fn reserve(url: &str, token: &str, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(BRAID)
-        .args([
-            "reserve", "--broker", url, "--token", token, "--format", "json",
-        ])
-        .args(args)
-        .output()
-        .expect("run braid reserve");
-    assert!(
-        out.status.success(),
-        "braid reserve {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json output")
 }
 
 fn first_id(v: &serde_json::Value) -> u64 {

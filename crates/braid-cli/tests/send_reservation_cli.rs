@@ -71,27 +71,7 @@ impl Broker {
              [[resource]]\nname = \"link\"\nkind = \"network\"\ncapacity = \"16mbit\"\n",
         )
         .unwrap();
-        let mut child = braid()
-            .args(["broker", "--config"])
-            .arg(&config)
-            .args(["--listen", "127.0.0.1:0", "--db"])
-            .arg(dir.join("broker.db"))
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn braid broker");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let url = loop {
-            let line = lines
-                .next()
-                .expect("broker printed its address before exiting")
-                .expect("stderr is text");
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-        };
-        // Keep draining stderr so the broker never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
+        let (child, url) = common::broker::start(&[], &config, dir.join("broker.db"));
         Broker {
             child,
             url,

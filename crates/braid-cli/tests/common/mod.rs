@@ -45,4 +45,6 @@ pub fn pipe_key_arg() -> String {
 // Only the namespace tests use it; the other test binaries include this
 // module too and would warn about unused items.
 #[allow(dead_code)]
+pub mod broker;
+#[allow(dead_code)]
 pub mod netns;
