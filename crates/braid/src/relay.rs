@@ -22,9 +22,9 @@
 //! of [`TCP_SEND_BUFFER`](crate::rudp::tcp::TCP_SEND_BUFFER) bytes, for at
 //! most [`MAX_TCP_PEERS`](crate::rudp::tcp::MAX_TCP_PEERS) connections.
 
-use crate::rudp::sockets::{Socket, SocketSet};
-use crate::rudp::tcp::TcpServer;
-use crate::rudp::{bind_udp, os_secret, IoStats, RudpError, MAX_ROUNDS};
+use crate::rudp::listen::{bind_listener, ListenError};
+use crate::rudp::sockets::SocketSet;
+use crate::rudp::{os_secret, IoStats, RudpError, MAX_ROUNDS};
 use braid_core::session::relay::{PairInfo, Relay as Core, RelayStats};
 use braid_core::transport::{Config, EndpointStats};
 use std::future::Future;
@@ -119,37 +119,11 @@ impl Relay {
     pub fn bind(addr: SocketAddr, config: RelayConfig) -> Result<Relay, RelayError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| RelayError::NoRuntime)?;
         let _guard = runtime.enter();
-        let mut tries = 0;
-        let (sockets, local) = loop {
-            let io = bind_udp(addr, config.socket_buffer)?;
-            let socket =
-                Socket::new(Box::new(io)).map_err(|source| RudpError::Bind { addr, source })?;
-            let local = socket.local();
-            let mut sockets = vec![socket];
-            if !config.accept_tcp {
-                break (sockets, local);
-            }
-            let err = |source| RelayError::TcpListen {
-                addr: local,
-                source,
-            };
-            match TcpServer::bind(local).and_then(|t| Socket::new(Box::new(t))) {
-                Ok(tcp) => {
-                    sockets.push(tcp);
-                    break (sockets, local);
-                }
-                // Port 0: the UDP port the OS chose may be taken for TCP;
-                // choose again.
-                Err(e)
-                    if addr.port() == 0
-                        && tries < crate::session::PORT_ZERO_TRIES
-                        && e.kind() == std::io::ErrorKind::AddrInUse =>
-                {
-                    tries += 1;
-                }
-                Err(e) => return Err(err(e)),
-            }
-        };
+        let (sockets, local) = bind_listener(addr, config.socket_buffer, config.accept_tcp)
+            .map_err(|e| match e {
+                ListenError::Udp(e) => RelayError::from(e),
+                ListenError::Tcp { addr, source } => RelayError::TcpListen { addr, source },
+            })?;
         let core = Core::routed(config.transport, os_secret()?)?;
         let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
         runtime.spawn(Driver {

@@ -74,6 +74,7 @@ mod connection;
 mod driver;
 mod endpoint;
 pub mod io;
+pub(crate) mod listen;
 pub mod mem;
 mod msg;
 pub(crate) mod sockets;

@@ -217,26 +217,3 @@ fn bind_all(
     }
     Ok(out)
 }
-
-/// A TCP listener on `local` (a bound UDP socket's address) for paths over
-/// TCP.
-/// How often a listener bound to port 0 chooses again when the UDP port
-/// the OS gave it is taken for TCP.
-pub(crate) const PORT_ZERO_TRIES: u32 = 16;
-
-impl SessionError {
-    /// The TCP listener's port was taken (see [`PORT_ZERO_TRIES`]).
-    pub(crate) fn addr_in_use(&self) -> bool {
-        matches!(self, SessionError::TcpListen { source, .. }
-            if source.kind() == std::io::ErrorKind::AddrInUse)
-    }
-}
-
-fn tcp_listener(local: SocketAddr) -> Result<crate::rudp::sockets::Socket, SessionError> {
-    let err = |source| SessionError::TcpListen {
-        addr: local,
-        source,
-    };
-    let s = crate::rudp::tcp::TcpServer::bind(local).map_err(err)?;
-    crate::rudp::sockets::Socket::new(Box::new(s)).map_err(err)
-}

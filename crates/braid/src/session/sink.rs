@@ -10,8 +10,9 @@
 
 use super::driver::{Driver, SinkState};
 use super::msg::{gone, Command, Incoming, Message};
-use super::{bind_all, tcp_listener, SessionError, COMMAND_QUEUE, PEER_TIMEOUT, PORT_ZERO_TRIES};
+use super::{SessionError, COMMAND_QUEUE, PEER_TIMEOUT};
 use crate::clock;
+use crate::rudp::listen::{bind_listener, ListenError};
 use crate::rudp::os_secret;
 use braid_core::session::{
     CloseReason, Event, Session as Core, SessionConfig as CoreConfig, SessionId, Snapshot,
@@ -80,26 +81,11 @@ impl SessionListener {
     pub fn bind(addr: SocketAddr, config: ListenerConfig) -> Result<SessionListener, SessionError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| SessionError::NoRuntime)?;
         let _guard = runtime.enter();
-        let mut tries = 0;
-        let (sockets, local) = loop {
-            let mut sockets = bind_all(&[addr], config.socket_buffer)?;
-            let local = sockets[0].local();
-            if !config.accept_tcp {
-                break (sockets, local);
-            }
-            match tcp_listener(local) {
-                Ok(tcp) => {
-                    sockets.push(tcp);
-                    break (sockets, local);
-                }
-                // Port 0: the UDP port the OS chose may be taken for TCP;
-                // choose again.
-                Err(e) if addr.port() == 0 && tries < PORT_ZERO_TRIES && e.addr_in_use() => {
-                    tries += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        let (sockets, local) = bind_listener(addr, config.socket_buffer, config.accept_tcp)
+            .map_err(|e| match e {
+                ListenError::Udp(e) => SessionError::from(e),
+                ListenError::Tcp { addr, source } => SessionError::TcpListen { addr, source },
+            })?;
         let mut core_config = config.core.clone();
         core_config.peer_timeout = Some(config.peer_timeout);
         let core = Core::sink(core_config.clone(), os_secret()?, clock::now())?;
