@@ -24,7 +24,7 @@
 # traces, default /work/shared/data/traces/mahimahi).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-BRAID=${BRAID:-$HERE/../target/release/braid}
+export BRAID=${BRAID:-$HERE/../target/release/braid}  # netns.sh runs it too
 NETNS="bash $HERE/netns.sh"
 SECS=${SECS:-6}
 DYN_SECS=${DYN_SECS:-80}

@@ -69,6 +69,7 @@ pub mod recovery;
 pub mod recv;
 pub mod rtt;
 pub mod send;
+pub mod sent_log;
 pub mod stats;
 pub mod thresholds;
 

@@ -3,6 +3,10 @@
 //! the probe timeout (RFC 9002 §6, with RFC 6298 RTT estimation).
 //!
 //! Main types: [`Recovery`], [`SentPacket`], [`SentFrame`], [`AckOutcome`].
+//! Nothing here allocates per packet once a connection has reached its
+//! peak (the packets in flight are a [`SentLog`]; a packet's frames are
+//! inline up to two; an [`AckOutcome`] is reused through
+//! [`Recovery::on_ack_into`]).
 //!
 //! Invariants:
 //! - Packet numbers are sent in increasing order and never reused; a
@@ -15,9 +19,10 @@
 //!   new packets when it is full.
 
 use super::rtt::RttEstimator;
+use super::sent_log::SentLog;
 use crate::time::{Duration, Instant};
 use crate::wire::{AckFrame, AdaptFrame, Reliability, StreamId};
-use std::collections::BTreeMap;
+use smallvec::SmallVec;
 
 /// A packet is lost once this many later packets are acknowledged.
 pub const PACKET_THRESHOLD: u64 = 3;
@@ -69,6 +74,10 @@ pub enum SentFrame {
     Other,
 }
 
+/// What one packet carried: a bulk packet carries one fragment, or two
+/// where a message ends, so two fit without a heap allocation.
+pub type SentFrames = SmallVec<[SentFrame; 2]>;
+
 /// A packet in flight.
 #[derive(Debug, Clone)]
 pub struct SentPacket {
@@ -88,7 +97,7 @@ pub struct SentPacket {
     /// When `delivered` was last increased before it was sent.
     pub delivered_time: Instant,
     /// Its frames.
-    pub frames: Vec<SentFrame>,
+    pub frames: SentFrames,
 }
 
 /// The result of processing an ACK or a loss timer.
@@ -100,6 +109,15 @@ pub struct AckOutcome {
     pub lost: Vec<(u64, SentPacket)>,
     /// Whether the ACK gave an RTT sample.
     pub rtt_sampled: bool,
+}
+
+impl AckOutcome {
+    /// Empties it for reuse, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.acked.clear();
+        self.lost.clear();
+        self.rtt_sampled = false;
+    }
 }
 
 /// Why an ACK was refused.
@@ -114,15 +132,12 @@ pub enum RecoveryError {
 /// Sent-packet bookkeeping, RTT and loss detection for one connection.
 #[derive(Debug)]
 pub struct Recovery {
-    sent: BTreeMap<u64, SentPacket>,
+    sent: SentLog,
     next_pn: u64,
     largest_acked: Option<u64>,
     loss_time: Option<Instant>,
     pto_count: u32,
     last_eliciting_sent: Option<Instant>,
-    bytes_in_flight: u64,
-    /// Ack-eliciting packets in `sent`.
-    eliciting: usize,
     /// The most recent ACK (its ranges tell what arrived between losses).
     last_ack: Option<AckFrame>,
     /// Persistent congestion was found and not yet taken.
@@ -138,14 +153,12 @@ impl Recovery {
     /// the peer's advertised `max_ack_delay`.
     pub fn new(initial_rtt: Duration, max_ack_delay: Duration) -> Self {
         Recovery {
-            sent: BTreeMap::new(),
+            sent: SentLog::default(),
             next_pn: 0,
             largest_acked: None,
             loss_time: None,
             pto_count: 0,
             last_eliciting_sent: None,
-            bytes_in_flight: 0,
-            eliciting: 0,
             last_ack: None,
             persistent: false,
             last_ack_at: None,
@@ -171,7 +184,7 @@ impl Recovery {
 
     /// Bytes in flight.
     pub fn bytes_in_flight(&self) -> u64 {
-        self.bytes_in_flight
+        self.sent.bytes_in_flight()
     }
 
     /// Packets in flight.
@@ -186,7 +199,7 @@ impl Recovery {
 
     /// True if any ack-eliciting packet is unacknowledged.
     pub fn has_eliciting_in_flight(&self) -> bool {
-        self.eliciting > 0
+        self.sent.eliciting() > 0
     }
 
     /// When an ACK last newly acknowledged a packet (`None` before the
@@ -199,11 +212,12 @@ impl Recovery {
     /// `None` when none is in flight. Packets are sent in number order, so this is
     /// the first ack-eliciting packet of `sent` (usually its first entry).
     pub fn oldest_unacked_sent_at(&self) -> Option<Instant> {
-        if self.eliciting == 0 {
+        if self.sent.eliciting() == 0 {
             return None;
         }
         self.sent
-            .values()
+            .iter()
+            .map(|(_, p)| p)
             .find(|p| p.ack_eliciting)
             .map(|p| p.time_sent)
     }
@@ -220,12 +234,8 @@ impl Recovery {
     pub fn on_sent(&mut self, pn: u64, packet: SentPacket) {
         debug_assert_eq!(pn, self.next_pn);
         self.next_pn = pn + 1;
-        if packet.in_flight {
-            self.bytes_in_flight += packet.size;
-        }
         if packet.ack_eliciting {
             self.last_eliciting_sent = Some(packet.time_sent);
-            self.eliciting += 1;
         }
         self.sent.insert(pn, packet);
     }
@@ -236,23 +246,30 @@ impl Recovery {
     /// [`RecoveryError::AckOfUnsent`] if it acknowledges a number not yet
     /// sent (a protocol violation).
     pub fn on_ack(&mut self, now: Instant, ack: &AckFrame) -> Result<AckOutcome, RecoveryError> {
+        let mut out = AckOutcome::default();
+        self.on_ack_into(now, ack, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Recovery::on_ack`] into `out`, which is cleared first: a caller
+    /// that keeps one `AckOutcome` allocates nothing per ACK.
+    ///
+    /// # Errors
+    /// As [`Recovery::on_ack`]; `out` is then empty.
+    pub fn on_ack_into(
+        &mut self,
+        now: Instant,
+        ack: &AckFrame,
+        out: &mut AckOutcome,
+    ) -> Result<(), RecoveryError> {
+        out.clear();
         let largest = ack.largest();
         if largest >= self.next_pn {
             return Err(RecoveryError::AckOfUnsent(largest));
         }
-        let mut out = AckOutcome::default();
         for r in ack.ranges().iter().rev() {
-            let pns: Vec<u64> = self
-                .sent
-                .range(r.start..=r.end)
-                .map(|(pn, _)| *pn)
-                .collect();
-            for pn in pns {
-                if let Some(p) = self.sent.remove(&pn) {
-                    self.forget(&p);
-                    out.acked.push((pn, p));
-                }
-            }
+            self.sent
+                .remove_range(r.start, r.end, |pn, p| out.acked.push((pn, p)));
         }
         self.largest_acked = Some(self.largest_acked.map_or(largest, |l| l.max(largest)));
         if let Some((pn, p)) = out.acked.last() {
@@ -269,17 +286,7 @@ impl Recovery {
         }
         self.last_ack = Some(*ack);
         self.detect_lost(now, &mut out.lost);
-        Ok(out)
-    }
-
-    /// Updates the in-flight totals for a packet leaving `sent`.
-    fn forget(&mut self, p: &SentPacket) {
-        if p.in_flight {
-            self.bytes_in_flight -= p.size;
-        }
-        if p.ack_eliciting {
-            self.eliciting -= 1;
-        }
+        Ok(())
     }
 
     /// Declares lost what the thresholds say is lost, and arms the
@@ -291,22 +298,21 @@ impl Recovery {
         };
         let rtt = self.rtt.latest().max(self.rtt.srtt());
         let delay = (rtt * TIME_THRESHOLD.0 / TIME_THRESHOLD.1).max(Duration::from_millis(1));
-        let mut to_remove = Vec::new();
-        for (pn, p) in self.sent.range(..largest) {
-            if p.time_sent + delay <= now || largest - pn >= PACKET_THRESHOLD {
-                to_remove.push(*pn);
-            } else {
-                let t = p.time_sent + delay;
-                self.loss_time = Some(self.loss_time.map_or(t, |l| l.min(t)));
-            }
-        }
         let first_new = lost.len();
-        for pn in to_remove {
-            if let Some(p) = self.sent.remove(&pn) {
-                self.forget(&p);
-                lost.push((pn, p));
-            }
-        }
+        let mut loss_time: Option<Instant> = None;
+        self.sent.remove_where(
+            largest,
+            |pn, p| {
+                let gone = p.time_sent + delay <= now || largest - pn >= PACKET_THRESHOLD;
+                if !gone {
+                    let t = p.time_sent + delay;
+                    loss_time = Some(loss_time.map_or(t, |l| l.min(t)));
+                }
+                gone
+            },
+            |pn, p| lost.push((pn, p)),
+        );
+        self.loss_time = loss_time;
         if self.is_persistent(&lost[first_new..]) {
             self.persistent = true;
         }
@@ -388,10 +394,8 @@ impl Recovery {
 
     /// Forgets everything in flight (on close or reset) and returns it.
     pub fn drain(&mut self) -> Vec<(u64, SentPacket)> {
-        self.bytes_in_flight = 0;
-        self.eliciting = 0;
         self.loss_time = None;
-        std::mem::take(&mut self.sent).into_iter().collect()
+        self.sent.drain()
     }
 }
 
@@ -409,7 +413,7 @@ mod tests {
             app_limited: false,
             delivered: 0,
             delivered_time: t,
-            frames: vec![SentFrame::Other],
+            frames: [SentFrame::Other].into_iter().collect(),
         }
     }
 

@@ -23,7 +23,9 @@
 use super::stats::ClassCounters;
 use crate::time::{Duration, Instant};
 use crate::wire::{Reliability, StreamFrame, StreamId};
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 
 /// Most incomplete or undelivered messages remembered per stream.
 pub const MAX_PENDING_MESSAGES: usize = 4096;
@@ -60,12 +62,16 @@ pub enum RecvError {
     Inconsistent,
 }
 
+/// A message's received ranges.
+type Ranges = SmallVec<[(u64, u64); 2]>;
+
 #[derive(Debug)]
 enum State {
     Partial {
         buf: Vec<u8>,
-        /// Received byte ranges `[start, end)`, sorted and disjoint.
-        have: Vec<(u64, u64)>,
+        /// Received byte ranges `[start, end)`, sorted and disjoint
+        /// (inline while few: fragments arriving in order keep one).
+        have: Ranges,
     },
     Complete(Vec<u8>),
     Skipped,
@@ -189,7 +195,7 @@ impl RecvStreams {
                     deadline,
                     state: State::Partial {
                         buf: vec![0; f.message_len as usize],
-                        have: Vec::new(),
+                        have: Ranges::new(),
                     },
                 },
             );
@@ -341,8 +347,15 @@ impl RecvStreams {
 
     /// Skips messages whose deadline passed before they could be delivered.
     pub fn expire(&mut self, now: Instant) {
-        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
-        for sid in ids {
+        // Stream by stream without collecting their ids (`deliver` needs
+        // `self`): nothing is allocated per timer.
+        let mut next = self.streams.keys().next().copied();
+        while let Some(sid) = next {
+            next = self
+                .streams
+                .range((Bound::Excluded(sid), Bound::Unbounded))
+                .next()
+                .map(|(k, _)| *k);
             let mut any = false;
             if let Some(s) = self.streams.get_mut(&sid) {
                 for e in s.entries.values_mut() {
@@ -434,34 +447,23 @@ fn release(e: &mut Entry, consumed: &mut u64, unreliable: &mut u64) {
 
 /// Adds `[start, end)` to a sorted disjoint range list, merging; false if
 /// the list would exceed [`MAX_FRAGMENT_RANGES`].
-fn insert_range(have: &mut Vec<(u64, u64)>, start: u64, end: u64) -> bool {
+fn insert_range(have: &mut Ranges, start: u64, end: u64) -> bool {
     if start == end {
         return true;
     }
-    let (mut s, mut e) = (start, end);
-    let mut out = Vec::with_capacity(have.len() + 1);
-    let mut placed = false;
-    for &(a, b) in have.iter() {
-        if b < s {
-            out.push((a, b));
-        } else if a > e {
-            if !placed {
-                out.push((s, e));
-                placed = true;
-            }
-            out.push((a, b));
-        } else {
-            s = s.min(a);
-            e = e.max(b);
+    // In place (nothing allocated once the list has its room): the ranges
+    // `i..j` overlap or touch `[start, end)` and merge with it.
+    let i = have.partition_point(|&(_, b)| b < start);
+    let j = i + have[i..].partition_point(|&(a, _)| a <= end);
+    if i == j {
+        if have.len() >= MAX_FRAGMENT_RANGES {
+            return false;
         }
+        have.insert(i, (start, end));
+    } else {
+        have[i] = (start.min(have[i].0), end.max(have[j - 1].1));
+        have.drain(i + 1..j);
     }
-    if !placed {
-        out.push((s, e));
-    }
-    if out.len() > MAX_FRAGMENT_RANGES {
-        return false;
-    }
-    *have = out;
     true
 }
 
@@ -729,13 +731,21 @@ mod tests {
 
     #[test]
     fn range_insertion_merges() {
-        let mut h = Vec::new();
+        let mut h = Ranges::new();
         assert!(insert_range(&mut h, 10, 20));
         assert!(insert_range(&mut h, 0, 5));
         assert!(insert_range(&mut h, 5, 10));
-        assert_eq!(h, vec![(0, 20)]);
+        assert_eq!(h.as_slice(), [(0, 20)]);
         assert!(insert_range(&mut h, 30, 40));
         assert!(insert_range(&mut h, 15, 35));
-        assert_eq!(h, vec![(0, 40)]);
+        assert_eq!(h.as_slice(), [(0, 40)]);
+        // Disjoint ranges stay apart, in order; a bridge merges them all.
+        assert!(insert_range(&mut h, 60, 70));
+        assert!(insert_range(&mut h, 50, 55));
+        assert_eq!(h.as_slice(), [(0, 40), (50, 55), (60, 70)]);
+        assert!(insert_range(&mut h, 41, 60));
+        assert_eq!(h.as_slice(), [(0, 40), (41, 70)]);
+        assert!(insert_range(&mut h, 40, 41));
+        assert_eq!(h.as_slice(), [(0, 70)]);
     }
 }

@@ -24,7 +24,7 @@
 //!
 //! [`RttEstimator::transit_bound`]: super::rtt::RttEstimator::transit_bound
 
-use super::recovery::SentFrame;
+use super::recovery::{SentFrame, SentFrames};
 use super::stats::ClassCounters;
 use crate::time::{Duration, Instant};
 use crate::wire::{Frame, PacketBuilder, Reliability, StreamFrame, StreamId, MAX_TTL_US};
@@ -231,6 +231,9 @@ pub struct SendStreams {
     max_queued_bytes: u64,
     /// Round-robin position: the stream after which to look first.
     cursor: Option<StreamId>,
+    /// The streams with data in the order `write` visits them: a buffer
+    /// kept between packets, so that writing one allocates nothing.
+    order: Vec<StreamId>,
     skips: VecDeque<Skip>,
     /// Message deadlines: (deadline, stream, number); may hold entries of
     /// messages already gone, which `expire` discards.
@@ -270,6 +273,7 @@ impl SendStreams {
             queued_bytes: 0,
             max_queued_bytes,
             cursor: None,
+            order: Vec::new(),
             skips: VecDeque::new(),
             deadlines: BTreeSet::new(),
             transit: Duration::ZERO,
@@ -580,10 +584,9 @@ impl SendStreams {
         &mut self,
         now: Instant,
         b: &mut PacketBuilder<'_>,
-        log: &mut Vec<SentFrame>,
+        log: &mut SentFrames,
         policy: &DiscardPolicy,
     ) -> Result<u64, crate::wire::WireError> {
-        let mut written = 0;
         while let Some(sk) = self.skips.front().copied() {
             let f = Frame::MessageSkip {
                 stream: sk.stream,
@@ -593,7 +596,7 @@ impl SendStreams {
                 depends_back: sk.depends_back,
             };
             if !b.push(&f)? {
-                return Ok(written);
+                return Ok(0);
             }
             self.skips.pop_front();
             log.push(SentFrame::Skip {
@@ -604,24 +607,41 @@ impl SendStreams {
             });
         }
         self.expire(now);
-        // Retransmissions first, then new data, round robin over streams.
-        let ids: Vec<StreamId> = {
-            let mut v: Vec<StreamId> = self
-                .streams
+        // Retransmissions first, then new data, round robin over streams
+        // (the order in a buffer kept for the next packet).
+        let mut ids = std::mem::take(&mut self.order);
+        ids.clear();
+        ids.extend(
+            self.streams
                 .iter()
                 .filter(|(_, s)| !s.unsent.is_empty() || !s.rtx.is_empty())
-                .map(|(id, _)| *id)
-                .collect();
-            if let Some(c) = self.cursor {
-                let pos = v.partition_point(|id| *id <= c);
-                v.rotate_left(pos);
-            }
-            v
-        };
+                .map(|(id, _)| *id),
+        );
+        if let Some(c) = self.cursor {
+            let pos = ids.partition_point(|id| *id <= c);
+            ids.rotate_left(pos);
+        }
+        let r = self.write_in_order(now, b, log, policy, &ids);
+        self.order = ids;
+        r
+    }
+
+    /// [`SendStreams::write`]'s stream data: retransmissions, then new
+    /// data, visiting the streams in `ids` round and round while they fill
+    /// the packet.
+    fn write_in_order(
+        &mut self,
+        now: Instant,
+        b: &mut PacketBuilder<'_>,
+        log: &mut SentFrames,
+        policy: &DiscardPolicy,
+        ids: &[StreamId],
+    ) -> Result<u64, crate::wire::WireError> {
+        let mut written = 0;
         for retransmit in [true, false] {
             loop {
                 let mut progress = false;
-                for &sid in &ids {
+                for &sid in ids {
                     if b.remaining() < MIN_FRAGMENT + 32 {
                         return Ok(written);
                     }
@@ -652,7 +672,7 @@ impl SendStreams {
         now: Instant,
         sid: StreamId,
         b: &mut PacketBuilder<'_>,
-        log: &mut Vec<SentFrame>,
+        log: &mut SentFrames,
     ) -> Result<u64, crate::wire::WireError> {
         let Some(s) = self.streams.get_mut(&sid) else {
             return Ok(0);
@@ -700,7 +720,7 @@ impl SendStreams {
         now: Instant,
         sid: StreamId,
         b: &mut PacketBuilder<'_>,
-        log: &mut Vec<SentFrame>,
+        log: &mut SentFrames,
         policy: &DiscardPolicy,
     ) -> Result<u64, crate::wire::WireError> {
         loop {
@@ -785,7 +805,7 @@ fn write_fragment(
     offset: u64,
     avail: u64,
     ttl_us: Option<u64>,
-    log: &mut Vec<SentFrame>,
+    log: &mut SentFrames,
 ) -> Result<Option<u64>, crate::wire::WireError> {
     let mut frame = StreamFrame {
         stream: sid,
@@ -835,13 +855,13 @@ mod tests {
     fn write(s: &mut SendStreams, now: Instant, policy: &DiscardPolicy) -> Vec<SentFrame> {
         let mut buf = Vec::new();
         let mut b = PacketBuilder::new(&mut buf, &header(), 1200).unwrap();
-        let mut log = Vec::new();
+        let mut log = SentFrames::new();
         s.write(now, &mut b, &mut log, policy).unwrap();
         b.finish();
         if !log.is_empty() {
             Packet::decode(&buf).unwrap();
         }
-        log
+        log.into_vec()
     }
 
     #[test]
@@ -973,8 +993,13 @@ mod tests {
     fn written_ttls(s: &mut SendStreams, now: Instant) -> Vec<Option<u64>> {
         let mut buf = Vec::new();
         let mut b = PacketBuilder::new(&mut buf, &header(), 1200).unwrap();
-        s.write(now, &mut b, &mut Vec::new(), &DiscardPolicy::default())
-            .unwrap();
+        s.write(
+            now,
+            &mut b,
+            &mut SentFrames::new(),
+            &DiscardPolicy::default(),
+        )
+        .unwrap();
         b.finish();
         Packet::decode(&buf)
             .unwrap()

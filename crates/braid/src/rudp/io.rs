@@ -253,8 +253,12 @@ impl RecvBuffers {
         mut f: impl FnMut(SocketAddr, Option<IpAddr>, &[u8]),
     ) -> Poll<io::Result<usize>> {
         let n = {
-            let mut iovs: Vec<IoSliceMut<'_>> =
-                self.rx.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+            // On the stack: nothing is allocated per receive call.
+            let mut rx = self.rx.iter_mut();
+            let mut iovs: [IoSliceMut<'_>; RECV_IOVS] = std::array::from_fn(|_| {
+                // `rx` holds exactly RECV_IOVS buffers (`Default`).
+                IoSliceMut::new(rx.next().map_or(&mut [][..], |b| &mut b[..]))
+            });
             match socket.poll_recv(cx, &mut iovs, &mut self.meta) {
                 Poll::Ready(Ok(n)) => n,
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),

@@ -244,9 +244,11 @@ impl Connection {
                 self.push_event(Event::Connected);
             }
             Frame::Ack(a) => {
-                let out = self
-                    .recovery
-                    .on_ack(now, a)
+                // One outcome buffer for the connection's life: nothing is
+                // allocated per ACK.
+                let mut out = std::mem::take(&mut self.ack_outcome);
+                self.recovery
+                    .on_ack_into(now, a, &mut out)
                     .map_err(|_| ErrorCode::PROTOCOL_VIOLATION)?;
                 // The RTT may have moved: so does the transit the send
                 // side takes off every deadline it writes.
@@ -275,7 +277,9 @@ impl Connection {
                         }
                     }
                 }
-                self.on_lost(now, out.lost);
+                self.on_lost(now, &mut out.lost);
+                out.clear();
+                self.ack_outcome = out;
             }
             Frame::Stream(s) => self.recv.on_stream(now, s).map_err(recv_code)?,
             Frame::MessageSkip {
@@ -310,12 +314,13 @@ impl Connection {
         Ok(())
     }
 
-    pub(super) fn on_lost(&mut self, now: Instant, lost: Vec<(u64, SentPacket)>) {
+    /// Acts on the packets in `lost` (emptied).
+    pub(super) fn on_lost(&mut self, now: Instant, lost: &mut Vec<(u64, SentPacket)>) {
         let Some(latest) = lost.iter().map(|(_, p)| p.time_sent).max() else {
             return;
         };
         let mut bytes = 0;
-        for (_, p) in lost {
+        for (_, p) in lost.drain(..) {
             if !p.ack_eliciting {
                 continue;
             }

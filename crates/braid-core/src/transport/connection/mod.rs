@@ -18,7 +18,7 @@ use super::auth::{ClientHandshake, SessionKeys};
 use super::congestion::{Cubic, FixedRate, NewReno, WindowController};
 use super::coordination::{CoordContext, Coordinator, Readjust};
 use super::pacing::Pacer;
-use super::recovery::Recovery;
+use super::recovery::{AckOutcome, Recovery};
 use super::recv::{ReceivedMessage, RecvStreams};
 use super::send::{SendError, SendOptions, SendRefused, SendStreams};
 use super::stats::Stats;
@@ -161,6 +161,8 @@ pub struct Connection {
     /// sealed and opened with them ([`super::protection`]).
     pub(crate) keys: Option<SessionKeys>,
     recovery: Recovery,
+    /// Reused for every ACK (see [`Recovery::on_ack_into`]).
+    ack_outcome: AckOutcome,
     cc: Box<dyn CongestionController>,
     pacer: Pacer,
     ack: AckTracker,
@@ -249,6 +251,7 @@ impl Connection {
             auth_message: None,
             keys: None,
             recovery,
+            ack_outcome: AckOutcome::default(),
             cc,
             pacer: Pacer::new(mss),
             ack: AckTracker::default(),
@@ -731,9 +734,9 @@ impl Connection {
             self.initial_pending = true;
         }
         if self.recovery.timeout(false).is_some_and(|t| now >= t) {
-            let (lost, probe) = self.recovery.on_timeout(now);
+            let (mut lost, probe) = self.recovery.on_timeout(now);
             tracing::debug!(cid = ?self.local_cid, ?now, lost = lost.len(), probe, "loss timer fired");
-            self.on_lost(now, lost);
+            self.on_lost(now, &mut lost);
             if probe {
                 self.probe_pending = true;
                 if self.state == State::HandshakeSent && !self.handshake_sends_exhausted() {

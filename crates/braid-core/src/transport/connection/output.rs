@@ -8,7 +8,7 @@
 
 use super::{Connection, State, DISCARD_QUEUE_WINDOWS};
 use crate::time::Instant;
-use crate::transport::recovery::{SentFrame, SentPacket};
+use crate::transport::recovery::{SentFrame, SentFrames, SentPacket};
 use crate::transport::send::DiscardPolicy;
 use crate::transport::Transmit;
 use crate::wire::{CloseFrame, Frame, Header, PacketBuilder, PacketType, MIN_DATAGRAM_SIZE};
@@ -126,7 +126,14 @@ impl Connection {
             b.push(&Frame::Auth { message: m }).ok()?;
         }
         let size = b.finish();
-        self.record(now, pn, size, vec![SentFrame::Handshake], true, false);
+        self.record(
+            now,
+            pn,
+            size,
+            SentFrames::from_elem(SentFrame::Handshake, 1),
+            true,
+            false,
+        );
         Some(size)
     }
 
@@ -135,7 +142,7 @@ impl Connection {
         now: Instant,
         pn: u64,
         size: usize,
-        frames: Vec<SentFrame>,
+        frames: SentFrames,
         in_flight: bool,
         app_limited: bool,
     ) {
@@ -183,7 +190,7 @@ impl Connection {
         let pn = self.recovery.next_pn();
         let h = self.header(PacketType::Data, pn);
         let mut b = PacketBuilder::new(buf, &h, mss - self.protection_overhead()).ok()?;
-        let mut log = Vec::new();
+        let mut log = SentFrames::new();
         let mut wrote_ack = false;
         if self.ack.has_pending() {
             if let Some(a) = self.ack.build(now) {
