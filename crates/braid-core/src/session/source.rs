@@ -604,6 +604,12 @@ impl Session {
             return true;
         }
         let delivery = s.config.delivery;
+        // What the scheduler promised goes ahead of best effort inside the
+        // connection too: a stream dispatched as scheduled traffic gets the
+        // higher transport priority, so that a congestion window shared
+        // with best-effort streams serves it first instead of round robin
+        // (MSFQ and min-RTT dispatch everything unscheduled: no change).
+        let priority = u8::from(d.class != crate::scheduler::Class::Unscheduled);
         let opts = match delivery {
             Delivery::Reliable => SendOptions::RELIABLE,
             Delivery::Unreliable => SendOptions::UNRELIABLE,
@@ -621,6 +627,7 @@ impl Session {
                 }
             }
         };
+        let opts = SendOptions { priority, ..opts };
         let sent_us = m.sent_at.since_origin().as_micros();
         let frame = data_frame(d.stream, m.seq, sent_us, &m.data);
         let copy = (s.config.copies > 1).then(|| frame.clone());

@@ -45,6 +45,12 @@ pub struct SendOptions {
     /// [`SendStreams::set_transit`]); the receiver skips it if it is not
     /// delivered by then. At most one hour.
     pub ttl: Option<Duration>,
+    /// The stream's priority from this message on: when the congestion
+    /// window or the pacer limits what goes out, streams of a higher
+    /// priority fill each packet first (new data and retransmissions);
+    /// streams of equal priority share round robin. Sender-local: nothing
+    /// of it goes on the wire. Default 0.
+    pub priority: u8,
 }
 
 impl SendOptions {
@@ -52,16 +58,19 @@ impl SendOptions {
     pub const RELIABLE: SendOptions = SendOptions {
         reliability: Reliability::Reliable,
         ttl: None,
+        priority: 0,
     };
     /// Unreliable, no deadline.
     pub const UNRELIABLE: SendOptions = SendOptions {
         reliability: Reliability::Unreliable,
         ttl: None,
+        priority: 0,
     };
     /// Discardable, no deadline.
     pub const DISCARDABLE: SendOptions = SendOptions {
         reliability: Reliability::Discardable,
         ttl: None,
+        priority: 0,
     };
 }
 
@@ -115,6 +124,8 @@ struct SendStream {
     sent: VecDeque<SendMessage>,
     /// Numbers of messages with fragments waiting for retransmission.
     rtx: BTreeSet<u64>,
+    /// The priority of the last message queued ([`SendOptions::priority`]).
+    priority: u8,
 }
 
 impl SendStream {
@@ -320,6 +331,7 @@ impl SendStreams {
             });
         }
         let s = self.streams.entry(stream).or_default();
+        s.priority = opts.priority;
         let number = s.next_number;
         s.next_number += 1;
         let depends_back = s.last_reliable.map(|r| number - r);
@@ -621,7 +633,34 @@ impl SendStreams {
             let pos = ids.partition_point(|id| *id <= c);
             ids.rotate_left(pos);
         }
-        let r = self.write_in_order(now, b, log, policy, &ids);
+        // Higher priorities first; the sort is stable, so equal ones keep
+        // their round-robin order.
+        let prio = |streams: &BTreeMap<StreamId, SendStream>, id: &StreamId| {
+            streams.get(id).map_or(0, |s| s.priority)
+        };
+        if ids
+            .windows(2)
+            .any(|w| prio(&self.streams, &w[0]) != prio(&self.streams, &w[1]))
+        {
+            ids.sort_by_key(|id| std::cmp::Reverse(prio(&self.streams, id)));
+        }
+        let mut r = Ok(0);
+        let mut from = 0;
+        while from < ids.len() {
+            let p = prio(&self.streams, &ids[from]);
+            let to = from + ids[from..].partition_point(|id| prio(&self.streams, id) == p);
+            match self.write_in_order(now, b, log, policy, &ids[from..to]) {
+                Ok(n) => r = r.map(|w| w + n),
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
+            if b.remaining() < MIN_FRAGMENT + 32 {
+                break;
+            }
+            from = to;
+        }
         self.order = ids;
         r
     }
@@ -865,6 +904,47 @@ mod tests {
     }
 
     #[test]
+    fn higher_priority_streams_fill_packets_first() {
+        let mut s = SendStreams::new(1 << 20, 1 << 20);
+        let t = Instant::ZERO;
+        s.push(t, StreamId(1), vec![1; 5000], SendOptions::RELIABLE)
+            .unwrap();
+        let high = SendOptions {
+            priority: 1,
+            ..SendOptions::UNRELIABLE
+        };
+        s.push(t, StreamId(2), vec![2; 5000], high).unwrap();
+        let streams = |p: &[SentFrame]| -> Vec<(StreamId, u64)> {
+            p.iter()
+                .filter_map(|f| match *f {
+                    SentFrame::Stream { stream, len, .. } => Some((stream, len)),
+                    _ => None,
+                })
+                .collect()
+        };
+        // Queued second, it goes first, whole, packet after packet.
+        let mut high_sent = 0;
+        while high_sent < 5000 {
+            let p = streams(&write(&mut s, t, &DiscardPolicy::default()));
+            assert!(!p.is_empty());
+            for (stream, len) in p {
+                if high_sent < 5000 {
+                    assert_eq!(stream, StreamId(2), "a lower priority went first");
+                }
+                high_sent += if stream == StreamId(2) { len } else { 0 };
+            }
+        }
+        // Then the lower priority has the packets.
+        let p = streams(&write(&mut s, t, &DiscardPolicy::default()));
+        assert!(!p.is_empty() && p.iter().all(|(st, _)| *st == StreamId(1)));
+        // Its retransmissions too wait for the higher priority's new data.
+        s.push(t, StreamId(2), vec![2; 100], high).unwrap();
+        s.on_lost(t, StreamId(1), 0, 0, 1000, Reliability::Reliable);
+        let p = streams(&write(&mut s, t, &DiscardPolicy::default()));
+        assert_eq!(p.first(), Some(&(StreamId(2), 100)));
+    }
+
+    #[test]
     fn fragments_and_retransmits_reliable_messages() {
         let mut s = SendStreams::new(1 << 20, 1 << 20);
         let t = Instant::ZERO;
@@ -956,6 +1036,7 @@ mod tests {
         let ttl = SendOptions {
             reliability: Reliability::Reliable,
             ttl: Some(Duration::from_millis(10)),
+            priority: 0,
         };
         s.push(t, StreamId(0), vec![0; 10], ttl).unwrap();
         s.push(
@@ -1018,6 +1099,7 @@ mod tests {
         let opts = |reliability, ms| SendOptions {
             reliability,
             ttl: Some(Duration::from_millis(ms)),
+            priority: 0,
         };
         s.set_transit(Duration::from_millis(20));
         assert_eq!(s.next_deadline(), None);
@@ -1070,6 +1152,7 @@ mod tests {
         let opts = SendOptions {
             reliability: Reliability::Unreliable,
             ttl: Some(Duration::from_millis(50)),
+            priority: 0,
         };
         s.push(Instant::ZERO, StreamId(0), vec![0; 10], opts)
             .unwrap();

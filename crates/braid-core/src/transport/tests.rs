@@ -367,6 +367,7 @@ fn unreliable_and_expired_messages_are_never_late_or_twice() {
             let opts = SendOptions {
                 reliability: class,
                 ttl: Some(ttl),
+                priority: 0,
             };
             let st = StreamId((i % 2) as u32);
             let mut payload = vec![0u8; 200 + (i as usize % 2000)];
@@ -1208,6 +1209,7 @@ fn a_refused_message_comes_back_byte_identical() {
     let hour_and_more = SendOptions {
         reliability: Reliability::Unreliable,
         ttl: Some(Duration::from_secs(3601)),
+        priority: 0,
     };
     let r = conn
         .send(now, StreamId(0), m.clone(), hour_and_more)

@@ -215,6 +215,7 @@ impl App for BulkSender {
                 let opts = SendOptions {
                     reliability: side.reliability,
                     ttl: Some(side.ttl),
+                    priority: 0,
                 };
                 if conn.send(now, SIDE_STREAM, data, opts).is_err() {
                     self.refused += 1;

@@ -451,7 +451,7 @@ impl FrameApp {
         let len = data.len() as u64;
         let opts = SendOptions {
             reliability,
-            ttl: None,
+            ..SendOptions::RELIABLE
         };
         let w0 = conn.window();
         if conn.send(now, FRAME_STREAM, data, opts).is_err() {

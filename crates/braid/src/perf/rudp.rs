@@ -134,7 +134,7 @@ pub async fn client(
         .map_err(PerfError::rudp(format!("connecting to {to}")))?;
     let data = conn.open_stream(SendOptions {
         reliability: o.reliability,
-        ttl: None,
+        ..SendOptions::RELIABLE
     })?;
     let control = conn.open_stream(SendOptions::RELIABLE)?;
     let cpu0 = cpu_us();
