@@ -54,11 +54,12 @@ def static_tables(out):
                 for m in ("round-robin", "weighted", "adaptive")]
         print("| mean | " + " | ".join(avg) + " |")
         print("| min | " + " | ".join(mins) + " |")
-        print(f"\nSame run: kernel MPTCP (1 connection, one subflow per channel) "
-              f"**{refs.get('mptcp', 0) * 100:.1f} %**, single TCP on the fastest channel "
-              f"{refs.get('single-tcp', 0) * 100:.1f} % of the sum "
-              f"(= {ceiling * 100:.1f} % of that channel's rate: the goodput ceiling of a "
-              f"tbf-shaped channel, headers included in the rate).")
+        if refs:  # REFS=0 runs have no references: say nothing of them
+            print(f"\nSame run: kernel MPTCP (1 connection, one subflow per channel) "
+                  f"**{refs.get('mptcp', 0) * 100:.1f} %**, single TCP on the fastest channel "
+                  f"{refs.get('single-tcp', 0) * 100:.1f} % of the sum "
+                  f"(= {ceiling * 100:.1f} % of that channel's rate: the goodput ceiling of a "
+                  f"tbf-shaped channel, headers included in the rate).")
         extra = [r for r in rs if r["label"] in ("iperf3-tbf", "iperf3-veth", "adaptive-veth")]
         if extra:
             print("\nWhat the machine carries, same run (Gbit/s; % of the sum; 1-minute load): "

@@ -11,7 +11,7 @@
 //! session_bench source --to ADDR --path P [--path P …] [--scheduler pgos|msfq|wfq|rr|minrtt]
 //!                      --stream NAME,rate,MBIT,PROB | NAME,be,MBIT | NAME,bulk  [--stream …]
 //!                      [--secs N] [--window SAMPLES] [--reliable] [--message BYTES]
-//!                      [--cap-unscheduled QUANTILE]
+//!                      [--cap-unscheduled QUANTILE] [--congestion cubic|newreno|fast]
 //! session_bench relay  --listen ADDR
 //! ```
 //!
@@ -230,6 +230,12 @@ async fn source(a: Args) -> Result<(), BoxError> {
     if let Some(w) = a.one("window") {
         config.core.estimate_window = w.parse()?;
     }
+    config.core.transport.congestion = match a.one("congestion").unwrap_or("cubic") {
+        "cubic" => braid_core::transport::CongestionKind::Cubic,
+        "newreno" => braid_core::transport::CongestionKind::NewReno,
+        "fast" => braid_core::transport::CongestionKind::Fast,
+        c => return Err(format!("--congestion {c:?}: cubic, newreno or fast").into()),
+    };
     let secs: u64 = a.one("secs").unwrap_or("10").parse()?;
     let reliable = a.has("reliable");
     let message: usize = a.one("message").unwrap_or("0").parse()?;

@@ -75,6 +75,8 @@ pub enum CongestionArg {
     Newreno,
     /// CUBIC.
     Cubic,
+    /// FAST (delay-based).
+    Fast,
 }
 
 /// Flags of `braid perf server`.
@@ -501,6 +503,7 @@ async fn client(a: ClientArgs) -> anyhow::Result<()> {
         congestion: match a.congestion {
             CongestionArg::Newreno => CongestionKind::NewReno,
             CongestionArg::Cubic => CongestionKind::Cubic,
+            CongestionArg::Fast => CongestionKind::Fast,
         },
         pacing: !a.no_pacing,
         frames,

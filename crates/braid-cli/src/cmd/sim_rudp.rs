@@ -90,6 +90,7 @@ pub fn run_reno(args: RenoArgs) -> anyhow::Result<()> {
     for (name, cc) in [
         ("NewReno", CongestionKind::NewReno),
         ("CUBIC", CongestionKind::Cubic),
+        ("FAST", CongestionKind::Fast),
     ] {
         let r = reno_benchmark(seed, args.loss, args.secs, cc);
         println!(

@@ -11,7 +11,9 @@
 //! Dispatch pulls: a path whose connection has less than a congestion
 //! window (plus [`DISPATCH_SLACK`]) queued asks the scheduler for the next
 //! message, so the transport's own queue stays short and the scheduler
-//! decides late. A message refused by the connection goes back to the head
+//! decides late. Up to one window more may be queued for what the scheduler
+//! owes the path (its scheduled classes), which the connection sends ahead
+//! of best effort: a guarantee never waits behind a window of bulk data. A message refused by the connection goes back to the head
 //! of its stream ([`Scheduler::handle_blocked`]).
 //!
 //! Failover: when a path goes down it leaves the scheduler (which re-maps),
@@ -554,16 +556,23 @@ impl Session {
                 return;
             };
             let limit = c.window() + DISPATCH_SLACK;
-            if c.queued_bytes() >= limit {
+            let queued = c.queued_bytes();
+            // A connection holding a window of best effort would make the
+            // guarantees wait a round trip behind it: what the scheduler
+            // owes the path goes in up to one window more (and out first,
+            // transport priority 1); best effort waits for room.
+            if queued >= limit.saturating_mul(2) {
                 return;
             }
+            let full = queued >= limit;
             // Room for unscheduled traffic (always, unless capped)?
             let cap = self.config.cap_unscheduled;
-            let spare = cap.is_none_or(|q| {
-                self.paths.get_mut(&path).is_some_and(|p| {
-                    p.spare_for(now, crate::session::probe::PROBE_MESSAGE as u64, q)
-                })
-            });
+            let spare = !full
+                && cap.is_none_or(|q| {
+                    self.paths.get_mut(&path).is_some_and(|p| {
+                        p.spare_for(now, crate::session::probe::PROBE_MESSAGE as u64, q)
+                    })
+                });
             let d = if spare {
                 self.sched.get().poll_dispatch_on(path, now)
             } else {

@@ -60,6 +60,7 @@ mod connection;
 pub mod cookie;
 pub mod coordination;
 mod endpoint;
+pub mod fast;
 #[cfg(any(test, fuzzing, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
@@ -168,6 +169,10 @@ pub enum CongestionKind {
     NewReno,
     /// CUBIC (RFC 9438), the default.
     Cubic,
+    /// FAST (delay-based: keeps a few packets queued at the bottleneck
+    /// instead of filling it), for paths that carry guarantees
+    /// ([`fast`]).
+    Fast,
     /// A fixed rate, for reserved capacity.
     Fixed(Bandwidth),
 }

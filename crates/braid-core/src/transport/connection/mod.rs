@@ -17,6 +17,7 @@ use super::ack::AckTracker;
 use super::auth::{ClientHandshake, SessionKeys};
 use super::congestion::{Cubic, FixedRate, NewReno, WindowController};
 use super::coordination::{CoordContext, Coordinator, Readjust};
+use super::fast::Fast;
 use super::pacing::Pacer;
 use super::recovery::{AckOutcome, Recovery};
 use super::recv::{ReceivedMessage, RecvStreams};
@@ -216,6 +217,7 @@ impl Connection {
         let mss = config.max_datagram_size as u64;
         let cc: Box<dyn CongestionController> = match config.congestion {
             CongestionKind::Cubic => Box::new(WindowController::new(Cubic::new(), mss)),
+            CongestionKind::Fast => Box::new(WindowController::new(Fast::new(), mss)),
             CongestionKind::Fixed(rate) => Box::new(FixedRate::new(rate, mss)),
             _ => Box::new(NewReno::new_reno(mss)),
         };
