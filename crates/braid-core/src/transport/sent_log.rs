@@ -10,7 +10,7 @@
 //!
 //! Once the queue has grown to the connection's peak, recording, finding
 //! and removing a packet allocate nothing (a B-tree allocated a node every
-//! few packets). A packet's frames are a [`SentFrames`], inline up to two.
+//! few packets). A packet's frames are a [`SentFrames`](super::recovery::SentFrames), inline up to two.
 //!
 //! Main type: [`SentLog`]. Invariants: the numbers in `q` strictly
 //! increase; the front entry, if any, is live; `live`, `bytes_in_flight`
