@@ -20,9 +20,9 @@
 
 use super::rtt::RttEstimator;
 use super::sent_log::SentLog;
+pub use super::sent_log::{SentFrame, SentFrames, SentPacket};
 use crate::time::{Duration, Instant};
-use crate::wire::{AckFrame, AdaptFrame, Reliability, StreamId};
-use smallvec::SmallVec;
+use crate::wire::AckFrame;
 
 /// A packet is lost once this many later packets are acknowledged.
 pub const PACKET_THRESHOLD: u64 = 3;
@@ -36,69 +36,6 @@ pub const MAX_PTO_BACKOFF: u32 = 10;
 /// Losses spanning this many (un-backed-off) probe timeouts, with nothing
 /// acknowledged in between, are persistent congestion (RFC 9002 §7.6).
 pub const PERSISTENT_CONGESTION_THRESHOLD: u64 = 3;
-
-/// What a sent packet carried, to act on its acknowledgement or loss.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SentFrame {
-    /// A message fragment.
-    Stream {
-        /// Stream.
-        stream: StreamId,
-        /// Message number.
-        message: u64,
-        /// Fragment offset.
-        offset: u64,
-        /// Fragment length.
-        len: u64,
-        /// The message's class.
-        reliability: Reliability,
-    },
-    /// A MESSAGE_SKIP.
-    Skip {
-        /// Stream.
-        stream: StreamId,
-        /// Message number.
-        message: u64,
-        /// The message's length.
-        len: u64,
-        /// The message's dependency (see the STREAM frame).
-        depends_back: Option<u64>,
-    },
-    /// A MAX_DATA (resent with the current limit if lost).
-    MaxData,
-    /// An ADAPT report (resent if lost).
-    Adapt(AdaptFrame),
-    /// The server's HANDSHAKE (resent if lost).
-    Handshake,
-    /// A PING or other frame that needs nothing on loss.
-    Other,
-}
-
-/// What one packet carried: a bulk packet carries one fragment, or two
-/// where a message ends, so two fit without a heap allocation.
-pub type SentFrames = SmallVec<[SentFrame; 2]>;
-
-/// A packet in flight.
-#[derive(Debug, Clone)]
-pub struct SentPacket {
-    /// When it was sent.
-    pub time_sent: Instant,
-    /// Its size in bytes (the whole UDP payload).
-    pub size: u64,
-    /// Whether it elicits an ACK (counts toward the PTO).
-    pub ack_eliciting: bool,
-    /// Whether it counts toward bytes in flight (everything but ACK-only).
-    pub in_flight: bool,
-    /// Whether the sender was application-limited when it was sent.
-    pub app_limited: bool,
-    /// Bytes delivered (acknowledged) on the connection when it was sent,
-    /// for delivery-rate samples.
-    pub delivered: u64,
-    /// When `delivered` was last increased before it was sent.
-    pub delivered_time: Instant,
-    /// Its frames.
-    pub frames: SentFrames,
-}
 
 /// The result of processing an ACK or a loss timer.
 #[derive(Debug, Default)]

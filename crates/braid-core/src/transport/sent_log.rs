@@ -10,15 +10,80 @@
 //!
 //! Once the queue has grown to the connection's peak, recording, finding
 //! and removing a packet allocate nothing (a B-tree allocated a node every
-//! few packets). A packet's frames are a [`SentFrames`](super::recovery::SentFrames), inline up to two.
+//! few packets). A packet's frames are a [`SentFrames`], inline up to two.
 //!
-//! Main type: [`SentLog`]. Invariants: the numbers in `q` strictly
+//! Main types: [`SentLog`], [`SentPacket`], [`SentFrame`]. Invariants: the numbers in `q` strictly
 //! increase; the front entry, if any, is live; `live`, `bytes_in_flight`
 //! and `eliciting` are the count, the in-flight bytes and the
 //! ack-eliciting count of the live entries.
 
-use super::recovery::SentPacket;
+use crate::time::Instant;
+use crate::wire::{AdaptFrame, Reliability, StreamId};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
+
+/// What a sent packet carried, to act on its acknowledgement or loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SentFrame {
+    /// A message fragment.
+    Stream {
+        /// Stream.
+        stream: StreamId,
+        /// Message number.
+        message: u64,
+        /// Fragment offset.
+        offset: u64,
+        /// Fragment length.
+        len: u64,
+        /// The message's class.
+        reliability: Reliability,
+    },
+    /// A MESSAGE_SKIP.
+    Skip {
+        /// Stream.
+        stream: StreamId,
+        /// Message number.
+        message: u64,
+        /// The message's length.
+        len: u64,
+        /// The message's dependency (see the STREAM frame).
+        depends_back: Option<u64>,
+    },
+    /// A MAX_DATA (resent with the current limit if lost).
+    MaxData,
+    /// An ADAPT report (resent if lost).
+    Adapt(AdaptFrame),
+    /// The server's HANDSHAKE (resent if lost).
+    Handshake,
+    /// A PING or other frame that needs nothing on loss.
+    Other,
+}
+
+/// What one packet carried: a bulk packet carries one fragment, or two
+/// where a message ends, so two fit without a heap allocation.
+pub type SentFrames = SmallVec<[SentFrame; 2]>;
+
+/// A packet in flight.
+#[derive(Debug, Clone)]
+pub struct SentPacket {
+    /// When it was sent.
+    pub time_sent: Instant,
+    /// Its size in bytes (the whole UDP payload).
+    pub size: u64,
+    /// Whether it elicits an ACK (counts toward the PTO).
+    pub ack_eliciting: bool,
+    /// Whether it counts toward bytes in flight (everything but ACK-only).
+    pub in_flight: bool,
+    /// Whether the sender was application-limited when it was sent.
+    pub app_limited: bool,
+    /// Bytes delivered (acknowledged) on the connection when it was sent,
+    /// for delivery-rate samples.
+    pub delivered: u64,
+    /// When `delivered` was last increased before it was sent.
+    pub delivered_time: Instant,
+    /// Its frames.
+    pub frames: SentFrames,
+}
 
 /// Packets in flight by number.
 #[derive(Debug, Default)]
@@ -149,8 +214,6 @@ impl SentLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::Instant;
-    use crate::transport::recovery::SentFrame;
 
     fn pkt(size: u64) -> SentPacket {
         SentPacket {
