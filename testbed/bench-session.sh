@@ -17,7 +17,8 @@
 # messages of this many bytes), T3_NO_BE=1 (no Bond2), T3_CAP=Q (the source
 # holds unscheduled traffic on guaranteed paths to the estimate's Q-quantile
 # minus the promises, e.g. 0.05), T3_CC (the source's congestion control:
-# cubic, newreno or fast), T3_TAG (file suffix), RELAY_SECS (8), RELAY_REPS (3),
+# cubic, newreno or fast), T3_FIRST=1 (SessionConfig::scheduled_first),
+# T3_TAG (file suffix), RELAY_SECS (8), RELAY_REPS (3),
 # RELAY_CHANNEL (1gbit/1ms), RELAY_EMU_ONLY=1 (skip loopback), KILLS (20),
 # FO_SECS (14), KILL_AT (9), BULK_SECS (20), BULK_SETUPS ("low high"),
 # DATA (/work/shared/data).
@@ -115,6 +116,7 @@ run_table3() {
     [[ -z ${T3_MESSAGE:-} ]] || extra+=(--message "$T3_MESSAGE")
     [[ -z ${T3_CAP:-} ]] || extra+=(--cap-unscheduled "$T3_CAP")
     [[ -z ${T3_CC:-} ]] || extra+=(--congestion "$T3_CC")
+    [[ -z ${T3_FIRST:-} ]] || extra+=(--scheduled-first 1)
     [[ -z ${T3_NO_BE:-} ]] || be=()
     echo "load_start $(load1)" > "$tag.meta"
     R "$SB" sink --listen 198.18.1.2:9000 --out "$tag.sink" > "$tag.sinklog" 2>&1 &

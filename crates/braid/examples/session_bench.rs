@@ -12,6 +12,7 @@
 //!                      --stream NAME,rate,MBIT,PROB | NAME,be,MBIT | NAME,bulk  [--stream …]
 //!                      [--secs N] [--window SAMPLES] [--reliable] [--message BYTES]
 //!                      [--cap-unscheduled QUANTILE] [--congestion cubic|newreno|fast]
+//!                      [--scheduled-first 1]
 //! session_bench relay  --listen ADDR
 //! ```
 //!
@@ -230,6 +231,7 @@ async fn source(a: Args) -> Result<(), BoxError> {
     if let Some(w) = a.one("window") {
         config.core.estimate_window = w.parse()?;
     }
+    config.core.scheduled_first = a.one("scheduled-first").is_some_and(|v| v == "1");
     config.core.transport.congestion = match a.one("congestion").unwrap_or("cubic") {
         "cubic" => braid_core::transport::CongestionKind::Cubic,
         "newreno" => braid_core::transport::CongestionKind::NewReno,

@@ -133,6 +133,13 @@ fn closes_heard(r: &crate::transport::CloseReason) -> bool {
 /// The transport stream that carries session control frames; stream `s`
 /// of the session travels on transport stream `s` (so ids start at 1).
 pub const CONTROL_STREAM: StreamId = StreamId(0);
+/// How control frames go: reliable, and ahead of every data stream (they
+/// are small, and a guaranteed stream that fills the window must not hold
+/// back a STREAM_CLOSE or the session's CLOSE).
+pub(crate) const CONTROL: SendOptions = SendOptions {
+    priority: u8::MAX,
+    ..SendOptions::RELIABLE
+};
 /// Most paths in one session.
 pub const MAX_PATHS: usize = 64;
 
@@ -466,9 +473,9 @@ impl Session {
         if let Some(c) = self.endpoint.connection_mut(h) {
             // A fresh connection with an empty queue takes small messages.
             if let Some(r) = route {
-                let _ = c.send(now, CONTROL_STREAM, r, SendOptions::RELIABLE);
+                let _ = c.send(now, CONTROL_STREAM, r, CONTROL);
             }
-            let _ = c.send(now, CONTROL_STREAM, hello, SendOptions::RELIABLE);
+            let _ = c.send(now, CONTROL_STREAM, hello, CONTROL);
         }
         Ok(())
     }
@@ -590,7 +597,7 @@ impl Session {
         let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
         for h in handles {
             if let Some(c) = self.endpoint.connection_mut(h) {
-                let _ = c.send(now, CONTROL_STREAM, frame.clone(), SendOptions::RELIABLE);
+                let _ = c.send(now, CONTROL_STREAM, frame.clone(), CONTROL);
                 c.finish(now);
             }
         }

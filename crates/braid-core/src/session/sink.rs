@@ -354,7 +354,7 @@ impl Session {
         self.ever_up = true;
         if let Some(c) = self.endpoint.connection_mut(h) {
             let status = Frame::PathStatus { path, up: true }.to_vec();
-            let _ = c.send(now, CONTROL_STREAM, status, SendOptions::RELIABLE);
+            let _ = c.send(now, CONTROL_STREAM, status, super::CONTROL);
         }
         self.push_event(Event::PathUp { path });
         self.schedule_ack(now);

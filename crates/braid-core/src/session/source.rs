@@ -11,9 +11,10 @@
 //! Dispatch pulls: a path whose connection has less than a congestion
 //! window (plus [`DISPATCH_SLACK`]) queued asks the scheduler for the next
 //! message, so the transport's own queue stays short and the scheduler
-//! decides late. Up to one window more may be queued for what the scheduler
-//! owes the path (its scheduled classes), which the connection sends ahead
-//! of best effort: a guarantee never waits behind a window of bulk data. A message refused by the connection goes back to the head
+//! decides late. With [`SessionConfig::scheduled_first`](super::SessionConfig)
+//! (an experiment, off by default), up to one window more may be queued for
+//! what the scheduler owes the path, which the connection then sends ahead
+//! of best effort. A message refused by the connection goes back to the head
 //! of its stream ([`Scheduler::handle_blocked`]).
 //!
 //! Failover: when a path goes down it leaves the scheduler (which re-maps),
@@ -403,7 +404,7 @@ impl Session {
             return;
         };
         if let Some(c) = self.endpoint.connection_mut(h) {
-            let _ = c.send(now, CONTROL_STREAM, frame.to_vec(), SendOptions::RELIABLE);
+            let _ = c.send(now, CONTROL_STREAM, frame.to_vec(), super::CONTROL);
         }
     }
 
@@ -557,11 +558,12 @@ impl Session {
             };
             let limit = c.window() + DISPATCH_SLACK;
             let queued = c.queued_bytes();
-            // A connection holding a window of best effort would make the
-            // guarantees wait a round trip behind it: what the scheduler
-            // owes the path goes in up to one window more (and out first,
-            // transport priority 1); best effort waits for room.
-            if queued >= limit.saturating_mul(2) {
+            // A connection holding a window of best effort makes the
+            // guarantees wait a round trip behind it; with `scheduled_first`
+            // what the scheduler owes the path goes in up to one window more
+            // (and out first, transport priority 1), best effort waits.
+            let allowance = if self.config.scheduled_first { 2 } else { 1 };
+            if queued >= limit.saturating_mul(allowance) {
                 return;
             }
             let full = queued >= limit;
@@ -613,12 +615,13 @@ impl Session {
             return true;
         }
         let delivery = s.config.delivery;
-        // What the scheduler promised goes ahead of best effort inside the
-        // connection too: a stream dispatched as scheduled traffic gets the
-        // higher transport priority, so that a congestion window shared
-        // with best-effort streams serves it first instead of round robin
-        // (MSFQ and min-RTT dispatch everything unscheduled: no change).
-        let priority = u8::from(d.class != crate::scheduler::Class::Unscheduled);
+        // With `scheduled_first`, what the scheduler promised goes ahead of
+        // best effort inside the connection too: a stream dispatched as
+        // scheduled traffic gets the higher transport priority (MSFQ and
+        // min-RTT dispatch everything unscheduled: no change).
+        let priority = u8::from(
+            self.config.scheduled_first && d.class != crate::scheduler::Class::Unscheduled,
+        );
         let opts = match delivery {
             Delivery::Reliable => SendOptions::RELIABLE,
             Delivery::Unreliable => SendOptions::UNRELIABLE,
