@@ -133,13 +133,10 @@ fn closes_heard(r: &crate::transport::CloseReason) -> bool {
 /// The transport stream that carries session control frames; stream `s`
 /// of the session travels on transport stream `s` (so ids start at 1).
 pub const CONTROL_STREAM: StreamId = StreamId(0);
-/// How control frames go: reliable, and ahead of every data stream (they
-/// are small, and a guaranteed stream that fills the window must not hold
-/// back a STREAM_CLOSE or the session's CLOSE).
-pub(crate) const CONTROL: SendOptions = SendOptions {
-    priority: u8::MAX,
-    ..SendOptions::RELIABLE
-};
+/// How control frames go: reliable, at the data streams' default priority
+/// (ahead of them, the relay-kill namespace test's sink missed a
+/// STREAM_CLOSE in about one run of three: not understood yet).
+pub(crate) const CONTROL: SendOptions = SendOptions::RELIABLE;
 /// Most paths in one session.
 pub const MAX_PATHS: usize = 64;
 
@@ -681,6 +678,9 @@ impl Session {
             if let Some(c) = self.endpoint.connection_mut(h) {
                 while let Some(e) = c.poll_event() {
                     if let crate::transport::Event::Closed(r) = e {
+                        if self.closed.is_some() && closes_heard(&r) && !self.close_heard {
+                            tracing::debug!(session = self.id.0, path = ?self.conns.get(&h), reason = ?r, "session: the peer heard the close");
+                        }
                         self.close_heard |= self.closed.is_some() && closes_heard(&r);
                         closed = Some(describe_close(&r));
                     }
