@@ -111,17 +111,11 @@ pub async fn load(
                 }
                 None => {
                     book.add_resource(name, capacity)?;
-                    catalog.resources.push(ResourceConfig {
-                        name: name.to_string(),
-                        kind: r.kind,
+                    catalog.resources.push(ResourceConfig::plain(
+                        name.to_string(),
+                        r.kind,
                         capacity,
-                        device: None,
-                        netns: None,
-                        link: None,
-                        borrow: None,
-                        overhead: None,
-                        cpus: None,
-                    });
+                    ));
                 }
             }
         } else if key == POLICY_KEY {

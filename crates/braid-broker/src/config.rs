@@ -139,6 +139,22 @@ pub struct ResourceConfig {
 }
 
 impl ResourceConfig {
+    /// A resource with only a name, a kind and a capacity (what the
+    /// operator API creates; no enforcement settings).
+    pub fn plain(name: String, kind: ResourceKind, capacity: Bandwidth) -> Self {
+        ResourceConfig {
+            name,
+            kind,
+            capacity,
+            device: None,
+            netns: None,
+            link: None,
+            borrow: None,
+            overhead: None,
+            cpus: None,
+        }
+    }
+
     /// The link rate: `link`, or the capacity.
     pub fn link_rate(&self) -> Bandwidth {
         self.link.unwrap_or(self.capacity)

@@ -131,17 +131,7 @@ pub async fn add(
     )?;
     change(
         &s,
-        Change::Add(ResourceConfig {
-            name: name.clone(),
-            kind,
-            capacity,
-            device: None,
-            netns: None,
-            link: None,
-            borrow: None,
-            overhead: None,
-            cpus: None,
-        }),
+        Change::Add(ResourceConfig::plain(name.clone(), kind, capacity)),
     )
     .await?;
     Ok((StatusCode::CREATED, view(&s, &name)?))

@@ -85,9 +85,8 @@ impl WindowRule for Fast {
         self.target(cwnd, mss, rtt)
     }
 
-    fn decrease(&mut self, now: Instant, cwnd: u64, _mss: u64) -> u64 {
+    fn decrease(&mut self, _now: Instant, cwnd: u64, _mss: u64) -> u64 {
         self.next_update = None;
-        let _ = now;
         cwnd / 2
     }
 }

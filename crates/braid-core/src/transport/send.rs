@@ -242,9 +242,10 @@ pub struct SendStreams {
     max_queued_bytes: u64,
     /// Round-robin position: the stream after which to look first.
     cursor: Option<StreamId>,
-    /// The streams with data in the order `write` visits them: a buffer
-    /// kept between packets, so that writing one allocates nothing.
-    order: Vec<StreamId>,
+    /// The streams with data (and their priorities) in the order `write`
+    /// visits them: a buffer kept between packets, so that writing one
+    /// allocates nothing.
+    order: Vec<(u8, StreamId)>,
     skips: VecDeque<Skip>,
     /// Message deadlines: (deadline, stream, number); may hold entries of
     /// messages already gone, which `expire` discards.
@@ -627,28 +628,22 @@ impl SendStreams {
             self.streams
                 .iter()
                 .filter(|(_, s)| !s.unsent.is_empty() || !s.rtx.is_empty())
-                .map(|(id, _)| *id),
+                .map(|(id, s)| (s.priority, *id)),
         );
         if let Some(c) = self.cursor {
-            let pos = ids.partition_point(|id| *id <= c);
+            let pos = ids.partition_point(|&(_, id)| id <= c);
             ids.rotate_left(pos);
         }
         // Higher priorities first; the sort is stable, so equal ones keep
         // their round-robin order.
-        let prio = |streams: &BTreeMap<StreamId, SendStream>, id: &StreamId| {
-            streams.get(id).map_or(0, |s| s.priority)
-        };
-        if ids
-            .windows(2)
-            .any(|w| prio(&self.streams, &w[0]) != prio(&self.streams, &w[1]))
-        {
-            ids.sort_by_key(|id| std::cmp::Reverse(prio(&self.streams, id)));
+        if ids.windows(2).any(|w| w[0].0 != w[1].0) {
+            ids.sort_by_key(|&(p, _)| std::cmp::Reverse(p));
         }
         let mut r = Ok(0);
         let mut from = 0;
         while from < ids.len() {
-            let p = prio(&self.streams, &ids[from]);
-            let to = from + ids[from..].partition_point(|id| prio(&self.streams, id) == p);
+            let p = ids[from].0;
+            let to = from + ids[from..].partition_point(|&(q, _)| q == p);
             match self.write_in_order(now, b, log, policy, &ids[from..to]) {
                 Ok(n) => r = r.map(|w| w + n),
                 Err(e) => {
@@ -674,13 +669,13 @@ impl SendStreams {
         b: &mut PacketBuilder<'_>,
         log: &mut SentFrames,
         policy: &DiscardPolicy,
-        ids: &[StreamId],
+        ids: &[(u8, StreamId)],
     ) -> Result<u64, crate::wire::WireError> {
         let mut written = 0;
         for retransmit in [true, false] {
             loop {
                 let mut progress = false;
-                for &sid in ids {
+                for &(_, sid) in ids {
                     if b.remaining() < MIN_FRAGMENT + 32 {
                         return Ok(written);
                     }
