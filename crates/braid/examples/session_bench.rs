@@ -231,7 +231,15 @@ async fn source(a: Args) -> Result<(), BoxError> {
     if let Some(w) = a.one("window") {
         config.core.estimate_window = w.parse()?;
     }
-    config.core.scheduled_first = a.one("scheduled-first").is_some_and(|v| v == "1");
+    config.core.scheduled_first = match a.one("scheduled-first").unwrap_or("0") {
+        "0" => false,
+        "1" => true,
+        v => {
+            return Err(
+                format!("--scheduled-first {v:?}: 1 (serve scheduled traffic first) or 0").into(),
+            )
+        }
+    };
     config.core.transport.congestion = match a.one("congestion").unwrap_or("cubic") {
         "cubic" => braid_core::transport::CongestionKind::Cubic,
         "newreno" => braid_core::transport::CongestionKind::NewReno,
