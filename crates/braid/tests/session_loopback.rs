@@ -9,6 +9,8 @@ use braid_core::scheduler::StreamSpec;
 use braid_core::session::{Delivery, StreamConfig};
 use braid_core::units::Bandwidth;
 use braid_core::{Duration, StreamId};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 mod sessions;
 use sessions::*;
@@ -242,4 +244,109 @@ async fn a_light_stream_is_mapped_because_idle_paths_are_probed() {
     s.finish().await.unwrap();
     session.close().await.unwrap();
     sink_task.await.unwrap();
+}
+
+/// A UDP forwarder on loopback between a source and a sink that can black
+/// out the source's direction (its datagrams dropped) for a while.
+struct Forwarder {
+    addr: std::net::SocketAddr,
+    blackout: Arc<AtomicBool>,
+    rt: tokio::runtime::Handle,
+}
+
+impl Forwarder {
+    async fn start(sink: std::net::SocketAddr) -> Forwarder {
+        use tokio::net::UdpSocket;
+        let front = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let back = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        back.connect(sink).await.unwrap();
+        let addr = front.local_addr().unwrap();
+        let blackout = Arc::new(AtomicBool::new(false));
+        let (source_tx, mut source_rx) = tokio::sync::watch::channel(None);
+        let (f, b, out) = (front.clone(), back.clone(), blackout.clone());
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            while let Ok((n, from)) = f.recv_from(&mut buf).await {
+                source_tx.send_if_modified(|s| s.replace(from) != Some(from));
+                if !out.load(Ordering::Relaxed) {
+                    let _ = b.send(&buf[..n]).await;
+                }
+            }
+        });
+        tokio::spawn(async move {
+            let mut buf = [0u8; 2048];
+            while let Ok(n) = back.recv(&mut buf).await {
+                let to = *source_rx.borrow_and_update();
+                if let Some(to) = to {
+                    let _ = front.send_to(&buf[..n], to).await;
+                }
+            }
+        });
+        Forwarder {
+            addr,
+            blackout,
+            rt: tokio::runtime::Handle::current(),
+        }
+    }
+
+    /// Drops the source's datagrams for `d`, starting now.
+    fn black_out(&self, d: std::time::Duration) {
+        self.blackout.store(true, Ordering::Relaxed);
+        let b = self.blackout.clone();
+        self.rt.spawn(async move {
+            tokio::time::sleep(d).await;
+            b.store(false, Ordering::Relaxed);
+        });
+    }
+}
+
+#[test]
+fn close_returns_once_the_sink_heard_it_even_if_the_close_is_lost_once() {
+    // `Session::close` used to return as soon as the session closed here,
+    // before its CLOSE left: an application that then ended its runtime
+    // (as `braid stream` does) took the CLOSE with it, and the sink waited
+    // out its peer timeout with the stream never closed.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (mut l, sink) = rt.block_on(listener());
+    let accept = rt.spawn(async move { drain(l.accept().await.unwrap()).await });
+    let fwd = rt.block_on(Forwarder::start(sink));
+    let to = fwd.addr;
+    let payload = data(9, 300_000);
+    let sent = payload.clone();
+    std::thread::spawn(move || {
+        let src = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        src.block_on(async move {
+            let s = Session::connect(to, config(&["direct"])).await.unwrap();
+            let st = s
+                .open_stream(StreamConfig::new(StreamSpec::best_effort(1).unwrap()))
+                .await
+                .unwrap();
+            send_all(st, sent).await.unwrap();
+            // Everything is at the sink: the CLOSE is the next thing to go,
+            // and the first copy of it is lost.
+            fwd.black_out(std::time::Duration::from_millis(300));
+            s.close().await.unwrap();
+        });
+        // Returning ends the source's runtime and every task on it.
+    })
+    .join()
+    .unwrap();
+    let (got, why) = rt
+        .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(20), accept).await })
+        .expect("the sink session ends")
+        .unwrap();
+    assert!(
+        matches!(
+            why,
+            Some(CloseReason::Peer {
+                code: braid_core::session::CloseCode::Done,
+                ..
+            })
+        ),
+        "the sink heard no CLOSE: {why:?}"
+    );
+    assert!(got[&StreamId(1)] == payload);
 }

@@ -478,9 +478,12 @@ impl Driver {
             }
         }
         if self.core.is_closed() {
-            self.closed_at.get_or_insert(now);
-            // Answered whenever they come: a close asked for after the
-            // session ended gets its reason at once.
+            let at = *self.closed_at.get_or_insert(now);
+            // A close is answered once the sink heard it (or the wait for
+            // that is over): an application that ends its runtime as soon
+            // as `close` returns, as `braid stream` does, must not take an
+            // unsent CLOSE with it. Asked for after that, at once.
+            let settled = !self.waits_for_close_heard() || now >= at + LINGER_FOR_CLOSE;
             if let Side::Source {
                 closing, streams, ..
             } = &mut self.side
@@ -498,8 +501,10 @@ impl Driver {
                         let _ = w.send(Err(closed_err(reason.clone())));
                     }
                 }
-                if let Some((reply, _)) = closing.take() {
-                    let _ = reply.send(if ok { Ok(()) } else { Err(closed_err(reason)) });
+                if settled {
+                    if let Some((reply, _)) = closing.take() {
+                        let _ = reply.send(if ok { Ok(()) } else { Err(closed_err(reason)) });
+                    }
                 }
             }
         }
@@ -575,7 +580,10 @@ impl Driver {
         } = &self.side
         {
             take(connecting.as_ref().map(|c| c.deadline));
-            take(closing.as_ref().map(|c| c.1));
+            // Once closed, a close waits only for the sink to hear it.
+            if !self.core.is_closed() {
+                take(closing.as_ref().map(|c| c.1));
+            }
         }
         t
     }

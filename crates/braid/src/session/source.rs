@@ -269,7 +269,9 @@ impl Session {
 
     /// Closes the session once every stream is through (reliable ones
     /// consumed by the sink application), waiting at most
-    /// [`CLOSE_TIMEOUT`].
+    /// [`CLOSE_TIMEOUT`]; then returns once the sink has heard the close
+    /// (acknowledged the CLOSE frame), or after at most 5 s more if it does
+    /// not, so that ending the runtime when this returns loses nothing.
     ///
     /// # Errors
     /// [`SessionError::Closed`] if it ended otherwise (the peer closed it,
