@@ -51,6 +51,7 @@
 //! the runtime reads a fresh secret from the OS for every endpoint.
 
 use super::protection::{PacketKeys, Protection};
+pub use super::suite::Suite;
 use crate::wire::{ConnectionId, TransportParams};
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha20Rng;
@@ -59,8 +60,9 @@ use snow::resolvers::{CryptoResolver, DefaultResolver};
 use snow::types::{Cipher, Dh, Hash, Random};
 use snow::HandshakeState;
 
-/// The Noise protocol name of the handshake.
-pub const NOISE_PATTERN: &str = "Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s";
+/// The Noise protocol name of IQ-RUDP's handshake (the pipe's, when it
+/// encrypts, is [`Suite::AesGcm`]'s: see [`super::suite`]).
+pub const NOISE_PATTERN: &str = Suite::ChaChaPoly.noise_name();
 /// Bytes in a pre-shared key.
 pub const PSK_LEN: usize = 32;
 pub use crate::wire::MAX_AUTH_LEN;
@@ -177,6 +179,7 @@ impl SessionKeys {
         mut state: HandshakeState,
         initiator: bool,
         mode: Protection,
+        suite: Suite,
     ) -> Result<Self, AuthError> {
         let mut handshake_hash = [0u8; 32];
         let h = state.get_handshake_hash();
@@ -186,7 +189,7 @@ impl SessionKeys {
         handshake_hash.copy_from_slice(h);
         let (k1, k2) = state.dangerously_get_raw_split();
         let (send, recv) = if initiator { (k1, k2) } else { (k2, k1) };
-        let packet = PacketKeys::new(&send, &recv, mode).map_err(|_| AuthError::Setup)?;
+        let packet = PacketKeys::new(&send, &recv, mode, suite).map_err(|_| AuthError::Setup)?;
         Ok(SessionKeys {
             packet,
             handshake_hash,
@@ -254,7 +257,10 @@ impl CryptoResolver for SeededResolver {
         DefaultResolver.resolve_hash(choice)
     }
     fn resolve_cipher(&self, choice: &CipherChoice) -> Option<Box<dyn Cipher>> {
-        DefaultResolver.resolve_cipher(choice)
+        match choice {
+            CipherChoice::AESGCM => Some(Box::<super::suite::SnowAesGcm>::default()),
+            _ => DefaultResolver.resolve_cipher(choice),
+        }
     }
 }
 
@@ -262,8 +268,9 @@ fn builder<'a>(
     psk: &'a Psk,
     seed: [u8; 32],
     prologue: &'a [u8],
+    suite: Suite,
 ) -> Result<snow::Builder<'a>, AuthError> {
-    let params: NoiseParams = NOISE_PATTERN.parse().map_err(|_| AuthError::Setup)?;
+    let params: NoiseParams = suite.noise_name().parse().map_err(|_| AuthError::Setup)?;
     snow::Builder::with_resolver(params, Box::new(SeededResolver { seed }))
         .psk(0, &psk.0)
         .and_then(|b| b.prologue(prologue))
@@ -279,6 +286,7 @@ pub struct ClientHandshake {
     state: HandshakeState,
     message: Vec<u8>,
     mode: Protection,
+    suite: Suite,
 }
 
 impl core::fmt::Debug for ClientHandshake {
@@ -300,8 +308,9 @@ impl ClientHandshake {
         seed: [u8; 32],
         prologue: &[u8],
         mode: Protection,
+        suite: Suite,
     ) -> Result<Self, AuthError> {
-        let mut state = builder(psk, seed, prologue)?
+        let mut state = builder(psk, seed, prologue, suite)?
             .build_initiator()
             .map_err(|_| AuthError::Setup)?;
         let mut buf = [0u8; MAX_AUTH_LEN];
@@ -312,6 +321,7 @@ impl ClientHandshake {
             state,
             message: buf[..n].to_vec(),
             mode,
+            suite,
         })
     }
 
@@ -341,7 +351,7 @@ impl ClientHandshake {
         if payload[..n] != *expected_payload || !self.state.is_handshake_finished() {
             return Err(AuthError::PayloadMismatch);
         }
-        SessionKeys::from_state(self.state, true, self.mode)
+        SessionKeys::from_state(self.state, true, self.mode, self.suite)
     }
 }
 
@@ -362,9 +372,10 @@ pub fn respond(
     prologue: &[u8],
     message1: &[u8],
     mode: Protection,
+    suite: Suite,
     payload: &[u8],
 ) -> Result<(Vec<u8>, SessionKeys), AuthError> {
-    let mut state = builder(psk, seed, prologue)?
+    let mut state = builder(psk, seed, prologue, suite)?
         .build_responder()
         .map_err(|_| AuthError::Setup)?;
     let mut scratch = [0u8; MAX_AUTH_LEN];
@@ -387,7 +398,7 @@ pub fn respond(
         .map_err(|_| AuthError::Setup)?;
     Ok((
         out[..n].to_vec(),
-        SessionKeys::from_state(state, false, mode)?,
+        SessionKeys::from_state(state, false, mode, suite)?,
     ))
 }
 
@@ -421,16 +432,22 @@ pub(crate) fn server_payload(
 mod tests {
     use super::*;
 
-    fn handshake(client: &Psk, server: &Psk) -> Result<(SessionKeys, SessionKeys), AuthError> {
+    fn handshake(
+        client: &Psk,
+        server: &Psk,
+        suites: (Suite, Suite),
+    ) -> Result<(SessionKeys, SessionKeys), AuthError> {
         let mut seeds = SeedSource::new(&[9; 32]);
         let pro = prologue(&[1; 8], &[2; 8], b"params");
-        let c = ClientHandshake::start(client, seeds.next_seed(), &pro, Protection::Encrypt)?;
+        let enc = Protection::Encrypt;
+        let c = ClientHandshake::start(client, seeds.next_seed(), &pro, enc, suites.0)?;
         let (m2, sk) = respond(
             server,
             seeds.next_seed(),
             &pro,
             c.message(),
-            Protection::Encrypt,
+            enc,
+            suites.1,
             b"server",
         )?;
         let ck = c.finish(&m2, b"server")?;
@@ -439,8 +456,23 @@ mod tests {
 
     #[test]
     fn same_key_agrees_on_keys_and_hash() {
+        for suite in [Suite::ChaChaPoly, Suite::AesGcm] {
+            agrees(suite);
+        }
+    }
+
+    #[test]
+    fn the_two_ciphers_do_not_mix() {
         let k = Psk::from_bytes([7; 32]);
-        let (c, s) = handshake(&k, &k).unwrap();
+        let r = handshake(&k, &k, (Suite::AesGcm, Suite::ChaChaPoly));
+        assert_eq!(r.err(), Some(AuthError::Unverified));
+        let r = handshake(&k, &k, (Suite::ChaChaPoly, Suite::AesGcm));
+        assert_eq!(r.err(), Some(AuthError::Unverified));
+    }
+
+    fn agrees(suite: Suite) {
+        let k = Psk::from_bytes([7; 32]);
+        let (c, s) = handshake(&k, &k, (suite, suite)).unwrap();
         assert_eq!(c.handshake_hash, s.handshake_hash);
         assert_eq!(c.initiator_to_responder(), s.initiator_to_responder());
         assert_eq!(c.responder_to_initiator(), s.responder_to_initiator());
@@ -465,6 +497,7 @@ mod tests {
             [3; 32],
             &pro,
             Protection::Encrypt,
+            Suite::ChaChaPoly,
         )
         .unwrap();
         let r = respond(
@@ -473,6 +506,7 @@ mod tests {
             &pro,
             c.message(),
             Protection::Encrypt,
+            Suite::ChaChaPoly,
             b"server",
         );
         assert_eq!(r.err(), Some(AuthError::Unverified));
@@ -482,14 +516,37 @@ mod tests {
     fn altered_prologue_or_payload_is_refused() {
         let k = Psk::from_bytes([7; 32]);
         let enc = Protection::Encrypt;
-        let c =
-            ClientHandshake::start(&k, [3; 32], &prologue(&[1; 8], &[2; 8], b"a"), enc).unwrap();
+        let c = ClientHandshake::start(
+            &k,
+            [3; 32],
+            &prologue(&[1; 8], &[2; 8], b"a"),
+            enc,
+            Suite::ChaChaPoly,
+        )
+        .unwrap();
         let other = prologue(&[1; 8], &[2; 8], b"b");
-        let r = respond(&k, [4; 32], &other, c.message(), enc, b"server");
+        let r = respond(
+            &k,
+            [4; 32],
+            &other,
+            c.message(),
+            enc,
+            Suite::ChaChaPoly,
+            b"server",
+        );
         assert_eq!(r.err(), Some(AuthError::Unverified));
         let pro = prologue(&[1; 8], &[2; 8], b"a");
-        let c = ClientHandshake::start(&k, [3; 32], &pro, enc).unwrap();
-        let (m2, _) = respond(&k, [4; 32], &pro, c.message(), enc, b"server").unwrap();
+        let c = ClientHandshake::start(&k, [3; 32], &pro, enc, Suite::ChaChaPoly).unwrap();
+        let (m2, _) = respond(
+            &k,
+            [4; 32],
+            &pro,
+            c.message(),
+            enc,
+            Suite::ChaChaPoly,
+            b"server",
+        )
+        .unwrap();
         assert_eq!(
             c.finish(&m2, b"forged").err(),
             Some(AuthError::PayloadMismatch)
@@ -503,8 +560,10 @@ mod tests {
         assert_ne!(a, b);
         let k = Psk::from_bytes([7; 32]);
         let pro = prologue(&[1; 8], &[2; 8], b"p");
-        let m1 = ClientHandshake::start(&k, a, &pro, Protection::Encrypt).unwrap();
-        let m2 = ClientHandshake::start(&k, b, &pro, Protection::Encrypt).unwrap();
+        let m1 =
+            ClientHandshake::start(&k, a, &pro, Protection::Encrypt, Suite::ChaChaPoly).unwrap();
+        let m2 =
+            ClientHandshake::start(&k, b, &pro, Protection::Encrypt, Suite::ChaChaPoly).unwrap();
         assert_ne!(
             m1.message()[..32],
             m2.message()[..32],
@@ -517,8 +576,23 @@ mod tests {
     fn a_mode_mismatch_is_refused_after_message_one() {
         let k = Psk::from_bytes([7; 32]);
         let pro = prologue(&[1; 8], &[2; 8], b"p");
-        let c = ClientHandshake::start(&k, [3; 32], &pro, Protection::IntegrityOnly).unwrap();
-        let r = respond(&k, [4; 32], &pro, c.message(), Protection::Encrypt, b"s");
+        let c = ClientHandshake::start(
+            &k,
+            [3; 32],
+            &pro,
+            Protection::IntegrityOnly,
+            Suite::ChaChaPoly,
+        )
+        .unwrap();
+        let r = respond(
+            &k,
+            [4; 32],
+            &pro,
+            c.message(),
+            Protection::Encrypt,
+            Suite::ChaChaPoly,
+            b"s",
+        );
         let e = r.err().unwrap();
         assert_eq!(
             e,
@@ -529,13 +603,21 @@ mod tests {
         );
         assert!(e.to_string().contains("--no-encrypt"), "{e}");
         // The same modes on both sides agree.
-        let c = ClientHandshake::start(&k, [3; 32], &pro, Protection::IntegrityOnly).unwrap();
+        let c = ClientHandshake::start(
+            &k,
+            [3; 32],
+            &pro,
+            Protection::IntegrityOnly,
+            Suite::ChaChaPoly,
+        )
+        .unwrap();
         let (m2, _) = respond(
             &k,
             [4; 32],
             &pro,
             c.message(),
             Protection::IntegrityOnly,
+            Suite::ChaChaPoly,
             b"s",
         )
         .unwrap();

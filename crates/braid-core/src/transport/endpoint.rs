@@ -549,7 +549,15 @@ impl Endpoint {
         let mode = self.config.protection;
         let payload = auth::server_payload(&local, &self.server_params(), mode);
         let seed = self.seeds.next_seed();
-        match auth::respond(&psk, seed, &prologue, message1, mode, &payload) {
+        match auth::respond(
+            &psk,
+            seed,
+            &prologue,
+            message1,
+            mode,
+            auth::Suite::ChaChaPoly,
+            &payload,
+        ) {
             Ok((m2, keys)) => Ok((Some(m2), Some(keys))),
             Err(AuthError::ModeMismatch { server, .. }) => Err(match server {
                 Protection::Encrypt => REASON_MODE_CLIENT_PLAIN,

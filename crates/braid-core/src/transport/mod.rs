@@ -72,6 +72,7 @@ pub mod rtt;
 pub mod send;
 pub mod sent_log;
 pub mod stats;
+pub mod suite;
 pub mod thresholds;
 
 #[cfg(test)]

@@ -30,7 +30,8 @@
 //! and allocate nothing; a packet that does not open leaves the buffer's
 //! contents unspecified and must be dropped whole.
 
-use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, CHACHA20_POLY1305};
+use super::suite::Suite;
+use ring::aead::{Aad, LessSafeKey, Tag};
 
 /// Bytes the AEAD adds to every protected packet.
 pub const TAG_LEN: usize = 16;
@@ -94,6 +95,7 @@ pub(crate) struct PacketKeys {
     seal: LessSafeKey,
     open: LessSafeKey,
     mode: Protection,
+    suite: Suite,
 }
 
 impl core::fmt::Debug for PacketKeys {
@@ -104,31 +106,21 @@ impl core::fmt::Debug for PacketKeys {
     }
 }
 
-/// Noise's ChaChaPoly nonce: four zero bytes, then the counter in
-/// little-endian order.
-fn nonce(pn: u64) -> Nonce {
-    let mut n = [0u8; 12];
-    n[4..].copy_from_slice(&pn.to_le_bytes());
-    Nonce::assume_unique_for_key(n)
-}
-
 impl PacketKeys {
-    /// Keys from the raw split: `send` seals what this side sends, `recv`
-    /// opens what it receives.
+    /// Keys from the raw split of a handshake with cipher `suite`: `send`
+    /// seals what this side sends, `recv` opens what it receives.
     pub(crate) fn new(
         send: &[u8; 32],
         recv: &[u8; 32],
         mode: Protection,
+        suite: Suite,
     ) -> Result<Self, ProtectionError> {
-        let key = |k: &[u8; 32]| {
-            UnboundKey::new(&CHACHA20_POLY1305, k)
-                .map(LessSafeKey::new)
-                .map_err(|_| ProtectionError::Setup)
-        };
+        let key = |k: &[u8; 32]| suite.key(k).map_err(|_| ProtectionError::Setup);
         Ok(PacketKeys {
             seal: key(send)?,
             open: key(recv)?,
             mode,
+            suite,
         })
     }
 
@@ -155,13 +147,17 @@ impl PacketKeys {
                     return Err(ProtectionError::Setup);
                 }
                 let (header, body) = packet.split_at_mut(header_len);
-                self.seal
-                    .seal_in_place_separate_tag(nonce(pn), Aad::from(&*header), body)
+                self.seal.seal_in_place_separate_tag(
+                    self.suite.nonce(pn),
+                    Aad::from(&*header),
+                    body,
+                )
             }
-            Protection::IntegrityOnly => {
-                self.seal
-                    .seal_in_place_separate_tag(nonce(pn), Aad::from(&*packet), &mut [])
-            }
+            Protection::IntegrityOnly => self.seal.seal_in_place_separate_tag(
+                self.suite.nonce(pn),
+                Aad::from(&*packet),
+                &mut [],
+            ),
         }
         .map_err(|_| ProtectionError::Setup)?;
         buf.extend_from_slice(tag.as_ref());
@@ -190,14 +186,14 @@ impl PacketKeys {
                 let (header, body) = packet.split_at_mut(header_len);
                 let plain = self
                     .open
-                    .open_in_place(nonce(pn), Aad::from(&*header), body)
+                    .open_in_place(self.suite.nonce(pn), Aad::from(&*header), body)
                     .map_err(|_| ProtectionError::Unauthentic)?;
                 Ok(header_len + plain.len())
             }
             Protection::IntegrityOnly => {
                 let (covered, tag) = packet.split_at_mut(len - TAG_LEN);
                 self.open
-                    .open_in_place(nonce(pn), Aad::from(&*covered), tag)
+                    .open_in_place(self.suite.nonce(pn), Aad::from(&*covered), tag)
                     .map_err(|_| ProtectionError::Unauthentic)?;
                 Ok(len - TAG_LEN)
             }
@@ -212,8 +208,8 @@ mod tests {
     fn pair(mode: Protection) -> (PacketKeys, PacketKeys) {
         let (a, b) = ([1u8; 32], [2u8; 32]);
         (
-            PacketKeys::new(&a, &b, mode).unwrap(),
-            PacketKeys::new(&b, &a, mode).unwrap(),
+            PacketKeys::new(&a, &b, mode, Suite::ChaChaPoly).unwrap(),
+            PacketKeys::new(&b, &a, mode, Suite::ChaChaPoly).unwrap(),
         )
     }
 

@@ -9,11 +9,12 @@
 //! len: u32 BE (1..=RECORD_MAX) | body: len bytes | tag: 16 bytes
 //! ```
 //!
-//! sealed with ChaCha20-Poly1305 (the cipher of the Noise protocol name;
-//! `ring`'s implementation, as IQ-RUDP's packet protection)
-//! under the direction's key and the nonce `0x00000000 || n` (`n` the
-//! record's number on this connection and direction, 64-bit
-//! little-endian, from 0: Noise's own nonce format). Encrypted records
+//! sealed with the cipher of the connection's Noise protocol name
+//! ([`suite`]: AES-256-GCM when encrypting, ChaCha20-Poly1305 with
+//! `--no-encrypt`; `ring`'s implementations) under the direction's key and
+//! the nonce `0x00000000 || n` (`n` the record's number on this connection
+//! and direction, 64 bits from 0, big-endian for AESGCM and little-endian
+//! for ChaChaPoly: Noise's own nonce formats). Encrypted records
 //! carry the ciphertext in `body` with `len` as associated data;
 //! `--no-encrypt` records carry the plaintext in `body` and authenticate
 //! `len || body` as associated data over an empty plaintext (the tag only).
@@ -34,13 +35,21 @@
 //! peer is waiting for.
 
 use super::refusals::SecureStats;
-use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, CHACHA20_POLY1305};
+use braid_core::transport::suite::Suite;
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+/// Records sealed under one key before both sides move to the next with
+/// Noise's `Rekey()`: 2^20 records, at most 2^38 bytes (256 GiB) at
+/// [`RECORD_MAX`], under TLS 1.3's usage limit for AES-GCM (RFC 8446
+/// §5.5: 2^24.5 records of 2^14 bytes, about 2^38.5 bytes). Both sides
+/// count records, so the switch needs no message.
+pub const REKEY_EVERY: u64 = 1 << 20;
 
 /// The largest record body (256 KiB: a default block is one record).
 pub const RECORD_MAX: usize = 256 << 10;
@@ -49,11 +58,24 @@ pub const LEN_BYTES: usize = 4;
 /// Bytes of a record's tag.
 pub const TAG_BYTES: usize = 16;
 
+/// The Noise cipher of a pipe connection: AES-256-GCM when it encrypts,
+/// ChaCha20-Poly1305 when it only authenticates (`--no-encrypt`), each the
+/// faster of the two in ring for that job (see
+/// [`braid_core::transport::suite`]). The handshake runs the same cipher.
+pub fn suite(encrypt: bool) -> Suite {
+    if encrypt {
+        Suite::AesGcm
+    } else {
+        Suite::ChaChaPoly
+    }
+}
+
 /// One direction's key and whether records are encrypted.
 #[derive(Clone)]
 pub struct RecordKeys {
     key: [u8; 32],
     encrypt: bool,
+    rekey_every: u64,
 }
 
 impl std::fmt::Debug for RecordKeys {
@@ -67,37 +89,67 @@ impl std::fmt::Debug for RecordKeys {
 impl RecordKeys {
     /// One direction's 32-byte key; `encrypt: false` authenticates only.
     pub fn new(key: [u8; 32], encrypt: bool) -> Self {
-        RecordKeys { key, encrypt }
+        RecordKeys {
+            key,
+            encrypt,
+            rekey_every: REKEY_EVERY,
+        }
+    }
+
+    /// The same with a short key life, for tests of the rekeying.
+    #[cfg(test)]
+    fn rekeying_every(mut self, records: u64) -> Self {
+        self.rekey_every = records;
+        self
     }
 }
 
 /// A record direction's cipher and its next nonce.
 struct Cipher {
     aead: LessSafeKey,
+    suite: Suite,
     encrypt: bool,
     next: u64,
+    rekey_every: u64,
 }
 
 impl Cipher {
     fn new(k: &RecordKeys) -> Self {
-        // CHACHA20_POLY1305 takes exactly 32-byte keys and `k.key` is
-        // `[u8; 32]`, so `UnboundKey::new` cannot fail.
-        let key = UnboundKey::new(&CHACHA20_POLY1305, &k.key).unwrap();
+        let suite = suite(k.encrypt);
+        // Both AEADs take exactly 32-byte keys and `k.key` is `[u8; 32]`,
+        // so making the key cannot fail.
+        let aead = suite.key(&k.key).unwrap();
         Cipher {
-            aead: LessSafeKey::new(key),
+            aead,
+            suite,
             encrypt: k.encrypt,
             next: 0,
+            rekey_every: k.rekey_every,
         }
     }
 
-    /// The next nonce (Noise's format: four zero bytes, then the counter
-    /// little-endian); `None` once the counter is spent.
+    /// The next nonce (the cipher's Noise format: four zero bytes, then
+    /// the counter), moving to the next key first every
+    /// [`REKEY_EVERY`] records; `None` once the counter is spent.
     fn take_nonce(&mut self) -> Option<Nonce> {
         let n = self.next;
         self.next = n.checked_add(1)?;
-        let mut b = [0u8; 12];
-        b[4..].copy_from_slice(&n.to_le_bytes());
-        Some(Nonce::assume_unique_for_key(b))
+        if n > 0 && n % self.rekey_every == 0 {
+            self.rekey()?;
+        }
+        Some(self.suite.nonce(n))
+    }
+
+    /// Noise's `Rekey()` (§11.3): the new key is the first 32 bytes of
+    /// encrypting 32 zero bytes with nonce 2^64 − 1 (never a record's:
+    /// the counter is spent before it) and no associated data.
+    fn rekey(&mut self) -> Option<()> {
+        let mut k = [0u8; 32];
+        self.aead
+            .seal_in_place_separate_tag(self.suite.nonce(u64::MAX), Aad::empty(), &mut k)
+            .ok()?;
+        self.aead = self.suite.key(&k).ok()?;
+        Some(())
     }
 
     /// Seals `rec[LEN_BYTES..]` (the body) in place, with `rec[..LEN_BYTES]`
@@ -489,6 +541,41 @@ mod tests {
             assert_eq!(open_all(&k, &wire).unwrap(), b"hello world");
             assert_eq!(contains(&wire, b"hello"), !encrypt);
         }
+    }
+
+    #[test]
+    fn both_sides_rekey_at_the_same_record_and_the_key_changes() {
+        for encrypt in [true, false] {
+            let k = RecordKeys::new([3; 32], encrypt).rekeying_every(2);
+            let msgs: [&[u8]; 5] = [b"a", b"b", b"c", b"d", b"e"];
+            let wire = seal_records(&k, &msgs);
+            assert_eq!(open_all(&k, &wire).unwrap(), b"abcde");
+            // Records 0 and 1 are under the first key either way; record 2
+            // is under the next one, so a side that never rekeys fails it.
+            let plain = RecordKeys::new([3; 32], encrypt);
+            let first_two = (4 + 1 + 16) * 2;
+            assert_eq!(seal_records(&plain, &msgs)[..first_two], wire[..first_two]);
+            assert!(open_all(&plain, &wire).is_err());
+        }
+    }
+
+    #[test]
+    fn encrypted_records_are_aes_256_gcm_with_the_noise_nonce() {
+        // Record 1 of an encrypted connection, sealed by hand with ring's
+        // AES-256-GCM and Noise's AESGCM nonce (big-endian counter).
+        let k = RecordKeys::new([5; 32], true);
+        let wire = seal_records(&k, &[b"x", b"hello"]);
+        let key = Suite::AesGcm.key(&[5; 32]).unwrap();
+        let mut body = *b"hello";
+        let len = 5u32.to_be_bytes();
+        let tag = key
+            .seal_in_place_separate_tag(Suite::AesGcm.nonce(1), Aad::from(&len), &mut body)
+            .unwrap();
+        let second = &wire[4 + 1 + 16..];
+        assert_eq!(&second[..4], &len);
+        assert_eq!(&second[4..9], &body);
+        assert_eq!(&second[9..], tag.as_ref());
+        assert_eq!(suite(false), Suite::ChaChaPoly);
     }
 
     fn contains(h: &[u8], n: &[u8]) -> bool {

@@ -3,12 +3,15 @@
 //! code into the session key.
 //!
 //! One mechanism (docs/SECURITY.md): a connection runs braid-core's Noise
-//! handshake ([`braid_core::transport::auth`], `Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s`,
-//! the one IQ-RUDP uses) with the key file's key as the PSK and a prologue
-//! that names the pipe and binds the connection's [`Preface`]:
+//! handshake ([`braid_core::transport::auth`], the one IQ-RUDP uses:
+//! `Noise_NNpsk0_25519_{AESGCM|ChaChaPoly}_BLAKE2s`, the cipher
+//! [`super::record::suite`] of the preface's mode: AES-256-GCM when
+//! encrypting, ChaCha20-Poly1305 with `--no-encrypt`) with the key file's
+//! key as the PSK and a prologue that names the pipe and binds the
+//! connection's [`Preface`]:
 //!
 //! ```text
-//! sender:   preface (16 bytes: "BRDPSEC\0", version 2, kind, flags) | message 1 (49: psk, e, mode byte)
+//! sender:   preface (16 bytes: "BRDPSEC\0", version 3, kind, flags) | message 1 (49: psk, e, mode byte)
 //! receiver: message 2 (49: e, ee, payload = status: 0 ok, 1 encryption-mode mismatch)
 //! then both directions: records (`record`), the hello first
 //! ```
@@ -36,7 +39,7 @@
 
 use super::code::{Code, MAX_CODE_FAILURES};
 use super::frame::{self, HelloAck, HelloStatus};
-use super::record::{ReadHalf, RecordKeys, WriteHalf};
+use super::record::{suite, ReadHalf, RecordKeys, WriteHalf};
 pub use super::refusals::{SecureCounts, SecureStats};
 use braid_core::transport::auth::{self, AuthError, ClientHandshake, Psk, SessionKeys};
 use braid_core::transport::Protection;
@@ -48,7 +51,7 @@ use tokio::net::TcpStream;
 /// First bytes of a secure connection.
 pub const SEC_MAGIC: [u8; 8] = *b"BRDPSEC\0";
 /// Version of the secure pipe (the insecure hello is version 1).
-pub const SEC_VERSION: u16 = 2;
+pub const SEC_VERSION: u16 = 3;
 /// Bytes of a [`Preface`].
 pub const PREFACE_LEN: usize = 16;
 /// Bytes of Noise message 1 (ephemeral key, the mode byte braid-core's
@@ -61,8 +64,8 @@ pub const PAKE_MESSAGE_LEN: usize = 33;
 /// Preface flag: authenticate only, do not encrypt.
 pub const FLAG_NO_ENCRYPT: u8 = 1;
 
-const LABEL_NOISE: &[u8] = b"braid pipe v2 noise";
-const LABEL_PAKE: &[u8] = b"braid pipe v2 pake";
+const LABEL_NOISE: &[u8] = b"braid pipe v3 noise";
+const LABEL_PAKE: &[u8] = b"braid pipe v3 pake";
 const ID_SENDER: &[u8] = b"braid pipe sender";
 const ID_RECEIVER: &[u8] = b"braid pipe receiver";
 const STATUS_OK: u8 = 0;
@@ -279,8 +282,8 @@ async fn initiate(
     lead: &[u8],
     encrypt: bool,
 ) -> Result<SessionKeys, SecureError> {
-    let hs =
-        ClientHandshake::start(psk, os_seed()?, pro, mode(encrypt)).map_err(SecureError::Setup)?;
+    let hs = ClientHandshake::start(psk, os_seed()?, pro, mode(encrypt), suite(encrypt))
+        .map_err(SecureError::Setup)?;
     s.write_all(&[lead, hs.message()].concat()).await?;
     let mut m2 = [0u8; MESSAGE2_LEN];
     if let Err(e) = s.read_exact(&mut m2).await {
@@ -310,7 +313,15 @@ async fn respond(
 ) -> Result<Option<SessionKeys>, SecureError> {
     let mut m1 = [0u8; MESSAGE1_LEN];
     s.read_exact(&mut m1).await?;
-    match auth::respond(psk, os_seed()?, pro, &m1, mode(client_encrypts), &[status]) {
+    match auth::respond(
+        psk,
+        os_seed()?,
+        pro,
+        &m1,
+        mode(client_encrypts),
+        suite(client_encrypts),
+        &[status],
+    ) {
         Ok((m2, keys)) => {
             s.write_all(&m2).await?;
             Ok(Some(keys))
@@ -608,7 +619,7 @@ mod tests {
         let mut b = good;
         b[0] = b'X';
         assert_eq!(Preface::decode(&b), Err(PrefaceError::BadMagic));
-        for (i, v) in [(9, 3u8), (10, 9), (11, 2), (15, 1)] {
+        for (i, v) in [(9, 2u8), (10, 9), (11, 2), (15, 1)] {
             let mut b = good;
             b[i] = v;
             assert_eq!(Preface::decode(&b), Err(PrefaceError::Unknown), "byte {i}");

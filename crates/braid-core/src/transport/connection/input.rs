@@ -194,7 +194,13 @@ impl Connection {
             self.local_cid.as_bytes(),
             &params,
         );
-        let hs = ClientHandshake::start(psk, seed, &prologue, self.config.protection)?;
+        let hs = ClientHandshake::start(
+            psk,
+            seed,
+            &prologue,
+            self.config.protection,
+            auth::Suite::ChaChaPoly,
+        )?;
         self.auth_message = Some(hs.message().to_vec());
         self.client_auth = Some(hs);
         Ok(())
