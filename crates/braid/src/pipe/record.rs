@@ -145,7 +145,9 @@ impl Cipher {
     /// the counter is spent before it) and no associated data.
     fn rekey(&mut self) -> Option<()> {
         let mut k = [0u8; 32];
-        self.aead
+        // The tag is not part of the new key.
+        let _tag = self
+            .aead
             .seal_in_place_separate_tag(self.suite.nonce(u64::MAX), Aad::empty(), &mut k)
             .ok()?;
         self.aead = self.suite.key(&k).ok()?;
