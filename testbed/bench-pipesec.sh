@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 13: the pipe authenticated — `braid send`/`recv` on loopback,
-# encrypted (the default), --no-encrypt and --insecure, beside `ssh cat`
-# and `scp` in the same run (results: docs/BENCHMARKS.md, "Issue 13: the
+# encrypted (the default), --no-encrypt and --insecure from a pipe beside
+# `ssh cat`, and encrypted from a file beside `scp`, in the same run (results: docs/BENCHMARKS.md, "Issue 13: the
 # pipe, authenticated").
 #
 #   cargo build --release -p braid-cli
@@ -44,6 +44,23 @@ braid_run() {
   echo "$label $(echo "$t1 - $t0" | bc -l) $(awk '{print $1 + $2}' "$OUT/send.time")"
 }
 
+# braid_file_run LABEL ARGS...: as braid_run, the input read from the
+# same file `scp` copies (what a file transfer does), not from a pipe.
+braid_file_run() {
+  local label=$1; shift
+  "$BRAID" recv --no-progress --listen 127.0.0.1:$PORT -o /dev/null "$@" \
+    2>"$OUT/recv.err" &
+  local rx=$!
+  for _ in $(seq 200); do ss -ltnH | grep -q ":$PORT " && break; sleep 0.02; done
+  local t0; t0=$(now)
+  /usr/bin/time -f "%U %S" -o "$OUT/send.time" \
+    "$BRAID" send --no-progress -n "$N" --to 127.0.0.1:$PORT "$@" "$OUT/scp.in" \
+    2>>"$OUT/send.err"
+  wait $rx
+  local t1; t1=$(now)
+  echo "$label $(echo "$t1 - $t0" | bc -l) $(awk '{print $1 + $2}' "$OUT/send.time")"
+}
+
 ssh_run() {
   local label=$1 cipher=$2
   local t0; t0=$(now)
@@ -63,11 +80,12 @@ scp_run() {
 }
 
 : > "$OUT/runs.txt"
-[ -n "${SSH_PORT:-}" ] && head -c "$BYTES" /dev/zero > "$OUT/scp.in"
+head -c "$BYTES" /dev/zero > "$OUT/scp.in"
 for r in $(seq "$REPS"); do
   braid_run encrypted --key "$OUT/pipe.key" | tee -a "$OUT/runs.txt"
   braid_run no-encrypt --key "$OUT/pipe.key" --no-encrypt | tee -a "$OUT/runs.txt"
   braid_run insecure --insecure | tee -a "$OUT/runs.txt"
+  braid_file_run encrypted-file --key "$OUT/pipe.key" | tee -a "$OUT/runs.txt"
   if [ -n "${SSH_PORT:-}" ]; then
     ssh_run ssh-chacha20 chacha20-poly1305@openssh.com | tee -a "$OUT/runs.txt"
     ssh_run ssh-aes128gcm aes128-gcm@openssh.com | tee -a "$OUT/runs.txt"
