@@ -2,6 +2,7 @@
 //! main → args (clap) → validated config → `cmd::*`. User errors are one
 //! clear line on stderr and a non-zero exit code.
 
+mod alloc_tuning;
 mod args;
 mod cmd;
 
@@ -10,6 +11,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    alloc_tuning::tune();
     let cli = match args::Cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => return usage_error(err),
