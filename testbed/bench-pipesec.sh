@@ -28,34 +28,20 @@ PORT=${PORT:-9470}
 now() { date +%s.%N; }
 cpu_of() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 
-# braid LABEL ARGS...: one transfer; prints "label seconds cpu_seconds"
+# braid_run LABEL FROM ARGS...: one transfer; prints "label seconds
+# cpu_seconds". FROM is `pipe` (`head -c … /dev/zero |`, as the ssh rows
+# read) or `file` (the file `scp` copies, as a file transfer reads).
 braid_run() {
-  local label=$1; shift
+  local label=$1 from=$2; shift 2
   "$BRAID" recv --no-progress --listen 127.0.0.1:$PORT -o /dev/null "$@" \
     2>"$OUT/recv.err" &
   local rx=$!
   for _ in $(seq 200); do ss -ltnH | grep -q ":$PORT " && break; sleep 0.02; done
+  local send="\"$BRAID\" send --no-progress -n $N --to 127.0.0.1:$PORT $*"
+  if [ "$from" = file ]; then send="$send \"$OUT/scp.in\""
+  else send="head -c $BYTES /dev/zero | $send"; fi
   local t0; t0=$(now)
-  /usr/bin/time -f "%U %S" -o "$OUT/send.time" bash -c \
-    "head -c $BYTES /dev/zero | \"$BRAID\" send --no-progress -n $N --to 127.0.0.1:$PORT $*" \
-    2>>"$OUT/send.err"
-  wait $rx
-  local t1; t1=$(now)
-  echo "$label $(echo "$t1 - $t0" | bc -l) $(awk '{print $1 + $2}' "$OUT/send.time")"
-}
-
-# braid_file_run LABEL ARGS...: as braid_run, the input read from the
-# same file `scp` copies (what a file transfer does), not from a pipe.
-braid_file_run() {
-  local label=$1; shift
-  "$BRAID" recv --no-progress --listen 127.0.0.1:$PORT -o /dev/null "$@" \
-    2>"$OUT/recv.err" &
-  local rx=$!
-  for _ in $(seq 200); do ss -ltnH | grep -q ":$PORT " && break; sleep 0.02; done
-  local t0; t0=$(now)
-  /usr/bin/time -f "%U %S" -o "$OUT/send.time" \
-    "$BRAID" send --no-progress -n "$N" --to 127.0.0.1:$PORT "$@" "$OUT/scp.in" \
-    2>>"$OUT/send.err"
+  /usr/bin/time -f "%U %S" -o "$OUT/send.time" bash -c "$send" 2>>"$OUT/send.err"
   wait $rx
   local t1; t1=$(now)
   echo "$label $(echo "$t1 - $t0" | bc -l) $(awk '{print $1 + $2}' "$OUT/send.time")"
@@ -82,10 +68,10 @@ scp_run() {
 : > "$OUT/runs.txt"
 head -c "$BYTES" /dev/zero > "$OUT/scp.in"
 for r in $(seq "$REPS"); do
-  braid_run encrypted --key "$OUT/pipe.key" | tee -a "$OUT/runs.txt"
-  braid_run no-encrypt --key "$OUT/pipe.key" --no-encrypt | tee -a "$OUT/runs.txt"
-  braid_run insecure --insecure | tee -a "$OUT/runs.txt"
-  braid_file_run encrypted-file --key "$OUT/pipe.key" | tee -a "$OUT/runs.txt"
+  braid_run encrypted pipe --key "$OUT/pipe.key" | tee -a "$OUT/runs.txt"
+  braid_run no-encrypt pipe --key "$OUT/pipe.key" --no-encrypt | tee -a "$OUT/runs.txt"
+  braid_run insecure pipe --insecure | tee -a "$OUT/runs.txt"
+  braid_run encrypted-file file --key "$OUT/pipe.key" | tee -a "$OUT/runs.txt"
   if [ -n "${SSH_PORT:-}" ]; then
     ssh_run ssh-chacha20 chacha20-poly1305@openssh.com | tee -a "$OUT/runs.txt"
     ssh_run ssh-aes128gcm aes128-gcm@openssh.com | tee -a "$OUT/runs.txt"

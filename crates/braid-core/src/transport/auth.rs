@@ -572,27 +572,25 @@ mod tests {
         assert_eq!(m1.message().len(), 49);
     }
 
+    /// One exchange with fixed seeds, IQ-RUDP's cipher: the client in
+    /// mode `client`, the server in mode `server`.
+    fn exchange(
+        k: &Psk,
+        pro: &[u8],
+        client: Protection,
+        server: Protection,
+    ) -> (ClientHandshake, Result<(Vec<u8>, SessionKeys), AuthError>) {
+        let cc = Suite::ChaChaPoly;
+        let c = ClientHandshake::start(k, [3; 32], pro, client, cc).unwrap();
+        let r = respond(k, [4; 32], pro, c.message(), server, cc, b"s");
+        (c, r)
+    }
+
     #[test]
     fn a_mode_mismatch_is_refused_after_message_one() {
         let k = Psk::from_bytes([7; 32]);
         let pro = prologue(&[1; 8], &[2; 8], b"p");
-        let c = ClientHandshake::start(
-            &k,
-            [3; 32],
-            &pro,
-            Protection::IntegrityOnly,
-            Suite::ChaChaPoly,
-        )
-        .unwrap();
-        let r = respond(
-            &k,
-            [4; 32],
-            &pro,
-            c.message(),
-            Protection::Encrypt,
-            Suite::ChaChaPoly,
-            b"s",
-        );
+        let (_, r) = exchange(&k, &pro, Protection::IntegrityOnly, Protection::Encrypt);
         let e = r.err().unwrap();
         assert_eq!(
             e,
@@ -603,24 +601,9 @@ mod tests {
         );
         assert!(e.to_string().contains("--no-encrypt"), "{e}");
         // The same modes on both sides agree.
-        let c = ClientHandshake::start(
-            &k,
-            [3; 32],
-            &pro,
-            Protection::IntegrityOnly,
-            Suite::ChaChaPoly,
-        )
-        .unwrap();
-        let (m2, _) = respond(
-            &k,
-            [4; 32],
-            &pro,
-            c.message(),
-            Protection::IntegrityOnly,
-            Suite::ChaChaPoly,
-            b"s",
-        )
-        .unwrap();
+        let only = Protection::IntegrityOnly;
+        let (c, r) = exchange(&k, &pro, only, only);
+        let (m2, _) = r.unwrap();
         assert!(c.finish(&m2, b"s").is_ok());
     }
 
