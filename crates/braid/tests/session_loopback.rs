@@ -246,12 +246,12 @@ async fn a_light_stream_is_mapped_because_idle_paths_are_probed() {
     sink_task.await.unwrap();
 }
 
-/// A UDP forwarder on loopback between a source and a sink that can black
-/// out the source's direction (its datagrams dropped) for a while.
+/// A UDP forwarder on loopback between a source and a sink whose
+/// source-to-sink direction can go down for a while (an outage on the
+/// path; the test itself waits on its own conditions, never on this).
 struct Forwarder {
     addr: std::net::SocketAddr,
-    blackout: Arc<AtomicBool>,
-    rt: tokio::runtime::Handle,
+    down: Arc<AtomicBool>,
 }
 
 impl Forwarder {
@@ -261,14 +261,14 @@ impl Forwarder {
         let back = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
         back.connect(sink).await.unwrap();
         let addr = front.local_addr().unwrap();
-        let blackout = Arc::new(AtomicBool::new(false));
+        let down = Arc::new(AtomicBool::new(false));
         let (source_tx, mut source_rx) = tokio::sync::watch::channel(None);
-        let (f, b, out) = (front.clone(), back.clone(), blackout.clone());
+        let (f, b, is_down) = (front.clone(), back.clone(), down.clone());
         tokio::spawn(async move {
             let mut buf = [0u8; 2048];
             while let Ok((n, from)) = f.recv_from(&mut buf).await {
                 source_tx.send_if_modified(|s| s.replace(from) != Some(from));
-                if !out.load(Ordering::Relaxed) {
+                if !is_down.load(Ordering::Relaxed) {
                     let _ = b.send(&buf[..n]).await;
                 }
             }
@@ -282,20 +282,17 @@ impl Forwarder {
                 }
             }
         });
-        Forwarder {
-            addr,
-            blackout,
-            rt: tokio::runtime::Handle::current(),
-        }
+        Forwarder { addr, down }
     }
 
-    /// Drops the source's datagrams for `d`, starting now.
-    fn black_out(&self, d: std::time::Duration) {
-        self.blackout.store(true, Ordering::Relaxed);
-        let b = self.blackout.clone();
-        self.rt.spawn(async move {
+    /// Takes the source-to-sink direction down for `d` from now, on the
+    /// runtime `rt` (a timer of the emulated outage, not a wait).
+    fn outage(&self, rt: &tokio::runtime::Handle, d: std::time::Duration) {
+        self.down.store(true, Ordering::Relaxed);
+        let down = self.down.clone();
+        rt.spawn(async move {
             tokio::time::sleep(d).await;
-            b.store(false, Ordering::Relaxed);
+            down.store(false, Ordering::Relaxed);
         });
     }
 }
@@ -310,6 +307,7 @@ fn close_returns_once_the_sink_heard_it_even_if_the_close_is_lost_once() {
     let (mut l, sink) = rt.block_on(listener());
     let accept = rt.spawn(async move { drain(l.accept().await.unwrap()).await });
     let fwd = rt.block_on(Forwarder::start(sink));
+    let handle = rt.handle().clone();
     let to = fwd.addr;
     let payload = data(9, 300_000);
     let sent = payload.clone();
@@ -325,9 +323,10 @@ fn close_returns_once_the_sink_heard_it_even_if_the_close_is_lost_once() {
                 .await
                 .unwrap();
             send_all(st, sent).await.unwrap();
-            // Everything is at the sink: the CLOSE is the next thing to go,
-            // and the first copy of it is lost.
-            fwd.black_out(std::time::Duration::from_millis(300));
+            // Everything is at the sink: the CLOSE goes next, into a 300 ms
+            // outage (counting datagrams instead would not do: the idle
+            // path's probes come and go around it).
+            fwd.outage(&handle, std::time::Duration::from_millis(300));
             s.close().await.unwrap();
         });
         // Returning ends the source's runtime and every task on it.

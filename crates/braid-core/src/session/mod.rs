@@ -134,8 +134,9 @@ fn closes_heard(r: &crate::transport::CloseReason) -> bool {
 /// of the session travels on transport stream `s` (so ids start at 1).
 pub const CONTROL_STREAM: StreamId = StreamId(0);
 /// How control frames go: reliable, at the data streams' default priority
-/// (putting them ahead was tried while chasing a flaky failover test; it
-/// was not the cause, and nothing else needs it yet).
+/// (putting them ahead was tried while chasing a flaky failover test, whose
+/// cause turned out to be `close` returning before the CLOSE left; nothing
+/// else needs it yet).
 pub(crate) const CONTROL: SendOptions = SendOptions::RELIABLE;
 /// Most paths in one session.
 pub const MAX_PATHS: usize = 64;

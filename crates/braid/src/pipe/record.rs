@@ -107,7 +107,6 @@ impl RecordKeys {
 /// A record direction's cipher and its next nonce.
 struct Cipher {
     aead: LessSafeKey,
-    suite: Suite,
     encrypt: bool,
     next: u64,
     rekey_every: u64,
@@ -115,13 +114,11 @@ struct Cipher {
 
 impl Cipher {
     fn new(k: &RecordKeys) -> Self {
-        let suite = suite(k.encrypt);
         // Both AEADs take exactly 32-byte keys and `k.key` is `[u8; 32]`,
         // so making the key cannot fail.
-        let aead = suite.key(&k.key).unwrap();
+        let aead = suite(k.encrypt).key(&k.key).unwrap();
         Cipher {
             aead,
-            suite,
             encrypt: k.encrypt,
             next: 0,
             rekey_every: k.rekey_every,
@@ -137,20 +134,21 @@ impl Cipher {
         if n > 0 && n % self.rekey_every == 0 {
             self.rekey()?;
         }
-        Some(self.suite.nonce(n))
+        Some(suite(self.encrypt).nonce(n))
     }
 
     /// Noise's `Rekey()` (§11.3): the new key is the first 32 bytes of
     /// encrypting 32 zero bytes with nonce 2^64 − 1 (never a record's:
     /// the counter is spent before it) and no associated data.
     fn rekey(&mut self) -> Option<()> {
+        let suite = suite(self.encrypt);
         let mut k = [0u8; 32];
         // The tag is not part of the new key.
         let _tag = self
             .aead
-            .seal_in_place_separate_tag(self.suite.nonce(u64::MAX), Aad::empty(), &mut k)
+            .seal_in_place_separate_tag(suite.nonce(u64::MAX), Aad::empty(), &mut k)
             .ok()?;
-        self.aead = self.suite.key(&k).ok()?;
+        self.aead = suite.key(&k).ok()?;
         Some(())
     }
 

@@ -478,12 +478,12 @@ impl Driver {
             }
         }
         if self.core.is_closed() {
-            let at = *self.closed_at.get_or_insert(now);
+            self.closed_at.get_or_insert(now);
             // A close is answered once the sink heard it (or the wait for
             // that is over): an application that ends its runtime as soon
             // as `close` returns, as `braid stream` does, must not take an
             // unsent CLOSE with it. Asked for after that, at once.
-            let settled = !self.waits_for_close_heard() || now >= at + LINGER_FOR_CLOSE;
+            let settled = self.close_settled(now);
             if let Side::Source {
                 closing, streams, ..
             } = &mut self.side
@@ -540,13 +540,7 @@ impl Driver {
         let now = clock::now();
         let lingered = self.closed_at.is_some_and(|at| now >= at + LINGER);
         match &self.side {
-            Side::Source { .. } => {
-                lingered
-                    && (!self.waits_for_close_heard()
-                        || self
-                            .closed_at
-                            .is_some_and(|at| now >= at + LINGER_FOR_CLOSE))
-            }
+            Side::Source { .. } => lingered && self.close_settled(now),
             // A sink ends once its listener is gone and no session is in
             // the application's hands (none handed over, or it is over).
             Side::Sink(st) => st.accept_tx.is_closed() && (st.pending.is_some() || lingered),
@@ -559,6 +553,16 @@ impl Driver {
     fn waits_for_close_heard(&self) -> bool {
         matches!(self.core.close_reason(), Some(CloseReason::Local { .. }))
             && !self.core.is_close_heard()
+    }
+
+    /// A closed session has nothing more to wait for: the sink heard the
+    /// close, or there was no one to hear it, or [`LINGER_FOR_CLOSE`]
+    /// passed.
+    fn close_settled(&self, now: Instant) -> bool {
+        !self.waits_for_close_heard()
+            || self
+                .closed_at
+                .is_some_and(|at| now >= at + LINGER_FOR_CLOSE)
     }
 
     fn next_deadline(&self) -> Option<Instant> {
