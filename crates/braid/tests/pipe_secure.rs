@@ -280,7 +280,10 @@ fn record_filter(at: usize, hold: usize, op: fn(&mut Vec<Vec<u8>>)) -> impl Fn(u
 fn attacked_transfer(filter: impl Fn(usize) -> Mangle + Send + 'static) {
     let (addr, stats, out, run) = receiver(key(7, true));
     let via = proxy(addr, filter);
-    let want = data();
+    // 64 blocks over 4 connections: the first connection carries far more
+    // than the 12 records the filters wait for (with `data()`'s 24 blocks
+    // it sometimes carried 5 blocks, 11 records, and was never attacked).
+    let want: Vec<u8> = MARKER.iter().copied().cycle().take(16 << 20).collect();
     send(
         Box::new(std::io::Cursor::new(want.clone())),
         send_cfg(via, key(7, true), 4),
