@@ -117,7 +117,7 @@ struct Cipher {
 enum Kind {
     /// Encrypting: the connection's Noise cipher (AES-256-GCM), moved to
     /// the next key every [`REKEY_EVERY`] records.
-    Aead(LessSafeKey),
+    Aead(Box<LessSafeKey>),
     /// `--no-encrypt`: BLAKE3's keyed mode as the MAC (see [`mac`]).
     Mac([u8; 32]),
 }
@@ -148,7 +148,7 @@ impl Cipher {
         let kind = if k.encrypt {
             // AES-256-GCM takes exactly 32-byte keys and `k.key` is
             // `[u8; 32]`, so making the key cannot fail.
-            Kind::Aead(suite(true).key(&k.key).unwrap())
+            Kind::Aead(Box::new(suite(true).key(&k.key).unwrap()))
         } else {
             Kind::Mac(blake3::derive_key(MAC_CONTEXT, &k.key))
         };
@@ -166,7 +166,7 @@ impl Cipher {
         self.next = n.checked_add(1)?;
         if let Kind::Aead(aead) = &mut self.kind {
             if n > 0 && n % self.rekey_every == 0 {
-                *aead = rekey(aead)?;
+                **aead = rekey(aead)?;
             }
         }
         Some(n)
