@@ -16,7 +16,9 @@
 # tables and the SVG. Environment: BRAID (binary), SECS (static run length,
 # default 6), DYN_SECS (dynamic run length, default 80), REPS (loopback
 # repetitions, default 3), SETUPS (static: any of A B C R), MODES (modes to
-# run), REFS=0 (static: skip the MPTCP and single-TCP references).
+# run), REFS=0 (static: skip the MPTCP and single-TCP references),
+# BRAID_B (loopback: a second binary run beside BRAID in every rep, label
+# braid-b, for before/after comparisons in one run).
 # gbit: GBIT_SETUPS (any of G2 G3 D1 D10), SECS, DYN_SECS.
 # wan: WAN_SECS (run length, default 30), WAN_N (connections, default 4),
 # WAN_SETUPS (any of W1 W2 W3 W4 T), REFS=mptcp (only the MPTCP
@@ -163,17 +165,21 @@ run_loopback() {
         "import json,sys;print(json.load(sys.stdin)['end']['sum_received']['bits_per_second'])")
       wait $ipid || true
       echo "iperf3,$n,$rep,$ib,0,$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$OUT/loopback.csv"
-      local st="$OUT/last-loop.json"
-      /usr/bin/time -f %M -o "$OUT/loop.rss" "$BRAID" recv "${SEC[@]}" --no-progress -o /dev/null \
-        --listen 127.0.0.1:$PORT --stats-file "$st" &
-      local rpid=$!
-      for _ in $(seq 100); do ss -ltnH | grep -q ":$PORT " && break; sleep 0.02; done
-      "$BRAID" send "${SEC[@]}" --no-progress -n "$n" --to 127.0.0.1:$PORT "$f"
-      wait $rpid
-      local bb
-      bb=$(python3 -c "import json;print(json.load(open('$st'))['bps'])")
-      echo "braid,$n,$rep,$bb,$(cat "$OUT/loop.rss"),$(cut -d' ' -f1 /proc/loadavg)" \
-        | tee -a "$OUT/loopback.csv"
+      local label bin
+      for label in braid ${BRAID_B:+braid-b}; do
+        bin=$BRAID; [[ $label == braid ]] || bin=$BRAID_B
+        local st="$OUT/last-loop.json"
+        /usr/bin/time -f %M -o "$OUT/loop.rss" "$bin" recv "${SEC[@]}" --no-progress -o /dev/null \
+          --listen 127.0.0.1:$PORT --stats-file "$st" &
+        local rpid=$!
+        for _ in $(seq 100); do ss -ltnH | grep -q ":$PORT " && break; sleep 0.02; done
+        "$bin" send "${SEC[@]}" --no-progress -n "$n" --to 127.0.0.1:$PORT "$f"
+        wait $rpid
+        local bb
+        bb=$(python3 -c "import json;print(json.load(open('$st'))['bps'])")
+        echo "$label,$n,$rep,$bb,$(cat "$OUT/loop.rss"),$(cut -d' ' -f1 /proc/loadavg)" \
+          | tee -a "$OUT/loopback.csv"
+      done
     done
   done
 }
