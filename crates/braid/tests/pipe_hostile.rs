@@ -123,12 +123,14 @@ fn stranger_session_is_refused_and_window_violation_stops() {
     let mut ack2 = [0u8; HELLO_ACK_LEN];
     b.read_exact(&mut ack2).expect("ack");
     assert_ne!(HelloAck::decode(&ack2).expect("decode").status, ack.status);
-    // A block far beyond the window: the transfer stops with an error.
+    // A block far beyond the window (with a valid checksum: the payload is
+    // read and checked before the window is): the transfer stops with an
+    // error.
     let h = DataHeader {
         kind: DataKind::Data,
         seq: 1_000_000,
         len: 16,
-        crc: 0,
+        crc: crc32fast::hash(&[0u8; 16]),
     };
     a.write_all(&h.encode()).expect("header");
     a.write_all(&[0u8; 16]).expect("payload");

@@ -11,7 +11,6 @@ use super::{
 };
 use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
 use crate::pipe::record::{ReadHalf, WriteHalf};
-use crate::pipe::reorder::Verdict;
 use crate::pipe::secure::Authenticator;
 use crate::pipe::{PipeError, ProtocolViolation};
 use std::collections::VecDeque;
@@ -234,7 +233,6 @@ async fn serve_frames(
     shared: &Shared,
 ) -> Result<(), PipeError> {
     let mut hb = [0u8; frame::HEADER_LEN];
-    let mut scratch = Vec::new();
     loop {
         // The sender writes a keepalive at least every KEEPALIVE: a
         // connection silent for the idle limit is a dead path; closing it
@@ -276,48 +274,27 @@ async fn serve_frames(
                 }
             }
             DataKind::Data => {
-                let (tx, rx) = oneshot::channel();
-                let ev = Event::Header {
-                    seq: h.seq,
-                    len: h.len,
-                    reply: tx,
-                };
-                if events.send(ev).await.is_err() {
+                // The payload is read before the owner sees the block (one
+                // hand-off per block, not a round trip for a verdict first):
+                // a connection holds at most one block of at most the
+                // hello's max block, and the owner drops a duplicate and
+                // stops the transfer on a block beyond the window.
+                let Some(data) = read_payload(s, h.len, shared).await else {
                     return Ok(());
+                };
+                // On a protected connection the record's tag already
+                // checked these bytes (the sender sends 0).
+                if !s.is_protected() && crc32fast::hash(&data) != h.crc {
+                    return Err(PipeError::Corrupt {
+                        seq: h.seq,
+                        conn: idx,
+                        bytes: 0,
+                    });
                 }
-                let Ok(verdict) = rx.await else {
-                    return Ok(());
-                };
-                let ev = match verdict {
-                    Verdict::Violation => return Err(ProtocolViolation::BeyondWindow(h.seq).into()),
-                    Verdict::Duplicate => {
-                        if discard(s, h.len as usize, &mut scratch, shared)
-                            .await
-                            .is_err()
-                        {
-                            return Ok(());
-                        }
-                        Event::Duplicate { idx, len: h.len }
-                    }
-                    Verdict::Take => {
-                        let Some(data) = read_payload(s, h.len, shared).await else {
-                            return Ok(());
-                        };
-                        // On a protected connection the record's tag
-                        // already checked these bytes (the sender sends 0).
-                        if !s.is_protected() && crc32fast::hash(&data) != h.crc {
-                            return Err(PipeError::Corrupt {
-                                seq: h.seq,
-                                conn: idx,
-                                bytes: 0,
-                            });
-                        }
-                        Event::Block {
-                            idx,
-                            seq: h.seq,
-                            data,
-                        }
-                    }
+                let ev = Event::Block {
+                    idx,
+                    seq: h.seq,
+                    data,
                 };
                 if events.send(ev).await.is_err() {
                     return Ok(());
@@ -351,26 +328,4 @@ async fn read_payload(s: &mut ReadHalf, len: u32, shared: &Shared) -> Option<Vec
         }
     }
     Some(data)
-}
-
-async fn discard(
-    s: &mut ReadHalf,
-    mut n: usize,
-    buf: &mut Vec<u8>,
-    shared: &Shared,
-) -> std::io::Result<()> {
-    if buf.len() < DISCARD_CHUNK.min(n) {
-        buf.resize(DISCARD_CHUNK.min(n), 0);
-    }
-    while n > 0 {
-        let k = n.min(buf.len());
-        match tokio::time::timeout(shared.silence, s.read(&mut buf[..k])).await {
-            Ok(Ok(0)) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            Ok(Ok(got)) => n -= got,
-            Ok(Err(e)) => return Err(e),
-            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
-        }
-        shared.activity.fetch_add(1, Ordering::Relaxed);
-    }
-    Ok(())
 }

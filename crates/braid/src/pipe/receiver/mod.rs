@@ -5,10 +5,11 @@
 //! bounded channels:
 //! - one **accept** task per listening address, which spawns
 //! - one **connection task** per accepted connection: hello (admitted by
-//!   the owner), then frames: it asks the owner for the verdict on each
-//!   block header, reads and CRC-checks the payload itself (per-byte work
-//!   off the owner), hands verified blocks to the owner and queues the
-//!   acknowledgement; its **control writer** task writes the hello-ack and
+//!   the owner), then frames: it reads and checks each block's payload
+//!   itself (CRC-32, or the records' tags: per-byte work off the owner),
+//!   hands it to the owner in one message (the owner keeps it if it is new
+//!   and inside the window; no round trip per block for a verdict first)
+//!   and queues the acknowledgement; its **control writer** task writes the hello-ack and
 //!   then every control frame for that connection;
 //! - the **output writer** (one blocking task): writes the batches of
 //!   in-order blocks the owner hands it, feeds the BLAKE3 digest, and at the
@@ -30,15 +31,17 @@
 //!
 //! Invariants: a connection gets per-peer state only after its handshake
 //! verified the key (`secure`; unless `--insecure`) and a hello with the
-//! right magic, version and session; a block is allocated only if the
-//! window's verdict says it is new and inside the window; a block is
-//! written only after its CRC matched; a block outside the window, a bad
+//! right magic, version and session; a connection holds at most one block
+//! being read (at most the hello's max block) and the owner keeps a block
+//! only if it is new and inside the window (so the window bounds the
+//! reorder memory, plus one block per connection); a block is written
+//! only after its check matched; a block outside the window, a bad
 //! CRC or an output error stops the transfer with an `Abort` to the sender
 //! and an error here.
 
 use super::frame::{self, Control, Hello, HelloAck, SessionId};
 use super::net::{self, SockOpts};
-use super::reorder::{Reorder, Verdict};
+use super::reorder::Reorder;
 use super::secure::{self, Authenticator, SecureStats, Security};
 use super::stats::{Progress, RecvReport};
 use super::{ConfigError, PipeError, ProtocolViolation, MAX_CONNECTIONS};
@@ -360,19 +363,10 @@ enum Event {
         hello: Hello,
         reply: oneshot::Sender<Admit>,
     },
-    Header {
-        seq: u64,
-        len: u32,
-        reply: oneshot::Sender<Verdict>,
-    },
     Block {
         idx: usize,
         seq: u64,
         data: Vec<u8>,
-    },
-    Duplicate {
-        idx: usize,
-        len: u32,
     },
     End {
         blocks: u64,

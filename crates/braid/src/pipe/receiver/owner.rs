@@ -7,7 +7,7 @@ use super::{
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control, Hello, HelloAck, HelloStatus, StopReason, FLAG_REJOIN};
-use crate::pipe::reorder::Reorder;
+use crate::pipe::reorder::{Reorder, Verdict};
 use crate::pipe::stats::{Progress, RecvConn, RecvReport};
 use crate::pipe::{PipeError, ProtocolViolation, MAX_CONNECTIONS, MAX_WINDOW_BLOCKS};
 use braid_core::{Duration, Instant};
@@ -186,16 +186,21 @@ impl Owner {
             Event::Hello { peer, hello, reply } => {
                 let _ = reply.send(self.admit(peer, &hello));
             }
-            Event::Header { seq, len, reply } => {
-                let _ = reply.send(self.reorder.verdict(seq, u64::from(len)));
-            }
             Event::Block { idx, seq, data } => {
                 self.conns[idx].bytes += data.len() as u64;
-                self.reorder.insert(seq, data);
-            }
-            Event::Duplicate { idx, len } => {
-                self.reorder.count_duplicate();
-                self.conns[idx].bytes += u64::from(len);
+                match self.reorder.verdict(seq, data.len() as u64) {
+                    Verdict::Take => {
+                        self.reorder.insert(seq, data);
+                    }
+                    Verdict::Duplicate => self.reorder.count_duplicate(),
+                    Verdict::Violation => {
+                        if !self.done {
+                            tracing::warn!(conn = idx, seq, "stopping: a block beyond the window");
+                            self.fatal
+                                .get_or_insert(ProtocolViolation::BeyondWindow(seq).into());
+                        }
+                    }
+                }
             }
             Event::End {
                 blocks,
