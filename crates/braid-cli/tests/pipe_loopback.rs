@@ -190,10 +190,10 @@ fn corrupted_block_stops_before_writing_it() {
     let out = dir.join("out");
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    // The CRC-32 is the block check of an `--insecure` pipe only: with a
-    // key the records' AEAD tags check every block on the wire (corruption
-    // there ends that connection and the block is re-sent: pipe_secure
-    // tests), and this hook alters the block before it is sealed.
+    // The hook alters the block after the reader hashed it, so the
+    // receiver's check of the header's BLAKE3 catches it (in every mode; on
+    // the wire, with a key, the records' tags catch corruption first: that
+    // ends the connection and the block is re-sent, pipe_secure tests).
     let rx = braid()
         .args([
             "recv",

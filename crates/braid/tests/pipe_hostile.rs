@@ -130,7 +130,7 @@ fn stranger_session_is_refused_and_window_violation_stops() {
         kind: DataKind::Data,
         seq: 1_000_000,
         len: 16,
-        crc: crc32fast::hash(&[0u8; 16]),
+        check: *blake3::hash(&[0u8; 16]).as_bytes(),
     };
     a.write_all(&h.encode()).expect("header");
     a.write_all(&[0u8; 16]).expect("payload");

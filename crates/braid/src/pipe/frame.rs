@@ -2,7 +2,7 @@
 //!
 //! Every connection starts with a fixed-size [`Hello`] from the sender and a
 //! fixed-size [`HelloAck`] from the receiver. After that the sender writes
-//! [`DataHeader`]-framed records (a 24-byte header, then `len` payload bytes)
+//! [`DataHeader`]-framed records (a 48-byte header, then `len` payload bytes)
 //! and the receiver writes fixed 24-byte [`Control`] frames. All integers are
 //! big-endian.
 //!
@@ -13,14 +13,15 @@
 
 /// The first eight bytes of every hello and hello-ack.
 pub const MAGIC: [u8; 8] = *b"BRDPIPE\0";
-/// The protocol version this build speaks.
-pub const VERSION: u16 = 1;
+/// The protocol version this build speaks (2: a BLAKE3 hash in every data
+/// header instead of a CRC-32).
+pub const VERSION: u16 = 2;
 /// Size of the sender's hello.
 pub const HELLO_LEN: usize = 48;
 /// Size of the receiver's hello-ack.
 pub const HELLO_ACK_LEN: usize = 24;
 /// Size of a data-frame header (sender to receiver).
-pub const HEADER_LEN: usize = 24;
+pub const HEADER_LEN: usize = 48;
 /// Size of a control frame (receiver to sender).
 pub const CONTROL_LEN: usize = 24;
 /// The largest block either side accepts (16 MiB).
@@ -202,9 +203,10 @@ pub struct DataHeader {
     pub seq: u64,
     /// Payload length in bytes.
     pub len: u32,
-    /// CRC-32 (IEEE) of the payload; 0 in DATA frames on a connection with
-    /// a key (the records' AEAD tags check the block instead).
-    pub crc: u32,
+    /// BLAKE3 of the payload (DATA and END; zeros in ABORT and KEEPALIVE):
+    /// the block's check, and what the end-to-end digest is built from
+    /// ([`super::digest`]).
+    pub check: [u8; 32],
 }
 
 impl DataHeader {
@@ -219,7 +221,7 @@ impl DataHeader {
         };
         b[4..8].copy_from_slice(&self.len.to_be_bytes());
         b[8..16].copy_from_slice(&self.seq.to_be_bytes());
-        b[16..20].copy_from_slice(&self.crc.to_be_bytes());
+        b[16..48].copy_from_slice(&self.check);
         b
     }
 
@@ -248,7 +250,7 @@ impl DataHeader {
             kind,
             seq: u64::from_be_bytes(b[8..16].try_into().unwrap_or([0; 8])),
             len,
-            crc: u32::from_be_bytes([b[16], b[17], b[18], b[19]]),
+            check: b[16..48].try_into().unwrap_or([0; 32]),
         })
     }
 }
@@ -497,7 +499,7 @@ mod tests {
             kind: DataKind::Data,
             seq: 9,
             len: 100,
-            crc: 5,
+            check: [5; 32],
         };
         assert_eq!(DataHeader::decode(&h.encode(), 100).unwrap(), h);
         assert!(DataHeader::decode(&h.encode(), 99).is_err());
@@ -507,7 +509,7 @@ mod tests {
             kind: DataKind::End,
             seq: 1,
             len: 41,
-            crc: 0,
+            check: [0; 32],
         };
         assert!(DataHeader::decode(&e.encode(), 100).is_err());
         let mut junk = [0xffu8; HEADER_LEN];

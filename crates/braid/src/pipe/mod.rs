@@ -1,7 +1,7 @@
 //! Pipe streaming: an ordered, verified byte stream over many TCP
 //! connections and paths (seed 003; `braid send` / `braid recv`).
 //!
-//! The sender cuts its input into numbered blocks, each with a CRC-32, and
+//! The sender cuts its input into numbered blocks, each with its BLAKE3, and
 //! spreads them over N connections (connection `i` goes to address
 //! `i mod A`, so several addresses are several paths). The receiver puts
 //! blocks back in order within a bounded reorder window, verifies each block
@@ -10,6 +10,7 @@
 //!
 //! | module | what it is for |
 //! | --- | --- |
+//! | [`digest`] | the end-to-end digest over the per-block BLAKE3 hashes |
 //! | [`frame`] | wire format: hello, data/END/ABORT frames, control frames; [`ProtocolViolation`] |
 //! | `error` | [`PipeError`] and [`ConfigError`]: one variant per cause |
 //! | [`sched`], [`weighted`], [`reorder`] | re-exports of [`braid_core::bulk`]: the sans-IO scheduler, weighted buffers and reorder window |
@@ -34,6 +35,7 @@
 //! The precise rules are in `docs/pipe.md`.
 
 pub mod code;
+pub mod digest;
 mod error;
 pub mod frame;
 #[doc(hidden)]

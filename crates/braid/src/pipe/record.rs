@@ -389,7 +389,7 @@ impl ReadHalf {
     }
 
     /// Whether records are opened here (a key is used): their tags then
-    /// check every byte, so the frames' CRC-32 is neither sent nor checked.
+    /// check every byte on the wire.
     pub fn is_protected(&self) -> bool {
         self.open.is_some()
     }

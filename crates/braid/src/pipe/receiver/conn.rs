@@ -1,14 +1,15 @@
 //! The network side of the receiver: one accept task per listening
 //! address, one task per connection (handshake, hello, then frames: the
-//! owner rules on each block header, the payload is read and CRC-checked
-//! here), and each connection's control writer. On a secure pipe every
+//! payload is read and checked against the BLAKE3 in its header here,
+//! then handed to the owner), and each connection's control writer. On a secure pipe every
 //! byte after the handshake comes through [`ReadHalf`] / goes through
 //! [`WriteHalf`], which open and seal the records.
 
 use super::{
-    Ctl, Event, Shared, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT, MAX_PENDING,
-    MAX_PENDING_PER_SOURCE,
+    Checked, Ctl, Event, Shared, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT,
+    MAX_PENDING, MAX_PENDING_PER_SOURCE,
 };
+use crate::pipe::digest::block_hash;
 use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
 use crate::pipe::record::{ReadHalf, WriteHalf};
 use crate::pipe::secure::Authenticator;
@@ -256,7 +257,7 @@ async fn serve_frames(
                     return Ok(());
                 }
                 let (total, digest) = match frame::decode_end(&p) {
-                    Some(x) if crc32fast::hash(&p) == h.crc => x,
+                    Some(x) if block_hash(&p) == h.check => x,
                     _ => return Err(ProtocolViolation::EndChecksum.into()),
                 };
                 let (tx, rx) = oneshot::channel();
@@ -282,9 +283,10 @@ async fn serve_frames(
                 let Some(data) = read_payload(s, h.len, shared).await else {
                     return Ok(());
                 };
-                // On a protected connection the record's tag already
-                // checked these bytes (the sender sends 0).
-                if !s.is_protected() && crc32fast::hash(&data) != h.crc {
+                // The connection's one pass over the bytes: the block's
+                // check here, the end-to-end digest from the same hash.
+                let check = block_hash(&data);
+                if check != h.check {
                     return Err(PipeError::Corrupt {
                         seq: h.seq,
                         conn: idx,
@@ -294,7 +296,7 @@ async fn serve_frames(
                 let ev = Event::Block {
                     idx,
                     seq: h.seq,
-                    data,
+                    block: Checked { data, check },
                 };
                 if events.send(ev).await.is_err() {
                     return Ok(());

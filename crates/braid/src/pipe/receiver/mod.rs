@@ -6,14 +6,16 @@
 //! - one **accept** task per listening address, which spawns
 //! - one **connection task** per accepted connection: hello (admitted by
 //!   the owner), then frames: it reads and checks each block's payload
-//!   itself (CRC-32, or the records' tags: per-byte work off the owner),
+//!   itself (its BLAKE3 against the header's: the receiver's one hashing
+//!   pass, off the owner),
 //!   hands it to the owner in one message (the owner keeps it if it is new
 //!   and inside the window; no round trip per block for a verdict first)
 //!   and queues the acknowledgement; its **control writer** task writes the hello-ack and
 //!   then every control frame for that connection;
 //! - the **output writer** (one blocking task): writes the batches of
-//!   in-order blocks the owner hands it, feeds the BLAKE3 digest, and at the
-//!   end flushes and returns the digest.
+//!   in-order blocks the owner hands it, feeds their hashes to the
+//!   end-to-end digest ([`super::digest`]), and at the end flushes and
+//!   returns the digest.
 //!
 //! Files: `owner` (the state and its event handling), `conn` (accept,
 //! per-connection and control-writer tasks), `output` (the output writer).
@@ -35,13 +37,13 @@
 //! being read (at most the hello's max block) and the owner keeps a block
 //! only if it is new and inside the window (so the window bounds the
 //! reorder memory, plus one block per connection); a block is written
-//! only after its check matched; a block outside the window, a bad
-//! CRC or an output error stops the transfer with an `Abort` to the sender
+//! only after its BLAKE3 matched its header's; a block outside the window, a
+//! bad hash or an output error stops the transfer with an `Abort` to the sender
 //! and an error here.
 
 use super::frame::{self, Control, Hello, HelloAck, SessionId};
 use super::net::{self, SockOpts};
-use super::reorder::Reorder;
+use super::reorder::{Payload, Reorder};
 use super::secure::{self, Authenticator, SecureStats, Security};
 use super::stats::{Progress, RecvReport};
 use super::{ConfigError, PipeError, ProtocolViolation, MAX_CONNECTIONS};
@@ -257,7 +259,7 @@ impl Receiver {
         }
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_QUEUE + 1);
         let resume = self.cfg.resume;
-        let prefix = resume.as_ref().map(|r| (r.bytes, r.prefix.clone()));
+        let prefix = resume.as_ref().map(|r| (r.bytes, r.prefix.finalize()));
         {
             let ev = ev_tx.clone();
             drop(tokio::task::spawn_blocking(move || {
@@ -352,8 +354,21 @@ struct Admit {
 
 /// What the output writer is told.
 enum Out {
-    Batch(Vec<(u64, Vec<u8>)>),
+    Batch(Vec<(u64, Checked)>),
     Finish,
+}
+
+/// A block its connection read and checked: the bytes and their BLAKE3
+/// (the header's check, and the end-to-end digest's input).
+struct Checked {
+    data: Vec<u8>,
+    check: [u8; 32],
+}
+
+impl Payload for Checked {
+    fn len_bytes(&self) -> u64 {
+        self.data.len() as u64
+    }
 }
 
 /// A message to the owner.
@@ -366,7 +381,7 @@ enum Event {
     Block {
         idx: usize,
         seq: u64,
-        data: Vec<u8>,
+        block: Checked,
     },
     End {
         blocks: u64,

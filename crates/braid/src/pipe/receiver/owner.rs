@@ -2,8 +2,8 @@
 //! window, the connection slots and the outcome (see the parent module).
 
 use super::{
-    Admit, Ctl, Event, Out, Session, Shared, ACK_WRITE_TIMEOUT, CTL_QUEUE, KEEPALIVE, MAX_ACCEPTED,
-    OUTPUT_QUEUE, PROGRESS_TICK,
+    Admit, Checked, Ctl, Event, Out, Session, Shared, ACK_WRITE_TIMEOUT, CTL_QUEUE, KEEPALIVE,
+    MAX_ACCEPTED, OUTPUT_QUEUE, PROGRESS_TICK,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control, Hello, HelloAck, HelloStatus, StopReason, FLAG_REJOIN};
@@ -31,7 +31,7 @@ pub(super) struct Owner {
     pub(super) window_bytes: u64,
     pub(super) idle_limit: Duration,
     pub(super) session: Option<Session>,
-    pub(super) reorder: Reorder,
+    pub(super) reorder: Reorder<Checked>,
     pub(super) end: Option<(u64, u64, [u8; 32])>,
     pub(super) fatal: Option<PipeError>,
     pub(super) conns: Vec<ConnSlot>,
@@ -186,11 +186,11 @@ impl Owner {
             Event::Hello { peer, hello, reply } => {
                 let _ = reply.send(self.admit(peer, &hello));
             }
-            Event::Block { idx, seq, data } => {
-                self.conns[idx].bytes += data.len() as u64;
-                match self.reorder.verdict(seq, data.len() as u64) {
+            Event::Block { idx, seq, block } => {
+                self.conns[idx].bytes += block.data.len() as u64;
+                match self.reorder.verdict(seq, block.data.len() as u64) {
                     Verdict::Take => {
-                        self.reorder.insert(seq, data);
+                        self.reorder.insert(seq, block);
                     }
                     Verdict::Duplicate => self.reorder.count_duplicate(),
                     Verdict::Violation => {

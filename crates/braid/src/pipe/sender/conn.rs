@@ -238,7 +238,7 @@ async fn run_conn(
                         kind: DataKind::Keepalive,
                         seq: 0,
                         len: 0,
-                        crc: 0,
+                        check: [0; 32],
                     }
                     .encode();
                     let r = tokio::select! {
@@ -313,7 +313,7 @@ async fn write_frame(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::
                 kind: DataKind::Data,
                 seq,
                 len: block.data.len() as u32,
-                crc: block.crc,
+                check: block.check,
             };
             s.write_all(&h.encode()).await?;
             if !copy && cfg.corrupt_block == Some(seq) {
@@ -334,7 +334,7 @@ async fn write_frame(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::
                 kind: DataKind::End,
                 seq: blocks,
                 len: frame::END_PAYLOAD_LEN,
-                crc: crc32fast::hash(&payload),
+                check: crate::pipe::digest::block_hash(&payload),
             };
             s.write_all(&h.encode()).await?;
             s.write_all(&payload).await
@@ -344,7 +344,7 @@ async fn write_frame(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::
                 kind: DataKind::Abort,
                 seq: 0,
                 len: 0,
-                crc: 0,
+                check: [0; 32],
             };
             s.write_all(&h.encode()).await?;
             s.flush().await

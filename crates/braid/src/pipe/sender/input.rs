@@ -1,33 +1,37 @@
-//! The blocking reader: one block per request from the owner; the stream's
-//! BLAKE3 and, on an `--insecure` pipe, the block's CRC-32 are computed
-//! here, off the owner (with a key the record's AEAD tag is the block's
-//! check and the header's crc is 0: one pass over the bytes fewer). On
-//! resume it first reads and hashes the receiver's prefix (the digest
-//! covers the whole input) and checks it against the receiver's.
+//! The blocking reader: one block per request from the owner. Each block's
+//! BLAKE3 — its check in the header, and the end-to-end digest's input
+//! ([`crate::pipe::digest`]) — is computed here, off the owner: the
+//! sender's one hashing pass. On resume it first reads and hashes the
+//! receiver's prefix (the digest covers the whole input) and checks it
+//! against the receiver's.
 
 use super::{Block, Input, Req};
+use crate::pipe::digest::{block_hash, StreamDigest};
 use crate::pipe::frame;
 use std::io::Read;
 use tokio::sync::mpsc;
 
-/// The blocking reader: one block per request, BLAKE3 here, and the CRC
-/// when `crc` (an insecure pipe; otherwise each block's crc is 0).
+/// The blocking reader: one block per request, its BLAKE3 here.
 pub(super) fn reader(
     mut input: Box<dyn Read + Send>,
     mut requests: mpsc::Receiver<Req>,
     out: mpsc::Sender<Input>,
-    crc: bool,
 ) {
-    let mut hasher = blake3::Hasher::new();
+    let mut digest = StreamDigest::fresh();
     let mut total: u64 = 0;
     while let Some(req) = requests.blocking_recv() {
         let len = match req {
             Req::Block(len) => len,
-            Req::Skip { bytes, digest } => {
-                let ok = match std::io::copy(&mut (&mut input).take(bytes), &mut hasher) {
+            Req::Skip {
+                bytes,
+                digest: theirs,
+            } => {
+                let mut prefix = blake3::Hasher::new();
+                let ok = match std::io::copy(&mut (&mut input).take(bytes), &mut prefix) {
                     Ok(n) => {
-                        n == bytes
-                            && frame::digest_prefix(hasher.clone().finalize().as_bytes()) == digest
+                        let hash = prefix.finalize();
+                        digest = StreamDigest::after_prefix(bytes, &hash);
+                        n == bytes && frame::digest_prefix(hash.as_bytes()) == theirs
                     }
                     Err(e) => {
                         let _ = out.blocking_send(Input::Failed(e));
@@ -53,18 +57,18 @@ pub(super) fn reader(
             return;
         }
         if buf.is_empty() {
-            let digest = *hasher.finalize().as_bytes();
             let _ = out.blocking_send(Input::Eof {
                 bytes: total,
-                digest,
+                digest: digest.finish(),
             });
             return;
         }
-        hasher.update(&buf);
+        let check = block_hash(&buf);
+        // A block is at most `len` (a u32) long.
+        digest.add(buf.len() as u32, &check);
         total += buf.len() as u64;
-        let crc = if crc { crc32fast::hash(&buf) } else { 0 };
         if out
-            .blocking_send(Input::Block(Block { data: buf, crc }))
+            .blocking_send(Input::Block(Block { data: buf, check }))
             .is_err()
         {
             return;

@@ -5,8 +5,8 @@
 //! to it over bounded channels, so nothing is shared behind a lock:
 //! - the **reader** (one blocking task, [`tokio::task::spawn_blocking`]):
 //!   asked for one block of a given length at a time, it reads the input,
-//!   computes the block's CRC-32 and feeds the stream's BLAKE3, so the
-//!   per-byte work stays off the owner;
+//!   computes the block's BLAKE3 (its header's check) and feeds it to the
+//!   end-to-end digest, so the per-byte work stays off the owner;
 //! - one **connection task** per connection: connect (TCP or MPTCP), hello,
 //!   then ask the owner for a job, write it, ask again; reconnect with
 //!   backoff when the connection dies; its **ack reader** task decodes the
@@ -165,7 +165,8 @@ struct Published {
 /// One block read from the input.
 struct Block {
     data: Vec<u8>,
-    crc: u32,
+    /// BLAKE3 of `data` (the header's check).
+    check: [u8; 32],
 }
 
 /// What a connection is told to write next.
@@ -333,11 +334,9 @@ pub async fn send_async(
     let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
     let (read_tx, read_rx) = mpsc::channel(READ_QUEUE);
     let (input_tx, input_rx) = mpsc::channel(READ_QUEUE);
-    // With a key the records' tags check every block: no CRC.
-    let crc = matches!(cfg.security, Security::Insecure);
     // Detached: a reader blocked on an idle pipe cannot be interrupted.
     drop(tokio::task::spawn_blocking(move || {
-        reader(input, read_rx, input_tx, crc)
+        reader(input, read_rx, input_tx)
     }));
     let mut tasks = Vec::new();
     for c in 0..cfg.connections {
