@@ -278,15 +278,20 @@ fn record_filter(at: usize, hold: usize, op: fn(&mut Vec<Vec<u8>>)) -> impl Fn(u
 }
 
 fn attacked_transfer(filter: impl Fn(usize) -> Mangle + Send + 'static) {
-    let (addr, stats, out, run) = receiver(key(7, true));
+    attacked_transfer_in(true, filter);
+}
+
+fn attacked_transfer_in(encrypt: bool, filter: impl Fn(usize) -> Mangle + Send + 'static) {
+    let (addr, stats, out, run) = receiver(key(7, encrypt));
     let via = proxy(addr, filter);
-    // 64 blocks over 4 connections: the first connection carries far more
-    // than the 12 records the filters wait for (with `data()`'s 24 blocks
-    // it sometimes carried 5 blocks, 11 records, and was never attacked).
+    // 256 blocks of 64 KiB over 2 connections, so the first connection
+    // is still busy well after the record the filters wait for (with
+    // `data()`'s 96 blocks the count of refused records was 0 in about 1
+    // run in 4 under load; not seen with 256 in 40 runs).
     let want: Vec<u8> = MARKER.iter().copied().cycle().take(16 << 20).collect();
     send(
         Box::new(std::io::Cursor::new(want.clone())),
-        send_cfg(via, key(7, true), 4),
+        send_cfg(via, key(7, encrypt), 4),
         &mut |_| {},
     )
     .expect("send survives the attack");
@@ -301,6 +306,30 @@ fn tampered_record_is_refused_and_the_transfer_survives() {
         let i = r[0].len() / 2;
         r[0][i] ^= 0x40;
     }));
+}
+
+/// Bytes of the hello's record (length, hello, tag).
+const HELLO_RECORD: usize = 4 + braid::pipe::frame::HELLO_LEN + 16;
+/// Bytes of a data header's record.
+const HEADER_RECORD: usize = 4 + braid::pipe::frame::HEADER_LEN + 16;
+
+#[test]
+fn tampered_clear_payload_is_refused_and_the_transfer_survives() {
+    // `--no-encrypt`: a block's payload travels as clear bytes after its
+    // header's record, which authenticated its BLAKE3. Flip a byte in the
+    // middle of the first connection's first payload.
+    let at = HANDSHAKE + HELLO_RECORD + HEADER_RECORD + 1000;
+    attacked_transfer_in(false, move |conn| {
+        let mut seen = 0usize;
+        Box::new(move |b: &[u8]| {
+            let mut v = b.to_vec();
+            if conn == 0 && seen <= at && at < seen + v.len() {
+                v[at - seen] ^= 0x40;
+            }
+            seen += b.len();
+            v
+        })
+    });
 }
 
 #[test]

@@ -462,6 +462,10 @@ pub enum ProtocolViolation {
     /// A block beyond the receiver's window.
     #[error("block {0} is beyond the reorder window")]
     BeyondWindow(u64),
+    /// An authenticate-only connection whose block header did not end its
+    /// record (the clear payload must start at a record boundary).
+    #[error("a block header that does not end its record")]
+    ClearPayload,
 }
 
 #[cfg(test)]

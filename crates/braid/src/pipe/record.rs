@@ -159,6 +159,11 @@ impl Cipher {
         }
     }
 
+    /// Whether records are encrypted (else authenticated only).
+    fn encrypts(&self) -> bool {
+        matches!(self.kind, Kind::Aead(_))
+    }
+
     /// The next record's number, moving an AEAD to the next key first
     /// every [`REKEY_EVERY`] records; `None` once the counter is spent.
     fn take_number(&mut self) -> Option<u64> {
@@ -239,6 +244,8 @@ fn spent() -> io::Error {
 pub struct ReadHalf {
     inner: OwnedReadHalf,
     open: Option<Box<Opener>>,
+    /// Bytes still to pass through unopened ([`ReadHalf::expect_clear`]).
+    clear: u64,
 }
 
 struct Opener {
@@ -377,7 +384,11 @@ pub mod fuzzing {
 impl ReadHalf {
     /// Bytes pass through unchanged (an `--insecure` connection).
     pub fn plain(inner: OwnedReadHalf) -> Self {
-        ReadHalf { inner, open: None }
+        ReadHalf {
+            inner,
+            open: None,
+            clear: 0,
+        }
     }
 
     /// Opens records with `keys`; counts failures in `stats`.
@@ -385,6 +396,47 @@ impl ReadHalf {
         ReadHalf {
             inner,
             open: Some(Box::new(Opener::new(keys, stats))),
+            clear: 0,
+        }
+    }
+
+    /// Whether block payloads arrive as clear bytes outside the records
+    /// (`--no-encrypt`: the record that carried the block's header
+    /// authenticated its BLAKE3, and the caller checks the payload against
+    /// it; see the module docs). False when encrypting (payloads are
+    /// sealed) and on an insecure connection (nothing is).
+    pub fn carries_clear_payloads(&self) -> bool {
+        self.open.as_ref().is_some_and(|o| !o.cipher.encrypts())
+    }
+
+    /// The next `n` bytes are a block payload sent outside the records
+    /// (only where [`Self::carries_clear_payloads`]): they pass through
+    /// unopened, unchecked — the caller checks them against the hash the
+    /// last record authenticated. Must come at a record boundary, with no
+    /// opened bytes pending.
+    ///
+    /// # Errors
+    /// `InvalidData` if records are encrypted here or a record is only
+    /// partly read (the sender broke the framing).
+    pub fn expect_clear(&mut self, n: u64) -> io::Result<()> {
+        let at_boundary = self.open.as_ref().is_some_and(|o| {
+            !o.cipher.encrypts() && !o.failed && o.start == o.end && o.filled == 0
+        });
+        if !at_boundary {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a clear payload where records were expected",
+            ));
+        }
+        self.clear = n;
+        Ok(())
+    }
+
+    /// Counts a clear payload that did not match its authenticated hash
+    /// (as a record that failed to open is counted).
+    pub fn count_unverified(&self) {
+        if let Some(o) = &self.open {
+            o.stats.count_unverified();
         }
     }
 
@@ -414,6 +466,25 @@ impl AsyncRead for ReadHalf {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let me = self.get_mut();
+        if me.clear > 0 {
+            // A clear payload: straight from the socket into the caller's
+            // buffer, no copy (the caller reads the payload through a
+            // `take` of its length, so its buffer never reaches past it).
+            if out.remaining() as u64 <= me.clear {
+                let before = out.filled().len();
+                ready!(Pin::new(&mut me.inner).poll_read(cx, out))?;
+                me.clear -= (out.filled().len() - before) as u64;
+            } else {
+                // `clear` < `out.remaining()`, a usize.
+                let n = me.clear as usize;
+                let mut part = ReadBuf::new(out.initialize_unfilled_to(n));
+                ready!(Pin::new(&mut me.inner).poll_read(cx, &mut part))?;
+                let got = part.filled().len();
+                out.advance(got);
+                me.clear -= got as u64;
+            }
+            return Poll::Ready(Ok(()));
+        }
         let Some(o) = me.open.as_deref_mut() else {
             return Pin::new(&mut me.inner).poll_read(cx, out);
         };
@@ -447,6 +518,8 @@ impl AsyncRead for ReadHalf {
 pub struct WriteHalf {
     inner: OwnedWriteHalf,
     seal: Option<Box<Sealer>>,
+    /// Bytes still to pass through unsealed ([`WriteHalf::send_clear`]).
+    clear: u64,
 }
 
 struct Sealer {
@@ -467,7 +540,11 @@ impl std::fmt::Debug for WriteHalf {
 impl WriteHalf {
     /// Bytes pass through unchanged (an `--insecure` connection).
     pub fn plain(inner: OwnedWriteHalf) -> Self {
-        WriteHalf { inner, seal: None }
+        WriteHalf {
+            inner,
+            seal: None,
+            clear: 0,
+        }
     }
 
     /// Seals everything written into records with `keys`.
@@ -480,7 +557,33 @@ impl WriteHalf {
         WriteHalf {
             inner,
             seal: Some(Box::new(s)),
+            clear: 0,
         }
+    }
+
+    /// Whether block payloads go out as clear bytes outside the records
+    /// (see [`ReadHalf::carries_clear_payloads`]).
+    pub fn carries_clear_payloads(&self) -> bool {
+        self.seal.as_ref().is_some_and(|s| !s.cipher.encrypts())
+    }
+
+    /// The next `n` bytes written are a block payload whose BLAKE3 the
+    /// last record (its header) carried: they go out unsealed, straight
+    /// from the caller's buffer. Only where
+    /// [`Self::carries_clear_payloads`].
+    ///
+    /// # Errors
+    /// `InvalidInput` where records are encrypted (a payload must never
+    /// leave in clear text there) or on an insecure connection.
+    pub fn send_clear(&mut self, n: u64) -> io::Result<()> {
+        if !self.carries_clear_payloads() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "clear payloads only on an authenticate-only connection",
+            ));
+        }
+        self.clear = n;
+        Ok(())
     }
 
     /// The socket underneath (socket options).
@@ -515,6 +618,14 @@ impl AsyncWrite for WriteHalf {
             return Pin::new(&mut me.inner).poll_write(cx, data);
         }
         ready!(me.poll_drain(cx))?;
+        if me.clear > 0 {
+            let n = usize::try_from(me.clear)
+                .unwrap_or(usize::MAX)
+                .min(data.len());
+            let put = ready!(Pin::new(&mut me.inner).poll_write(cx, &data[..n]))?;
+            me.clear -= put as u64;
+            return Poll::Ready(Ok(put));
+        }
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }

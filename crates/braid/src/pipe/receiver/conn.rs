@@ -280,12 +280,26 @@ async fn serve_frames(
                 // a connection holds at most one block of at most the
                 // hello's max block, and the owner drops a duplicate and
                 // stops the transfer on a block beyond the window.
+                // Authenticate-only: the payload comes as clear bytes after
+                // the header's record, checked below against the BLAKE3
+                // that record authenticated.
+                let clear = s.carries_clear_payloads();
+                if clear && s.expect_clear(u64::from(h.len)).is_err() {
+                    return Err(ProtocolViolation::ClearPayload.into());
+                }
                 let Some(data) = read_payload(s, h.len, shared).await else {
                     return Ok(());
                 };
                 // The connection's one pass over the bytes: the block's
                 // check here, the end-to-end digest from the same hash.
                 let check = block_hash(&data);
+                if check != h.check && clear {
+                    // Altered on the wire, as a record that fails to open:
+                    // counted, this connection ends, the block is re-sent.
+                    s.count_unverified();
+                    tracing::warn!(conn = idx, seq = h.seq, "a block failed authentication");
+                    return Ok(());
+                }
                 if check != h.check {
                     return Err(PipeError::Corrupt {
                         seq: h.seq,

@@ -316,6 +316,11 @@ async fn write_frame(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::
                 check: block.check,
             };
             s.write_all(&h.encode()).await?;
+            // Authenticate-only: the payload leaves unsealed, straight from
+            // the block (the header's record authenticated its BLAKE3).
+            if s.carries_clear_payloads() {
+                s.send_clear(block.data.len() as u64)?;
+            }
             if !copy && cfg.corrupt_block == Some(seq) {
                 let mut bad = block.data.clone();
                 bad[0] ^= 0xff;
