@@ -1,5 +1,7 @@
 //! The pipe's record layer: every byte of an authenticated connection, in
-//! both directions, travels in AEAD-protected records.
+//! both directions, travels in AEAD-protected records — except, with
+//! `--no-encrypt`, the payloads of blocks, which travel as clear bytes
+//! right after the record of their header (below).
 //!
 //! After the handshake (`secure`) each connection holds two fresh keys, one
 //! per direction (Noise's split of that connection's own handshake). A
@@ -9,15 +11,25 @@
 //! len: u32 BE (1..=RECORD_MAX) | body: len bytes | tag: 16 bytes
 //! ```
 //!
-//! Encrypted (the default), a record is sealed with AES-256-GCM, the
-//! connection's Noise cipher ([`suite`]; `ring`'s implementation), under
-//! the direction's key and Noise's AESGCM nonce `0x00000000 || n` (`n` the
-//! record's number on this connection and direction, 64 bits from 0,
-//! big-endian): `body` is the ciphertext, `len` the associated data.
-//! With `--no-encrypt` `body` is the clear text and the tag is a MAC:
-//! BLAKE3 in keyed mode over `n || len || body` (SSH's construction, RFC
-//! 4253 §6.4), under a key derived from the direction's Noise key — one
-//! hashing pass, about twice as fast here as Poly1305 over the same bytes.
+//! sealed with the cipher of the connection's Noise protocol name
+//! ([`suite`]: AES-256-GCM when encrypting, ChaCha20-Poly1305 with
+//! `--no-encrypt`; `ring`'s implementations) under the direction's key and
+//! the nonce `0x00000000 || n` (`n` the record's number on this connection
+//! and direction, 64 bits from 0, big-endian for AESGCM and little-endian
+//! for ChaChaPoly: Noise's own nonce formats). Encrypted records
+//! carry the ciphertext in `body` with `len` as associated data;
+//! `--no-encrypt` records carry the plaintext in `body` and authenticate
+//! `len || body` as associated data over an empty plaintext (the tag only).
+//!
+//! Clear payloads (`--no-encrypt` only): a block's header — a record, so
+//! authenticated — carries the BLAKE3 of the block's payload, and the
+//! payload follows the record as `len` clear bytes outside any record
+//! ([`WriteHalf::send_clear`], [`ReadHalf::expect_clear`]). The receiver
+//! checks it against that hash before anything uses it, so the payload is
+//! authenticated through the hash (hash, then authenticate the hash), and
+//! each side passes over a payload once — with the BLAKE3 the end-to-end
+//! digest needs anyway — instead of a Poly1305 pass plus a copy into and
+//! out of a record buffer.
 //!
 //! Rules (docs/SECURITY.md, "The pipe"): a key is used on one connection
 //! attempt and one direction only, and `n` only grows, so no nonce repeats
@@ -36,7 +48,7 @@
 
 use super::refusals::SecureStats;
 use braid_core::transport::suite::Suite;
-use ring::aead::{Aad, LessSafeKey};
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -58,11 +70,12 @@ pub const LEN_BYTES: usize = 4;
 /// Bytes of a record's tag.
 pub const TAG_BYTES: usize = 16;
 
-/// The Noise cipher of a pipe connection's handshake: AES-256-GCM when it
-/// encrypts (its records then use the same cipher), ChaCha20-Poly1305 when
-/// it only authenticates (`--no-encrypt`: its records then carry the
-/// keyed-BLAKE3 tag of [`mac`]). The cipher follows the mode the preface
-/// names, and the preface is in the handshake's prologue.
+/// The Noise cipher of a pipe connection (its handshake and its records):
+/// AES-256-GCM when it encrypts, ChaCha20-Poly1305 when it only
+/// authenticates (`--no-encrypt`: records there are small — headers,
+/// acks — since block payloads travel outside them). The cipher follows
+/// the mode the preface names, and the preface is in the handshake's
+/// prologue.
 pub fn suite(encrypt: bool) -> Suite {
     if encrypt {
         Suite::AesGcm
@@ -105,55 +118,22 @@ impl RecordKeys {
     }
 }
 
-/// A record direction's protection and its record counter.
+/// A record direction's cipher and its next nonce.
 struct Cipher {
-    kind: Kind,
-    /// The next record's number on this connection and direction.
+    aead: LessSafeKey,
+    encrypt: bool,
     next: u64,
     rekey_every: u64,
 }
 
-/// How a record is protected.
-enum Kind {
-    /// Encrypting: the connection's Noise cipher (AES-256-GCM), moved to
-    /// the next key every [`REKEY_EVERY`] records.
-    Aead(Box<LessSafeKey>),
-    /// `--no-encrypt`: BLAKE3's keyed mode as the MAC (see [`mac`]).
-    Mac([u8; 32]),
-}
-
-/// The context that turns a direction's Noise key into its `--no-encrypt`
-/// MAC key (BLAKE3's key derivation mode: the key is never used by two
-/// algorithms).
-const MAC_CONTEXT: &str = "braid pipe v4 record mac";
-
-/// The `--no-encrypt` record tag: BLAKE3 in keyed mode over the record
-/// number (u64 BE), the length field and the clear body, its first 16
-/// bytes (SSH's MAC construction, RFC 4253 §6.4, with BLAKE3 as the MAC).
-/// A single BLAKE3 pass is about twice as fast here as Poly1305 over the
-/// same bytes as associated data (`cargo bench -p braid-core --bench
-/// aead`), and the record counter keeps replays and reordering out as the
-/// AEAD nonce does.
-fn mac(key: &[u8; 32], n: u64, covered: &[u8]) -> [u8; TAG_BYTES] {
-    let mut h = blake3::Hasher::new_keyed(key);
-    h.update(&n.to_be_bytes());
-    h.update(covered);
-    let mut tag = [0u8; TAG_BYTES];
-    tag.copy_from_slice(&h.finalize().as_bytes()[..TAG_BYTES]);
-    tag
-}
-
 impl Cipher {
     fn new(k: &RecordKeys) -> Self {
-        let kind = if k.encrypt {
-            // AES-256-GCM takes exactly 32-byte keys and `k.key` is
-            // `[u8; 32]`, so making the key cannot fail.
-            Kind::Aead(Box::new(suite(true).key(&k.key).unwrap()))
-        } else {
-            Kind::Mac(blake3::derive_key(MAC_CONTEXT, &k.key))
-        };
+        // Both AEADs take exactly 32-byte keys and `k.key` is `[u8; 32]`,
+        // so making the key cannot fail.
+        let aead = suite(k.encrypt).key(&k.key).unwrap();
         Cipher {
-            kind,
+            aead,
+            encrypt: k.encrypt,
             next: 0,
             rekey_every: k.rekey_every,
         }
@@ -161,79 +141,72 @@ impl Cipher {
 
     /// Whether records are encrypted (else authenticated only).
     fn encrypts(&self) -> bool {
-        matches!(self.kind, Kind::Aead(_))
+        self.encrypt
     }
 
-    /// The next record's number, moving an AEAD to the next key first
-    /// every [`REKEY_EVERY`] records; `None` once the counter is spent.
-    fn take_number(&mut self) -> Option<u64> {
+    /// The next nonce (the cipher's Noise format: four zero bytes, then
+    /// the counter), moving to the next key first every
+    /// [`REKEY_EVERY`] records; `None` once the counter is spent.
+    fn take_nonce(&mut self) -> Option<Nonce> {
         let n = self.next;
         self.next = n.checked_add(1)?;
-        if let Kind::Aead(aead) = &mut self.kind {
-            if n > 0 && n % self.rekey_every == 0 {
-                **aead = rekey(aead)?;
-            }
+        if n > 0 && n % self.rekey_every == 0 {
+            self.rekey()?;
         }
-        Some(n)
+        Some(suite(self.encrypt).nonce(n))
+    }
+
+    /// Noise's `Rekey()` (§11.3): the new key is the first 32 bytes of
+    /// encrypting 32 zero bytes with nonce 2^64 − 1 (never a record's:
+    /// the counter is spent before it) and no associated data.
+    fn rekey(&mut self) -> Option<()> {
+        let suite = suite(self.encrypt);
+        let mut k = [0u8; 32];
+        // The tag is not part of the new key.
+        let _tag = self
+            .aead
+            .seal_in_place_separate_tag(suite.nonce(u64::MAX), Aad::empty(), &mut k)
+            .ok()?;
+        self.aead = suite.key(&k).ok()?;
+        Some(())
     }
 
     /// Seals `rec[LEN_BYTES..]` (the body) in place, with `rec[..LEN_BYTES]`
     /// as the length; returns the tag.
-    fn seal(&mut self, rec: &mut [u8]) -> io::Result<[u8; TAG_BYTES]> {
-        let n = self.take_number().ok_or_else(spent)?;
-        match &self.kind {
-            Kind::Aead(aead) => {
-                let (len, body) = rec.split_at_mut(LEN_BYTES);
-                let tag = aead
-                    .seal_in_place_separate_tag(suite(true).nonce(n), Aad::from(&*len), body)
-                    .map_err(|_| io::Error::other("record sealing failed"))?;
-                let mut out = [0u8; TAG_BYTES];
-                out.copy_from_slice(tag.as_ref());
-                Ok(out)
-            }
-            Kind::Mac(key) => Ok(mac(key, n, rec)),
-        }
+    fn seal(&mut self, rec: &mut [u8]) -> io::Result<Tag> {
+        let nonce = self.take_nonce().ok_or_else(spent)?;
+        let r = if self.encrypt {
+            let (len, body) = rec.split_at_mut(LEN_BYTES);
+            self.aead
+                .seal_in_place_separate_tag(nonce, Aad::from(&*len), body)
+        } else {
+            self.aead
+                .seal_in_place_separate_tag(nonce, Aad::from(&*rec), &mut [])
+        };
+        r.map_err(|_| io::Error::other("record sealing failed"))
     }
 
     /// Opens a record in place: `rec` is the length, the body and the
     /// tag (at least `LEN_BYTES + TAG_BYTES` long).
     fn open(&mut self, rec: &mut [u8]) -> Result<(), ()> {
-        let n = self.take_number().ok_or(())?;
+        let nonce = self.take_nonce().ok_or(())?;
         if rec.len() < LEN_BYTES + TAG_BYTES {
             return Err(());
         }
-        match &self.kind {
-            Kind::Aead(aead) => {
-                let (len, body_tag) = rec.split_at_mut(LEN_BYTES);
-                aead.open_in_place(suite(true).nonce(n), Aad::from(&*len), body_tag)
-                    .map(drop)
-                    .map_err(drop)
-            }
-            Kind::Mac(key) => {
-                let (covered, tag) = rec.split_at(rec.len() - TAG_BYTES);
-                let mut got = [0u8; TAG_BYTES];
-                got.copy_from_slice(tag);
-                if constant_time_eq::constant_time_eq_16(&mac(key, n, covered), &got) {
-                    Ok(())
-                } else {
-                    Err(())
-                }
-            }
+        if self.encrypt {
+            let (len, body_tag) = rec.split_at_mut(LEN_BYTES);
+            self.aead
+                .open_in_place(nonce, Aad::from(&*len), body_tag)
+                .map(drop)
+                .map_err(drop)
+        } else {
+            let (covered, tag) = rec.split_at_mut(rec.len() - TAG_BYTES);
+            self.aead
+                .open_in_place(nonce, Aad::from(&*covered), tag)
+                .map(drop)
+                .map_err(drop)
         }
     }
-}
-
-/// Noise's `Rekey()` (§11.3): the new key is the first 32 bytes of
-/// encrypting 32 zero bytes with nonce 2^64 − 1 (never a record's: the
-/// counter is spent before it) and no associated data.
-fn rekey(aead: &LessSafeKey) -> Option<LessSafeKey> {
-    let suite = suite(true);
-    let mut k = [0u8; 32];
-    // The tag is not part of the new key.
-    let _tag = aead
-        .seal_in_place_separate_tag(suite.nonce(u64::MAX), Aad::empty(), &mut k)
-        .ok()?;
-    suite.key(&k).ok()
 }
 
 fn spent() -> io::Error {
@@ -697,35 +670,18 @@ mod tests {
 
     #[test]
     fn both_sides_rekey_at_the_same_record_and_the_key_changes() {
-        let k = RecordKeys::new([3; 32], true).rekeying_every(2);
-        let msgs: [&[u8]; 5] = [b"a", b"b", b"c", b"d", b"e"];
-        let wire = seal_records(&k, &msgs);
-        assert_eq!(open_all(&k, &wire).unwrap(), b"abcde");
-        // Records 0 and 1 are under the first key either way; record 2
-        // is under the next one, so a side that never rekeys fails it.
-        let plain = RecordKeys::new([3; 32], true);
-        let first_two = (4 + 1 + 16) * 2;
-        assert_eq!(seal_records(&plain, &msgs)[..first_two], wire[..first_two]);
-        assert!(open_all(&plain, &wire).is_err());
-    }
-
-    #[test]
-    fn clear_records_carry_a_keyed_blake3_tag_over_number_length_and_body() {
-        // Record 1 of a `--no-encrypt` connection, tagged by hand: BLAKE3
-        // keyed with the derived key over n = 1, the length and the body.
-        let k = RecordKeys::new([5; 32], false);
-        let wire = seal_records(&k, &[b"x", b"hello"]);
-        let key = blake3::derive_key("braid pipe v4 record mac", &[5; 32]);
-        let mut h = blake3::Hasher::new_keyed(&key);
-        h.update(&1u64.to_be_bytes());
-        h.update(&5u32.to_be_bytes());
-        h.update(b"hello");
-        let second = &wire[4 + 1 + 16..];
-        assert_eq!(&second[..9], b"\0\0\0\x05hello");
-        assert_eq!(&second[9..], &h.finalize().as_bytes()[..16]);
-        assert_eq!(open_all(&k, &wire).unwrap(), b"xhello");
-        // The same bytes under the record number 0 do not open.
-        assert!(open_all(&k, second).is_err());
+        for encrypt in [true, false] {
+            let k = RecordKeys::new([3; 32], encrypt).rekeying_every(2);
+            let msgs: [&[u8]; 5] = [b"a", b"b", b"c", b"d", b"e"];
+            let wire = seal_records(&k, &msgs);
+            assert_eq!(open_all(&k, &wire).unwrap(), b"abcde");
+            // Records 0 and 1 are under the first key either way; record 2
+            // is under the next one, so a side that never rekeys fails it.
+            let plain = RecordKeys::new([3; 32], encrypt);
+            let first_two = (4 + 1 + 16) * 2;
+            assert_eq!(seal_records(&plain, &msgs)[..first_two], wire[..first_two]);
+            assert!(open_all(&plain, &wire).is_err());
+        }
     }
 
     #[test]
