@@ -173,6 +173,9 @@ pub struct Scheduler {
     total_hint: Option<u64>,
     conns: Vec<Conn>,
     read_upto: u64,
+    /// Lengths of the blocks asked of the reader and not yet read, in
+    /// order ([`Self::handle_read_requested`]).
+    requested: VecDeque<u32>,
     unacked: BTreeMap<u64, u32>,
     unsent: BTreeSet<u64>,
     requeued: BTreeSet<u64>,
@@ -209,6 +212,7 @@ impl Scheduler {
             total_hint: total_blocks,
             conns: vec![Conn::default(); n],
             read_upto: 0,
+            requested: VecDeque::new(),
             unacked: BTreeMap::new(),
             unsent: BTreeSet::new(),
             requeued: BTreeSet::new(),
@@ -310,9 +314,15 @@ impl Scheduler {
     /// reading the next block.
     fn window_blocked(&self) -> bool {
         self.eof.is_none()
-            && (self.read_upto >= self.written.saturating_add(self.window)
-                || self.bytes_in_window() + u64::from(self.next_len())
+            && (self.read_upto + self.requested.len() as u64
+                >= self.written.saturating_add(self.window)
+                || self.bytes_in_window() + self.requested_bytes() + u64::from(self.next_len())
                     > self.effective_window_bytes())
+    }
+
+    /// Bytes asked of the reader and not yet read.
+    fn requested_bytes(&self) -> u64 {
+        self.requested.iter().map(|&l| u64::from(l)).sum()
     }
 
     /// Bytes of the blocks read but not yet written by the receiver.
@@ -330,24 +340,33 @@ impl Scheduler {
     /// stays at most [`READ_AHEAD_ROUNDS`] rounds (N blocks each, at least
     /// [`READ_AHEAD_MIN`] blocks) ahead of the connections; the seed, too,
     /// fills each connection's buffer just in time.
+    ///
+    /// Blocks asked of the reader but not yet read
+    /// ([`Self::handle_read_requested`]) count as read, so a driver may keep
+    /// several requests in flight and the limits still hold.
     pub fn may_read(&self) -> bool {
         let ahead = (READ_AHEAD_ROUNDS * self.conns.len() as u64).max(READ_AHEAD_MIN);
-        let ahead_ok = (self.unsent.len() as u64) < ahead;
+        let pending = self.requested.len() as u64;
+        let ahead_ok = (self.unsent.len() as u64) + pending < ahead;
         self.eof.is_none()
             && ahead_ok
-            && self.read_upto < self.written.saturating_add(self.window)
-            && self.bytes_in_window() + u64::from(self.next_len()) <= self.effective_window_bytes()
+            && self.read_upto + pending < self.written.saturating_add(self.window)
+            && self.bytes_in_window() + self.requested_bytes() + u64::from(self.next_len())
+                <= self.effective_window_bytes()
     }
 
-    /// Number of the next block to read.
+    /// Number of the next block to read (the block the oldest request in
+    /// flight will deliver).
     pub fn next_seq(&self) -> u64 {
         self.read_upto
     }
 
-    /// Length of the next block to read.
+    /// Length of the next block to ask the reader for (after those
+    /// already asked for).
     pub fn next_len(&self) -> u32 {
+        let seq = self.read_upto + self.requested.len() as u64;
         match (&self.weighted, self.mode) {
-            (Some(w), _) => w.block_len((self.read_upto % self.conns.len() as u64) as usize),
+            (Some(w), _) => w.block_len((seq % self.conns.len() as u64) as usize),
             (None, Mode::Adaptive) => {
                 let slowest = self
                     .conns
@@ -366,8 +385,17 @@ impl Scheduler {
         }
     }
 
+    /// The driver asked its reader for a block of `len` bytes
+    /// ([`Self::next_len`]), to arrive through [`Self::handle_block_read`]
+    /// in the order asked. A driver that asks for one block at a time may
+    /// skip this.
+    pub fn handle_read_requested(&mut self, len: u32) {
+        self.requested.push_back(len);
+    }
+
     /// The driver read block [`Self::next_seq`] with `len` bytes.
     pub fn handle_block_read(&mut self, len: u32) {
+        self.requested.pop_front();
         let seq = self.read_upto;
         self.starts.insert(seq, self.read_bytes);
         self.read_bytes += u64::from(len);
@@ -378,6 +406,8 @@ impl Scheduler {
 
     /// The input ended; [`Self::next_seq`] is the number of blocks.
     pub fn handle_eof(&mut self) {
+        // Requests after the end will never be answered.
+        self.requested.clear();
         self.eof = Some(self.read_upto);
     }
 
@@ -744,6 +774,29 @@ mod tests {
         // Connection 2 dies: its blocks go to whoever asks.
         s.handle_conn_down(2);
         assert_eq!(s.poll_send(0, ms(1)).unwrap().seq, 2);
+    }
+
+    #[test]
+    fn requests_in_flight_count_as_read() {
+        // Asking ahead: the same limits as reading one block at a time.
+        let mut s = sched(Mode::Adaptive, 2, 4);
+        let mut asked = 0;
+        while s.may_read() {
+            let len = s.next_len();
+            s.handle_read_requested(len);
+            asked += 1;
+        }
+        assert_eq!(asked, 4, "the window of 4 blocks bounds the requests");
+        for _ in 0..2 {
+            s.handle_block_read(1000);
+        }
+        assert!(!s.may_read(), "two read and two asked: still the window");
+        assert_eq!(s.next_seq(), 2);
+        // The end of input voids the requests still out.
+        s.handle_block_read(1000);
+        s.handle_eof();
+        assert_eq!(s.total_blocks(), Some(3));
+        assert!(!s.may_read());
     }
 
     #[test]

@@ -80,9 +80,12 @@ const JOB_QUEUE: usize = 1;
 /// After the input failed, how long the connections have to finish the
 /// block they are writing, send the ABORT and see the receiver close.
 const ABORT_GRACE: StdDuration = StdDuration::from_secs(2);
-/// Read requests queued for the reader: one block at a time (the
-/// scheduler fixes a block's length when it is read).
-const READ_QUEUE: usize = 1;
+/// Read requests the owner keeps in flight to the reader (and blocks the
+/// reader may hand back before the owner takes them): the reader reads
+/// and hashes the next block while the owner hands out the last one,
+/// instead of waiting for a round trip per block. The scheduler counts
+/// requested blocks as read, so its limits hold.
+const READ_QUEUE: usize = 2;
 
 /// Settings of a sender.
 #[derive(Debug, Clone)]
@@ -371,7 +374,7 @@ pub async fn send_async(
         acked_bytes: 0,
         sent_wire: 0,
         window_blocks: window,
-        reading: false,
+        reads: 0,
         read_tx,
         pub_tx,
         rotate: 0,

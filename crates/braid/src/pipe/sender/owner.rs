@@ -4,7 +4,7 @@
 
 use super::{
     addr_of, is_paced, Block, Event, Input, Job, Pacer, Published, Req, SendConfig, Slot, Stop,
-    PROGRESS_TICK,
+    PROGRESS_TICK, READ_QUEUE,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control};
@@ -29,8 +29,8 @@ pub(super) struct Owner {
     pub(super) acked_bytes: u64,
     pub(super) sent_wire: u64,
     pub(super) window_blocks: u64,
-    /// A read request is out to the reader.
-    pub(super) reading: bool,
+    /// Read requests out to the reader (at most [`READ_QUEUE`]).
+    pub(super) reads: usize,
     pub(super) read_tx: mpsc::Sender<Req>,
     pub(super) pub_tx: watch::Sender<Published>,
     /// Where the next round of job offers starts (fairness).
@@ -107,7 +107,7 @@ impl Owner {
                     // Every connection task ended: they all gave up.
                     None => self.slots.iter_mut().for_each(|s| s.given_up = true),
                 },
-                inp = input.recv(), if self.reading => self.handle_input(inp),
+                inp = input.recv(), if self.reads > 0 => self.handle_input(inp),
                 _ = tick.tick() => {
                     let p = self.progress(start, clock::now());
                     observer(&p);
@@ -121,22 +121,26 @@ impl Owner {
     /// Starts a read if the scheduler allows and offers jobs to every
     /// connection that asked for one.
     fn service(&mut self) {
-        if !self.reading && self.session_up {
-            // The reader owns the other end until the transfer ends; a full
-            // queue cannot happen (one request at a time).
-            if let Some((bytes, digest)) = self.skip {
+        if self.session_up {
+            // The reader owns the other end until the transfer ends; the
+            // queue holds READ_QUEUE requests, never more than are out.
+            if let Some((bytes, digest)) = self.skip.filter(|_| self.reads == 0) {
                 if self.read_tx.try_send(Req::Skip { bytes, digest }).is_ok() {
-                    self.reading = true;
+                    self.reads = 1;
                     self.skip = None;
                 }
-            } else if self.resumed_from.is_some()
+            }
+            while self.skip.is_none()
+                && self.resumed_from.is_some()
+                && self.reads < READ_QUEUE
                 && self.sched.may_read()
-                && self
-                    .read_tx
-                    .try_send(Req::Block(self.sched.next_len()))
-                    .is_ok()
             {
-                self.reading = true;
+                let len = self.sched.next_len();
+                if self.read_tx.try_send(Req::Block(len)).is_err() {
+                    break;
+                }
+                self.sched.handle_read_requested(len);
+                self.reads += 1;
             }
         }
         let n = self.slots.len();
@@ -222,7 +226,7 @@ impl Owner {
     }
 
     fn handle_input(&mut self, inp: Option<Input>) {
-        self.reading = false;
+        self.reads = self.reads.saturating_sub(1);
         match inp {
             Some(Input::Block(b)) => {
                 let seq = self.sched.next_seq();
@@ -232,6 +236,8 @@ impl Owner {
                 self.sched.handle_block_read(n);
             }
             Some(Input::Eof { bytes, digest }) => {
+                // The reader has stopped: requests still out are void.
+                self.reads = 0;
                 self.sched.handle_eof();
                 self.end = Some((bytes, digest));
             }
@@ -266,7 +272,7 @@ impl Owner {
                 kill,
                 resume,
             } => {
-                if self.cfg.resume && self.resumed_from.is_none() && !self.reading {
+                if self.cfg.resume && self.resumed_from.is_none() && self.reads == 0 {
                     self.skip = self.skip.or(resume);
                 }
                 if !self.session_up {
