@@ -1,9 +1,10 @@
 //! The network side of the receiver: one accept task per listening
-//! address, one task per connection (handshake, hello, then frames: the
-//! payload is read and checked against the BLAKE3 in its header here,
-//! then handed to the owner), and each connection's control writer. On a secure pipe every
-//! byte after the handshake comes through [`ReadHalf`] / goes through
-//! [`WriteHalf`], which open and seal the records.
+//! address, one task per connection (handshake, hello, then frames: a
+//! block's payload is read and checked against the BLAKE3 in its header
+//! here, then handed to the owner), and each connection's control writer.
+//! On a secure pipe every byte after the handshake comes through
+//! [`ReadHalf`] / goes through [`WriteHalf`], which open and seal the
+//! records (and pass `--no-encrypt` payloads through in clear).
 
 use super::{
     Checked, Ctl, Event, Shared, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT,
