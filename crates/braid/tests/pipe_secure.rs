@@ -333,6 +333,33 @@ fn tampered_clear_payload_is_refused_and_the_transfer_survives() {
 }
 
 #[test]
+fn a_block_that_keeps_failing_its_hash_stops_the_transfer() {
+    // `--no-encrypt`, and the sender's own copy of block 3 is bad (the
+    // test hook alters it after it was hashed, on every send): each try
+    // ends its connection, the third in a row stops the transfer, and
+    // nothing after block 2 is written.
+    let (addr, stats, out, run) = receiver(key(7, false));
+    let want = data();
+    let mut cfg = send_cfg(addr, key(7, false), 8);
+    cfg.corrupt_block = Some(3);
+    let sent = send(
+        Box::new(std::io::Cursor::new(want.clone())),
+        cfg,
+        &mut |_| {},
+    );
+    assert!(sent.is_err(), "the sender must not succeed: {sent:?}");
+    let got = run.join().expect("recv thread");
+    assert!(
+        matches!(got, Err(PipeError::Corrupt { seq: 3, .. })),
+        "got {got:?}"
+    );
+    let out = out.lock().expect("out");
+    assert!(out.len() <= 3 * (64 << 10), "{} bytes written", out.len());
+    assert!(want.starts_with(&out), "only verified bytes are written");
+    assert!(stats.snapshot().unverified >= 3, "{:?}", stats.snapshot());
+}
+
+#[test]
 fn replayed_record_is_refused_and_the_transfer_survives() {
     attacked_transfer(record_filter(12, 1, |r| {
         let again = r[0].clone();

@@ -183,7 +183,7 @@ pub enum DataKind {
     /// A block of the stream: `seq` is its number, the payload its bytes.
     Data,
     /// End of stream: `seq` is the number of blocks, the payload the total
-    /// byte count and the BLAKE3 digest of the whole stream.
+    /// byte count and the stream digest ([`super::digest`]).
     End,
     /// The sender gives up (e.g. its input failed); no payload.
     Abort,
@@ -326,7 +326,7 @@ pub enum Control {
         reason: StopReason,
         /// Bytes written.
         bytes: u64,
-        /// The first 8 bytes of the BLAKE3 digest of what was written
+        /// The first 8 bytes of the stream digest of what was written
         /// ([`digest_prefix`]): the sender compares it, and `bytes`, with
         /// its own at its end of input before it declares success.
         digest: u64,

@@ -16,13 +16,15 @@
 //! | [`sched`], [`weighted`], [`reorder`] | re-exports of [`braid_core::bulk`]: the sans-IO scheduler, weighted buffers and reorder window |
 //! | [`sender`], [`receiver`] | tokio drivers: one owner task per side, connection tasks, bounded channels |
 //! | [`net`] | socket set-up (TCP or MPTCP, buffers, timeouts) |
-//! | [`secure`], [`record`], [`code`] | the handshake every connection runs (Noise with the key, or a one-time code through SPAKE2), the AEAD records that carry every byte after it, the codes |
+//! | [`secure`], [`record`], [`code`] | the handshake every connection runs (Noise with the key, or a one-time code through SPAKE2), the AEAD records that carry what follows it (`--no-encrypt` payloads beside them, checked through their hash), the codes |
 //! | [`stats`] | reports and progress snapshots |
 //!
 //! Secure by default: a connection authenticates ([`secure`]) before the
-//! receiver keeps any state for it, and every byte after that travels in
-//! authenticated (by default encrypted) records ([`record`]); only
-//! [`Security::Insecure`] (`--insecure`) keeps version 1's clear text.
+//! receiver keeps any state for it, and every byte after that is
+//! authenticated: in AEAD records ([`record`], encrypted by default), or,
+//! for `--no-encrypt` block payloads, through the BLAKE3 in their
+//! authenticated header; only [`Security::Insecure`] (`--insecure`) sends
+//! unauthenticated clear text.
 //!
 //! Invariants: nothing from the network can make either side panic or
 //! allocate without a bound (block length ≤ [`frame::MAX_BLOCK_LEN`] and the

@@ -389,12 +389,14 @@ impl ReadHalf {
     /// opened bytes pending.
     ///
     /// # Errors
-    /// `InvalidData` if records are encrypted here or a record is only
-    /// partly read (the sender broke the framing).
+    /// `InvalidData` if records are encrypted here, a record is only
+    /// partly read, or the last clear payload is not through yet (the
+    /// sender broke the framing).
     pub fn expect_clear(&mut self, n: u64) -> io::Result<()> {
-        let at_boundary = self.open.as_ref().is_some_and(|o| {
-            !o.cipher.encrypts() && !o.failed && o.start == o.end && o.filled == 0
-        });
+        let at_boundary = self.clear == 0
+            && self.open.as_ref().is_some_and(|o| {
+                !o.cipher.encrypts() && !o.failed && o.start == o.end && o.filled == 0
+            });
         if !at_boundary {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -411,12 +413,6 @@ impl ReadHalf {
         if let Some(o) = &self.open {
             o.stats.count_unverified();
         }
-    }
-
-    /// Whether records are opened here (a key is used): their tags then
-    /// check every byte on the wire.
-    pub fn is_protected(&self) -> bool {
-        self.open.is_some()
     }
 
     /// The socket underneath.
@@ -547,9 +543,10 @@ impl WriteHalf {
     ///
     /// # Errors
     /// `InvalidInput` where records are encrypted (a payload must never
-    /// leave in clear text there) or on an insecure connection.
+    /// leave in clear text there), on an insecure connection, or while the
+    /// last clear payload is not written yet.
     pub fn send_clear(&mut self, n: u64) -> io::Result<()> {
-        if !self.carries_clear_payloads() {
+        if !self.carries_clear_payloads() || self.clear != 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "clear payloads only on an authenticate-only connection",

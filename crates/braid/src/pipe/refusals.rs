@@ -20,8 +20,9 @@ pub struct SecureCounts {
     /// Connections refused at the handshake: no key, a wrong key, not a
     /// secure sender, or silent until the timeout.
     pub refused: u64,
-    /// Records that failed to open (altered, replayed, reordered); each
-    /// ended its connection.
+    /// Records that failed to open (altered, replayed, reordered) and
+    /// `--no-encrypt` payloads that did not match their authenticated
+    /// hash; each ended its connection.
     pub unverified: u64,
     /// Pairings whose code did not match.
     pub code_failures: u64,

@@ -50,7 +50,8 @@ use tokio::net::TcpStream;
 
 /// First bytes of a secure connection.
 pub const SEC_MAGIC: [u8; 8] = *b"BRDPSEC\0";
-/// Version of the secure pipe (the insecure hello is version 1).
+/// Version of the secure pipe (the insecure pipe's hello carries its own
+/// version, [`super::frame::VERSION`]).
 pub const SEC_VERSION: u16 = 4;
 /// Bytes of a [`Preface`].
 pub const PREFACE_LEN: usize = 16;
@@ -114,7 +115,7 @@ pub struct Preface {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PrefaceError {
-    /// An insecure (version 1) hello.
+    /// An insecure hello (no handshake).
     #[error("the sender runs without a key (--insecure)")]
     InsecurePeer,
     /// Neither a secure preface nor a pipe hello.

@@ -7,8 +7,8 @@
 //! records (and pass `--no-encrypt` payloads through in clear).
 
 use super::{
-    Checked, Ctl, Event, Shared, ACK_WRITE_TIMEOUT, DISCARD_CHUNK, DRAIN, HELLO_TIMEOUT,
-    MAX_PENDING, MAX_PENDING_PER_SOURCE,
+    Checked, Ctl, Event, Shared, ACK_WRITE_TIMEOUT, BLOCKS_IN_HAND, DISCARD_CHUNK, DRAIN,
+    HELLO_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_SOURCE,
 };
 use crate::pipe::digest::block_hash;
 use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 /// A connection that has not sent its hello yet, as its acceptor tracks
 /// it.
@@ -235,6 +235,7 @@ async fn serve_frames(
     shared: &Shared,
 ) -> Result<(), PipeError> {
     let mut hb = [0u8; frame::HEADER_LEN];
+    let in_hand = Arc::new(Semaphore::new(BLOCKS_IN_HAND));
     loop {
         // The sender writes a keepalive at least every KEEPALIVE: a
         // connection silent for the idle limit is a dead path; closing it
@@ -277,10 +278,13 @@ async fn serve_frames(
             }
             DataKind::Data => {
                 // The payload is read before the owner sees the block (one
-                // hand-off per block, not a round trip for a verdict first):
-                // a connection holds at most one block of at most the
-                // hello's max block, and the owner drops a duplicate and
-                // stops the transfer on a block beyond the window.
+                // hand-off per block, not a round trip for a verdict first);
+                // the owner keeps it, drops a duplicate, or stops the
+                // transfer on a block beyond the window. A connection holds
+                // at most BLOCKS_IN_HAND blocks the owner has not judged.
+                let Ok(slot) = Arc::clone(&in_hand).acquire_owned().await else {
+                    return Ok(());
+                };
                 // Authenticate-only: the payload comes as clear bytes after
                 // the header's record, checked below against the BLAKE3
                 // that record authenticated.
@@ -296,10 +300,21 @@ async fn serve_frames(
                 let check = block_hash(&data);
                 if check != h.check && clear {
                     // Altered on the wire, as a record that fails to open:
-                    // counted, this connection ends, the block is re-sent.
+                    // counted, this connection ends, the block is re-sent —
+                    // unless the same block keeps failing (the sender's
+                    // bytes are bad): then the transfer stops, and this
+                    // connection stays to carry the ABORT.
                     s.count_unverified();
                     tracing::warn!(conn = idx, seq = h.seq, "a block failed authentication");
-                    return Ok(());
+                    let (reply, stop) = oneshot::channel();
+                    let ev = Event::Tampered {
+                        idx,
+                        seq: h.seq,
+                        reply,
+                    };
+                    if events.send(ev).await.is_err() || !stop.await.unwrap_or(false) {
+                        return Ok(());
+                    }
                 }
                 if check != h.check {
                     return Err(PipeError::Corrupt {
@@ -312,6 +327,7 @@ async fn serve_frames(
                     idx,
                     seq: h.seq,
                     block: Checked { data, check },
+                    slot,
                 };
                 if events.send(ev).await.is_err() {
                     return Ok(());

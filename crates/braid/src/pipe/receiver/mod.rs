@@ -33,13 +33,15 @@
 //!
 //! Invariants: a connection gets per-peer state only after its handshake
 //! verified the key (`secure`; unless `--insecure`) and a hello with the
-//! right magic, version and session; a connection holds at most one block
-//! being read (at most the hello's max block) and the owner keeps a block
-//! only if it is new and inside the window (so the window bounds the
-//! reorder memory, plus one block per connection); a block is written
-//! only after its BLAKE3 matched its header's; a block outside the window, a
-//! bad hash or an output error stops the transfer with an `Abort` to the sender
-//! and an error here.
+//! right magic, version and session; a connection holds at most
+//! `BLOCKS_IN_HAND` (2) blocks the owner has not judged, and the owner keeps
+//! a block only if it is new and inside the window (so memory is the
+//! window plus two blocks per connection); a block is written only after
+//! its BLAKE3 matched its header's; a block outside the window, an output
+//! error, or a bad hash stops the transfer with an `Abort` to the sender
+//! and an error here — except a `--no-encrypt` payload altered on the
+//! wire, which ends only its connection (the block is re-sent) until the
+//! same block has failed `MAX_TAMPERED` (3) times in a row.
 
 use super::frame::{self, Control, Hello, HelloAck, SessionId};
 use super::net::{self, SockOpts};
@@ -54,7 +56,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
 
 mod conn;
 mod output;
@@ -88,6 +90,15 @@ const KEEPALIVE: Duration = Duration::from_secs(1);
 const PROGRESS_TICK: StdDuration = StdDuration::from_millis(150);
 /// Bound of the channel into the owner: a few messages per connection.
 const EVENT_QUEUE: usize = 4 * MAX_CONNECTIONS;
+/// Blocks a connection may have read and handed over before the owner has
+/// judged them: it reads the next payload while the owner takes the last,
+/// and the receiver's memory stays within the window plus this many
+/// blocks per connection.
+const BLOCKS_IN_HAND: usize = 2;
+/// The same block failing its authenticated hash this many times in a row
+/// (each on a fresh connection) stops the transfer: the bytes are bad at
+/// the sender, not on the wire.
+const MAX_TAMPERED: u32 = 3;
 /// Control frames queued for one connection. Per-block acks wait for room
 /// (the connection's reader stalls, and TCP pushes back on the sender);
 /// the owner's cumulative "written" acks are dropped when it is full (the
@@ -273,6 +284,7 @@ impl Receiver {
             reorder: Reorder::new(0, 0),
             end: None,
             fatal: None,
+            tampered: None,
             conns: Vec::new(),
             open: 0,
             last_close: None,
@@ -382,6 +394,18 @@ enum Event {
         idx: usize,
         seq: u64,
         block: Checked,
+        /// One of its connection's [`BLOCKS_IN_HAND`] slots, freed once
+        /// the owner has kept or dropped the block.
+        slot: OwnedSemaphorePermit,
+    },
+    /// A `--no-encrypt` payload that did not match its authenticated hash.
+    /// The reply says whether to stop the transfer (the same block failed
+    /// [`MAX_TAMPERED`] times in a row); if not, the connection closes and
+    /// the block will be re-sent.
+    Tampered {
+        idx: usize,
+        seq: u64,
+        reply: oneshot::Sender<bool>,
     },
     End {
         blocks: u64,

@@ -3,7 +3,7 @@
 
 use super::{
     Admit, Checked, Ctl, Event, Out, Session, Shared, ACK_WRITE_TIMEOUT, CTL_QUEUE, KEEPALIVE,
-    MAX_ACCEPTED, OUTPUT_QUEUE, PROGRESS_TICK,
+    MAX_ACCEPTED, MAX_TAMPERED, OUTPUT_QUEUE, PROGRESS_TICK,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control, Hello, HelloAck, HelloStatus, StopReason, FLAG_REJOIN};
@@ -32,6 +32,9 @@ pub(super) struct Owner {
     pub(super) idle_limit: Duration,
     pub(super) session: Option<Session>,
     pub(super) reorder: Reorder<Checked>,
+    /// The last block that failed its authenticated hash, and how many
+    /// times in a row.
+    pub(super) tampered: Option<(u64, u32)>,
     pub(super) end: Option<(u64, u64, [u8; 32])>,
     pub(super) fatal: Option<PipeError>,
     pub(super) conns: Vec<ConnSlot>,
@@ -186,7 +189,27 @@ impl Owner {
             Event::Hello { peer, hello, reply } => {
                 let _ = reply.send(self.admit(peer, &hello));
             }
-            Event::Block { idx, seq, block } => {
+            Event::Tampered { idx, seq, reply } => {
+                let n = match self.tampered {
+                    Some((s, n)) if s == seq => n + 1,
+                    _ => 1,
+                };
+                self.tampered = Some((seq, n));
+                // The connection then reports the block as corrupt (the
+                // fatal path, which sends the ABORT).
+                let stop = n >= MAX_TAMPERED && !self.done;
+                if stop {
+                    tracing::warn!(conn = idx, seq, "stopping: a block keeps failing its hash");
+                }
+                let _ = reply.send(stop);
+            }
+            // `_slot` goes when the block has been kept or dropped.
+            Event::Block {
+                idx,
+                seq,
+                block,
+                slot: _slot,
+            } => {
                 self.conns[idx].bytes += block.data.len() as u64;
                 match self.reorder.verdict(seq, block.data.len() as u64) {
                     Verdict::Take => {

@@ -4,7 +4,8 @@
 //! acknowledged, per-connection slots, the outcome); every other task talks
 //! to it over bounded channels, so nothing is shared behind a lock:
 //! - the **reader** (one blocking task, [`tokio::task::spawn_blocking`]):
-//!   asked for one block of a given length at a time, it reads the input,
+//!   asked for blocks of given lengths (two requests in flight), it reads
+//!   the input,
 //!   computes the block's BLAKE3 (its header's check) and feeds it to the
 //!   end-to-end digest, so the per-byte work stays off the owner;
 //! - one **connection task** per connection: connect (TCP or MPTCP), hello,
