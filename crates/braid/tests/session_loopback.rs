@@ -143,10 +143,7 @@ fn a_killed_source_leaves_the_sink_with_incomplete_streams() {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let (sent, sent_rx) = std::sync::mpsc::channel();
     let source = std::thread::spawn(move || {
-        let src = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let src = source_runtime();
         src.block_on(async move {
             let s = Session::connect(sink, config(&["direct"])).await.unwrap();
             let mut st = s
@@ -254,6 +251,15 @@ struct Forwarder {
     down: Arc<AtomicBool>,
 }
 
+/// A single-threaded runtime of its own for a source: dropping it stops
+/// the source's tasks where they stand.
+fn source_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 impl Forwarder {
     async fn start(sink: std::net::SocketAddr) -> Forwarder {
         use tokio::net::UdpSocket;
@@ -312,10 +318,7 @@ fn close_returns_once_the_sink_heard_it_even_if_the_close_is_lost_once() {
     let payload = data(9, 300_000);
     let sent = payload.clone();
     std::thread::spawn(move || {
-        let src = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let src = source_runtime();
         src.block_on(async move {
             let s = Session::connect(to, config(&["direct"])).await.unwrap();
             let st = s

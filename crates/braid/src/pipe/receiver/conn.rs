@@ -298,25 +298,26 @@ async fn serve_frames(
                 // The connection's one pass over the bytes: the block's
                 // check here, the end-to-end digest from the same hash.
                 let check = block_hash(&data);
-                if check != h.check && clear {
-                    // Altered on the wire, as a record that fails to open:
-                    // counted, this connection ends, the block is re-sent —
-                    // unless the same block keeps failing (the sender's
-                    // bytes are bad): then the transfer stops, and this
-                    // connection stays to carry the ABORT.
-                    s.count_unverified();
-                    tracing::warn!(conn = idx, seq = h.seq, "a block failed authentication");
-                    let (reply, stop) = oneshot::channel();
-                    let ev = Event::Tampered {
-                        idx,
-                        seq: h.seq,
-                        reply,
-                    };
-                    if events.send(ev).await.is_err() || !stop.await.unwrap_or(false) {
-                        return Ok(());
-                    }
-                }
                 if check != h.check {
+                    if clear {
+                        // Altered on the wire, as a record that fails to
+                        // open: counted, this connection ends, the block is
+                        // re-sent — unless the same block keeps failing
+                        // (the sender's bytes are bad): then the transfer
+                        // stops, and this connection stays to carry the
+                        // ABORT.
+                        s.count_unverified();
+                        tracing::warn!(conn = idx, seq = h.seq, "a block failed authentication");
+                        let (reply, stop) = oneshot::channel();
+                        let ev = Event::Tampered {
+                            idx,
+                            seq: h.seq,
+                            reply,
+                        };
+                        if events.send(ev).await.is_err() || !stop.await.unwrap_or(false) {
+                            return Ok(());
+                        }
+                    }
                     return Err(PipeError::Corrupt {
                         seq: h.seq,
                         conn: idx,
