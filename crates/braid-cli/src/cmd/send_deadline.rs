@@ -162,7 +162,7 @@ pub async fn send_with_deadline(
     size: u64,
     input: Box<dyn Read + Send>,
     mut cfg: SendConfig,
-    observer: &mut dyn FnMut(&Progress),
+    observer: &mut (dyn FnMut(&Progress) + Send),
 ) -> anyhow::Result<DeadlineReport> {
     let resource = flags
         .resource
@@ -258,7 +258,7 @@ async fn run(
     flags: &DeadlineFlags,
     input: Box<dyn Read + Send>,
     cfg: &mut SendConfig,
-    observer: &mut dyn FnMut(&Progress),
+    observer: &mut (dyn FnMut(&Progress) + Send),
 ) -> anyhow::Result<Outcome> {
     let id = plan.id;
     plan.client

@@ -216,7 +216,7 @@ pub async fn send_on_reservation(
     wait_start: bool,
     input: Box<dyn Read + Send>,
     mut cfg: SendConfig,
-    observer: &mut dyn FnMut(&Progress),
+    observer: &mut (dyn FnMut(&Progress) + Send),
 ) -> anyhow::Result<SendReport> {
     usable(client, id, wait_start).await?;
     // Subscribe before provisioning: a background share announced at the

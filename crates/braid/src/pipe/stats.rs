@@ -111,3 +111,31 @@ pub struct Progress {
     /// Per-connection byte counters (sent or received).
     pub per_conn: Vec<u64>,
 }
+
+/// Runs a transfer's owner as a task on the runtime's workers (its
+/// hand-offs to the connection tasks then stay on the workers instead of
+/// waking the thread that called `block_on`), and calls `observer` on that
+/// thread with each progress snapshot the task publishes.
+pub(crate) async fn on_workers<T, F, Fut>(
+    observer: &mut dyn FnMut(&Progress),
+    run: F,
+) -> Result<T, super::PipeError>
+where
+    T: Send + 'static,
+    F: FnOnce(Box<dyn FnMut(&Progress) + Send>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, super::PipeError>> + Send + 'static,
+{
+    let (tx, mut rx) = tokio::sync::watch::channel(None::<Progress>);
+    let task = tokio::spawn(run(Box::new(move |p: &Progress| {
+        let _ = tx.send(Some(p.clone()));
+    })));
+    while rx.changed().await.is_ok() {
+        if let Some(p) = rx.borrow_and_update().clone() {
+            observer(&p);
+        }
+    }
+    match task.await {
+        Ok(r) => r,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}

@@ -2,7 +2,9 @@
 //!
 //! One task owns the state (the `Owner`: the session, the [`Reorder`]
 //! window, per-connection slots, the outcome); the others talk to it over
-//! bounded channels:
+//! bounded channels. The owner runs on the runtime's workers like the
+//! others (the blocking [`Receiver::run`] only relays its progress
+//! reports):
 //! - one **accept** task per listening address, which spawns
 //! - one **connection task** per accepted connection: hello (admitted by
 //!   the owner), then frames: it reads and checks each block's payload
@@ -220,7 +222,10 @@ impl Receiver {
             .enable_all()
             .build()
             .map_err(PipeError::Runtime)?;
-        let res = rt.block_on(self.run_async(output, observer));
+        let res = rt.block_on(crate::pipe::stats::on_workers(
+            observer,
+            move |mut obs| async move { self.run_async(output, &mut obs).await },
+        ));
         // The output writer may be blocked on a stalled output.
         rt.shutdown_background();
         res
@@ -234,7 +239,7 @@ impl Receiver {
     pub async fn run_async(
         self,
         output: Box<dyn Write + Send>,
-        observer: &mut dyn FnMut(&Progress),
+        observer: &mut (dyn FnMut(&Progress) + Send),
     ) -> Result<RecvReport, PipeError> {
         let (ev_tx, ev_rx) = mpsc::channel(EVENT_QUEUE);
         let shared = Arc::new(Shared {

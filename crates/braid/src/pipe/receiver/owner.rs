@@ -65,7 +65,7 @@ impl Owner {
     pub(super) async fn run(
         &mut self,
         events: &mut mpsc::Receiver<Event>,
-        observer: &mut dyn FnMut(&Progress),
+        observer: &mut (dyn FnMut(&Progress) + Send),
     ) -> Result<RecvReport, PipeError> {
         let mut tick = tokio::time::interval(PROGRESS_TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -2,7 +2,10 @@
 //!
 //! One task owns the state (the `Owner`: scheduler, the blocks not yet
 //! acknowledged, per-connection slots, the outcome); every other task talks
-//! to it over bounded channels, so nothing is shared behind a lock:
+//! to it over bounded channels, so nothing is shared behind a lock. The
+//! owner runs on the runtime's workers like the others (the blocking
+//! [`send`] only relays its progress reports), so a hand-off between it and
+//! a connection task rarely wakes another thread:
 //! - the **reader** (one blocking task, [`tokio::task::spawn_blocking`]):
 //!   asked for blocks of given lengths (two requests in flight), it reads
 //!   the input,
@@ -284,7 +287,10 @@ pub fn send(
         .enable_all()
         .build()
         .map_err(PipeError::Runtime)?;
-    let res = rt.block_on(send_async(input, cfg, observer));
+    let res = rt.block_on(crate::pipe::stats::on_workers(
+        observer,
+        move |mut obs| async move { send_async(input, cfg, &mut obs).await },
+    ));
     // The reader may be blocked on an idle input: do not wait for it.
     rt.shutdown_background();
     res
@@ -298,7 +304,7 @@ pub fn send(
 pub async fn send_async(
     input: Box<dyn Read + Send>,
     cfg: SendConfig,
-    observer: &mut dyn FnMut(&Progress),
+    observer: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<SendReport, PipeError> {
     validate(&cfg)?;
     let start = clock::now();

@@ -57,7 +57,7 @@ impl Owner {
         events: &mut mpsc::Receiver<Event>,
         mut input: mpsc::Receiver<Input>,
         start: Instant,
-        observer: &mut dyn FnMut(&Progress),
+        observer: &mut (dyn FnMut(&Progress) + Send),
     ) -> Result<(), PipeError> {
         let mut tick = tokio::time::interval(PROGRESS_TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
