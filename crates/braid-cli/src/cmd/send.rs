@@ -57,9 +57,12 @@ pub struct SendArgs {
     /// Block layout for round-robin and weighted.
     #[arg(long, value_enum, default_value = "interleaved")]
     pub layout: LayoutArg,
-    /// Block size (e.g. 256KiB, 1MiB).
-    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
-    pub block_size: u64,
+    /// Block size (e.g. 256KiB, 1MiB). Weighted and round-robin: every
+    /// block (default 256KiB). Adaptive: the largest block (default 2MiB);
+    /// blocks start at 256KiB (or this, if smaller), then take 50 ms on
+    /// the slowest connection.
+    #[arg(long, value_parser = parse_size)]
+    pub block_size: Option<u64>,
     /// Largest reorder window to ask the receiver for (the receiver may
     /// grant less); adaptive mode uses only what the measured paths need
     /// (sum of rates × longest block latency, with headroom).
@@ -270,7 +273,11 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
     };
     // Out of u32's range is out of the pipe's range: the library's check
     // names the bounds.
-    let block = u32::try_from(args.block_size).unwrap_or(u32::MAX);
+    let block = match (args.block_size, args.mode) {
+        (Some(b), _) => u32::try_from(b).unwrap_or(u32::MAX),
+        (None, ModeArg::Adaptive) => pipe::DEFAULT_ADAPTIVE_BLOCK,
+        (None, _) => pipe::DEFAULT_BLOCK,
+    };
     let cfg = SendConfig {
         connections: args.connections.unwrap_or(2 * to.len()),
         to,

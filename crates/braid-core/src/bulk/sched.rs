@@ -64,6 +64,8 @@ pub const READ_AHEAD_MIN: u64 = 8;
 pub const BLOCK_TIME: Duration = Duration::from_millis(50);
 /// ... but never smaller than this.
 pub const MIN_ADAPTIVE_BLOCK: u32 = 16 << 10;
+/// Adaptive mode's block length before any connection has a rate.
+pub const INITIAL_ADAPTIVE_BLOCK: u32 = 256 << 10;
 /// The automatic window is this many times the data the paths hold in
 /// flight (see the module docs); 2 also makes the throttle's horizon
 /// ([`THROTTLE_FRACTION`] of the window's time) equal to the slowest path's
@@ -275,7 +277,12 @@ impl Scheduler {
             return None;
         }
         let want = WINDOW_HEADROOM * rate * (latency + BLOCK_TIME.as_secs_f64());
-        let floor = (WINDOW_MIN_BLOCKS * live).saturating_mul(u64::from(self.block));
+        // Full blocks: at least the initial length, so a cap above it
+        // changes nothing where blocks stay below it (slow paths).
+        let block = self
+            .adaptive_len()
+            .max(INITIAL_ADAPTIVE_BLOCK.min(self.block));
+        let floor = (WINDOW_MIN_BLOCKS * live).saturating_mul(u64::from(block));
         // f64 → u64 saturates; the clamp keeps it within the granted window.
         Some((want as u64).clamp(floor.min(self.window_bytes), self.window_bytes))
     }
@@ -367,21 +374,30 @@ impl Scheduler {
         let seq = self.read_upto + self.requested.len() as u64;
         match (&self.weighted, self.mode) {
             (Some(w), _) => w.block_len((seq % self.conns.len() as u64) as usize),
-            (None, Mode::Adaptive) => {
-                let slowest = self
-                    .conns
-                    .iter()
-                    .filter(|k| k.alive)
-                    .filter_map(|k| k.rate)
-                    .fold(f64::INFINITY, f64::min);
-                if slowest.is_finite() {
-                    let want = slowest * BLOCK_TIME.as_secs_f64();
-                    (want.min(f64::from(self.block)) as u32).max(MIN_ADAPTIVE_BLOCK.min(self.block))
-                } else {
-                    self.block
-                }
-            }
+            (None, Mode::Adaptive) => self.adaptive_len(),
             (None, _) => self.block,
+        }
+    }
+
+    /// Adaptive mode's block length now: [`BLOCK_TIME`] of the slowest
+    /// measured connection, between [`MIN_ADAPTIVE_BLOCK`] and the largest
+    /// block; [`INITIAL_ADAPTIVE_BLOCK`] (at most the largest) until a
+    /// connection has a rate. A large cap so costs only the fast paths
+    /// nothing: their per-block work (hand-offs, system calls) shrinks,
+    /// while a slow path's block still takes [`BLOCK_TIME`] to send.
+    fn adaptive_len(&self) -> u32 {
+        let slowest = self
+            .conns
+            .iter()
+            .filter(|k| k.alive)
+            .filter_map(|k| k.rate)
+            .fold(f64::INFINITY, f64::min);
+        if slowest.is_finite() {
+            let want = slowest * BLOCK_TIME.as_secs_f64();
+            // f64 → u32 saturates; the bounds keep it in range.
+            (want.min(f64::from(self.block)) as u32).max(MIN_ADAPTIVE_BLOCK.min(self.block))
+        } else {
+            INITIAL_ADAPTIVE_BLOCK.min(self.block)
         }
     }
 
@@ -953,6 +969,29 @@ mod tests {
         r.set_auto_window(true);
         measured(&mut r);
         assert_eq!(r.effective_window_bytes(), 400_000);
+    }
+
+    #[test]
+    fn adaptive_blocks_start_small_and_follow_the_slowest_rate_up_to_the_cap() {
+        let cap = 4 << 20;
+        let mut s = Scheduler::new(Mode::Adaptive, Layout::Interleaved, 2, cap, 64, None, ms(0));
+        s.handle_conn_up(0, ms(0));
+        s.handle_conn_up(1, ms(0));
+        // No rate yet: the initial length, not the cap.
+        assert_eq!(s.next_len(), INITIAL_ADAPTIVE_BLOCK);
+        s.handle_block_read(INITIAL_ADAPTIVE_BLOCK);
+        s.handle_block_read(INITIAL_ADAPTIVE_BLOCK);
+        let a = s.poll_send(0, ms(0)).unwrap();
+        let b = s.poll_send(1, ms(0)).unwrap();
+        // Connection 0: 256 KiB in 1 ms (≈ 262 MB/s); connection 1: in
+        // 100 ms (≈ 2.6 MB/s: 50 ms of it ≈ 131 kB).
+        s.handle_ack(0, a.seq, 0, ms(1));
+        s.handle_ack(1, b.seq, 2, ms(100));
+        let slow = s.next_len();
+        assert!((130_000..=133_000).contains(&slow), "{slow}");
+        // Only the fast path left: 50 ms of it is more than the cap.
+        s.handle_conn_down(1);
+        assert_eq!(s.next_len(), cap);
     }
 
     #[test]

@@ -65,8 +65,15 @@ pub use stats::{Progress, RecvReport, SendReport};
 pub const MAX_CONNECTIONS: usize = 64;
 /// Largest reorder window in blocks.
 pub const MAX_WINDOW_BLOCKS: u64 = 65_536;
-/// Default block size (256 KiB).
+/// Default block size in the weighted and round-robin modes (256 KiB).
 pub const DEFAULT_BLOCK: u32 = 256 << 10;
+/// Default largest block in adaptive mode (2 MiB). Adaptive blocks start
+/// at [`sched::INITIAL_ADAPTIVE_BLOCK`] and then take [`sched::BLOCK_TIME`]
+/// on the slowest connection, so only paths faster than about 42 Mbit/s
+/// get blocks above 256 KiB; on those, each block's fixed costs (hand-offs
+/// between tasks, system calls, acknowledgements) are spread over more
+/// bytes.
+pub const DEFAULT_ADAPTIVE_BLOCK: u32 = 2 << 20;
 /// How often each side shows it is alive on an otherwise quiet
 /// connection: the sender writes a keepalive frame while a connection has
 /// no job, the receiver repeats its cumulative ack. Silence for much
