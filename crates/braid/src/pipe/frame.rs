@@ -192,6 +192,10 @@ pub enum DataKind {
     /// [`KEEPALIVE`](super::KEEPALIVE), so the receiver can count
     /// silence as a dead path.
     Keepalive,
+    /// The sender read the receiver's DONE and accepted it: the receiver,
+    /// which keeps listening after its outcome for a sender that missed it
+    /// (and tells such a sender again), may stop now; no payload.
+    Bye,
 }
 
 /// The header in front of every sender-to-receiver frame.
@@ -203,7 +207,7 @@ pub struct DataHeader {
     pub seq: u64,
     /// Payload length in bytes.
     pub len: u32,
-    /// BLAKE3 of the payload (DATA and END; zeros in ABORT and KEEPALIVE):
+    /// BLAKE3 of the payload (DATA and END; zeros in ABORT, KEEPALIVE and BYE):
     /// the block's check, and what the end-to-end digest is built from
     /// ([`super::digest`]).
     pub check: [u8; 32],
@@ -218,6 +222,7 @@ impl DataHeader {
             DataKind::End => 2,
             DataKind::Abort => 4,
             DataKind::Keepalive => 8,
+            DataKind::Bye => 16,
         };
         b[4..8].copy_from_slice(&self.len.to_be_bytes());
         b[8..16].copy_from_slice(&self.seq.to_be_bytes());
@@ -236,12 +241,13 @@ impl DataHeader {
             2 => DataKind::End,
             4 => DataKind::Abort,
             8 => DataKind::Keepalive,
+            16 => DataKind::Bye,
             k => return Err(ProtocolViolation::FrameKind(k)),
         };
         let ok = match kind {
             DataKind::Data => len >= 1 && len <= max_block.min(MAX_BLOCK_LEN),
             DataKind::End => len == END_PAYLOAD_LEN,
-            DataKind::Abort | DataKind::Keepalive => len == 0,
+            DataKind::Abort | DataKind::Keepalive | DataKind::Bye => len == 0,
         };
         if !ok {
             return Err(ProtocolViolation::FrameLen(len));

@@ -139,6 +139,11 @@ async fn serve(
     let Ok(admit) = reply_rx.await else {
         return;
     };
+    if let Some((told, max_block)) = admit.told {
+        tell_again(&mut rd, &mut wr, &admit.ack, &told, max_block, &events).await;
+        tracing::info!(%peer, "the sender rejoined after the outcome: told it again");
+        return;
+    }
     let Some((idx, max_block, ctl_tx, ctl_rx)) = admit.conn else {
         let ack = admit.ack.encode();
         let _ = tokio::time::timeout(ACK_WRITE_TIMEOUT, async {
@@ -162,6 +167,60 @@ async fn serve(
     // outlive this task's socket by more than that.
     drop(writer);
     let _ = events.send(Event::Closed { idx }).await;
+}
+
+/// A sender that rejoined after the outcome (it missed the DONE): writes
+/// the hello-ack and `told`, closes this direction, then reads until the
+/// sender's BYE (told to the owner) or the end, skipping whatever else it
+/// may still send. Nothing it sends is kept; the owner's end bounds it.
+async fn tell_again(
+    rd: &mut ReadHalf,
+    wr: &mut WriteHalf,
+    ack: &frame::HelloAck,
+    told: &[Control],
+    max_block: u32,
+    events: &mpsc::Sender<Event>,
+) {
+    let said = tokio::time::timeout(ACK_WRITE_TIMEOUT, async {
+        wr.write_all(&ack.encode()).await?;
+        for c in told {
+            wr.write_all(&c.encode()).await?;
+        }
+        wr.flush().await?;
+        wr.shutdown().await
+    })
+    .await;
+    if !matches!(said, Ok(Ok(()))) {
+        return;
+    }
+    let mut hb = [0u8; frame::HEADER_LEN];
+    let mut skip = vec![0u8; DISCARD_CHUNK];
+    while rd.read_exact(&mut hb).await.is_ok() {
+        let Ok(h) = DataHeader::decode(&hb, max_block) else {
+            return;
+        };
+        match h.kind {
+            DataKind::Bye => {
+                let _ = events.send(Event::Bye).await;
+                return;
+            }
+            DataKind::Abort => return,
+            DataKind::Keepalive => {}
+            DataKind::Data | DataKind::End => {
+                if rd.carries_clear_payloads() && rd.expect_clear(u64::from(h.len)).is_err() {
+                    return;
+                }
+                let mut left = u64::from(h.len);
+                while left > 0 {
+                    let n = left.min(skip.len() as u64) as usize;
+                    if rd.read_exact(&mut skip[..n]).await.is_err() {
+                        return;
+                    }
+                    left -= n as u64;
+                }
+            }
+        }
+    }
 }
 
 /// Writes the hello-ack, then every control frame queued for this
@@ -252,6 +311,10 @@ async fn serve_frames(
         let h = DataHeader::decode(&hb, max_block)?;
         match h.kind {
             DataKind::Keepalive => {}
+            DataKind::Bye => {
+                let _ = events.send(Event::Bye).await;
+                return Ok(());
+            }
             DataKind::Abort => return Err(PipeError::SenderAborted { bytes: 0 }),
             DataKind::End => {
                 let mut p = [0u8; frame::END_PAYLOAD_LEN as usize];

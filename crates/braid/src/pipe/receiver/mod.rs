@@ -76,8 +76,14 @@ const HELLO_TIMEOUT: StdDuration = StdDuration::from_secs(5);
 const MAX_PENDING: usize = 64;
 /// Connections from one IP address that may wait for their hello at once.
 const MAX_PENDING_PER_SOURCE: usize = 16;
-/// After the outcome, how long to wait for the sender to close.
+/// After a failed outcome, how long to wait for the sender to close.
 const DRAIN: Duration = Duration::from_secs(2);
+/// After a verified outcome, how long the listeners stay open for a sender
+/// that missed the DONE (its connections died right after it was sent):
+/// a sender that rejoins is told again. The sender's BYE ends it at once.
+/// Capped by the idle limit; it covers the sender's reconnect backoff
+/// (0.2 + 0.4 + 0.8 + 1.6 s).
+const LINGER: Duration = Duration::from_secs(5);
 /// Accepted connections ever (bounds the per-connection table).
 const MAX_ACCEPTED: usize = 4 * MAX_CONNECTIONS;
 /// A control write (ack) blocked this long means the path is dead; the
@@ -295,6 +301,8 @@ impl Receiver {
             last_close: None,
             first_conn: None,
             done: false,
+            outcome: None,
+            bye: false,
             bytes: resume.as_ref().map_or(0, |r| r.bytes),
             shared,
             heard: (0, clock::now()),
@@ -313,10 +321,20 @@ impl Receiver {
         };
         let mut ev_rx = ev_rx;
         let result = owner.run(&mut ev_rx, observer).await;
-        // Tell the sender, let it close, then close everything.
+        // Tell the sender, let it close, then close everything. After a
+        // verified outcome, keep listening until the sender says BYE (or
+        // LINGER): a sender whose connections all died with the DONE in
+        // them rejoins and is told again, instead of failing a transfer
+        // that succeeded.
         owner.finish(&result).await;
-        let until = clock::now() + DRAIN;
-        while owner.open > 0 {
+        let verified = result.is_ok();
+        let until = clock::now()
+            + if verified {
+                LINGER.min(owner.idle_limit).max(DRAIN)
+            } else {
+                DRAIN
+            };
+        while !owner.bye && (verified || owner.open > 0) {
             let left = until.saturating_duration_since(clock::now());
             if left.is_zero() {
                 break;
@@ -367,6 +385,10 @@ struct Admit {
     /// For an accepted connection: its index, the session's largest block,
     /// and both ends of its control queue.
     conn: Option<(usize, u32, mpsc::Sender<Ctl>, mpsc::Receiver<Ctl>)>,
+    /// For a sender rejoining after the outcome: the control frames that
+    /// tell it again (RESUME if resuming, then the DONE or ABORT), and the
+    /// session's largest block (to skip what it may still send).
+    told: Option<(Vec<Control>, u32)>,
 }
 
 /// What the output writer is told.
@@ -425,6 +447,8 @@ enum Event {
     Closed {
         idx: usize,
     },
+    /// The sender accepted the DONE.
+    Bye,
     Written {
         blocks: u64,
         bytes: u64,

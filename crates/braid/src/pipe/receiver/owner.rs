@@ -42,6 +42,11 @@ pub(super) struct Owner {
     pub(super) last_close: Option<Instant>,
     pub(super) first_conn: Option<Instant>,
     pub(super) done: bool,
+    /// The outcome told to the sender (DONE or ABORT), told again to a
+    /// sender that rejoins after it.
+    pub(super) outcome: Option<Control>,
+    /// The sender said BYE: it has the DONE.
+    pub(super) bye: bool,
     /// Bytes written (all verified).
     pub(super) bytes: u64,
     /// Counters shared with the connection tasks.
@@ -189,6 +194,7 @@ impl Owner {
             Event::Hello { peer, hello, reply } => {
                 let _ = reply.send(self.admit(peer, &hello));
             }
+            Event::Bye => self.bye = true,
             Event::Tampered { idx, seq, reply } => {
                 let n = match self.tampered {
                     Some((s, n)) if s == seq => n + 1,
@@ -287,6 +293,9 @@ impl Owner {
 
     /// Checks a hello and registers the connection.
     fn admit(&mut self, peer: SocketAddr, hello: &Hello) -> Admit {
+        if let Some(again) = self.tell_again(hello) {
+            return again;
+        }
         let status = match &self.session {
             _ if self.done => HelloStatus::Busy,
             None if hello.flags & FLAG_REJOIN != 0 => HelloStatus::UnknownSession,
@@ -317,7 +326,11 @@ impl Owner {
             window_bytes,
         };
         if status != HelloStatus::Ok {
-            return Admit { ack, conn: None };
+            return Admit {
+                ack,
+                conn: None,
+                told: None,
+            };
         }
         let max_block = self.session.as_ref().map_or(0, |ses| ses.max_block);
         let idx = self.conns.len();
@@ -337,7 +350,34 @@ impl Owner {
         Admit {
             ack,
             conn: Some((idx, max_block, ctl_tx, ctl_rx)),
+            told: None,
         }
+    }
+
+    /// After the outcome, this session's sender rejoining (it missed the
+    /// DONE) is accepted only to be told the outcome again. It proved the
+    /// key in this connection's handshake, like every other.
+    fn tell_again(&self, hello: &Hello) -> Option<Admit> {
+        let outcome = self.outcome.filter(|_| self.done)?;
+        let ses = self.session.as_ref()?;
+        if ses.id != hello.session || hello.flags & FLAG_REJOIN == 0 {
+            return None;
+        }
+        let mut told = Vec::with_capacity(2);
+        if let Some((bytes, digest)) = self.resume {
+            told.push(Control::Resume { bytes, digest });
+        }
+        told.push(outcome);
+        let ack = HelloAck {
+            status: HelloStatus::Ok,
+            window_blocks: self.reorder.window() as u32,
+            window_bytes: self.reorder.window_bytes(),
+        };
+        Some(Admit {
+            ack,
+            conn: None,
+            told: Some((told, ses.max_block)),
+        })
     }
 
     /// Sends the outcome (`Done` or `Abort`) on every open connection and
@@ -362,9 +402,13 @@ impl Owner {
             },
         };
         self.done = true;
+        self.outcome = Some(msg);
         for ctl in self.conns.iter().filter_map(|c| c.ctl.as_ref()) {
             let send = ctl.send(Ctl::Final(msg));
-            let _ = tokio::time::timeout(ACK_WRITE_TIMEOUT, send).await;
+            if tokio::time::timeout(ACK_WRITE_TIMEOUT, send).await.is_err() {
+                // A sender that misses it rejoins and is told again.
+                tracing::warn!("the outcome could not be queued on a connection");
+            }
         }
     }
 

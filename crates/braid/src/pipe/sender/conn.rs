@@ -13,7 +13,7 @@ use crate::pipe::frame::{
     self, Control, DataHeader, DataKind, Hello, HelloAck, HelloStatus, SessionId, FLAG_REJOIN,
 };
 use crate::pipe::record::{ReadHalf, WriteHalf};
-use crate::pipe::secure::Authenticator;
+use crate::pipe::secure::{Authenticator, SecureError};
 use crate::pipe::{net, KEEPALIVE};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,9 +60,19 @@ async fn open(
             // bucket keeps the sum under it.
             net::set_max_pacing_rate(&s, r.bytes_per_sec());
         }
-        let (mut rd, mut wr) = auth.connect(s).await.map_err(|e| OpenFailed {
-            error: format!("{addr}: {e}"),
-            retry: !e.is_final(),
+        let (mut rd, mut wr) = auth.connect(s).await.map_err(|e| match e {
+            // The key was accepted earlier in this transfer: a close during
+            // the handshake now is the receiver leaving (it has finished or
+            // stopped), not a wrong key; another attempt may find it still
+            // listening.
+            SecureError::Refused if rejoin => OpenFailed::from(format!(
+                "{addr}: the receiver closed the connection during the handshake \
+                 (it has finished or stopped; it accepted the key earlier)"
+            )),
+            e => OpenFailed {
+                error: format!("{addr}: {e}"),
+                retry: !e.is_final(),
+            },
         })?;
         let io = |e: std::io::Error| format!("hello with {addr}: {e}");
         wr.write_all(&hello.encode()).await.map_err(io)?;
@@ -152,15 +162,29 @@ pub(super) async fn conn_task(
                 }
                 let mut acks = tokio::spawn(ack_reader(rd, c, gen, cfg.clone(), events.clone()));
                 let ended = run_conn(&cfg, c, gen, wr, jobs_rx, &mut kill_rx, &events).await;
-                if let Ended::Aborted = ended {
-                    // The ABORT is out and the write side shut: keep reading
-                    // until the receiver closes (or the owner's grace ends).
-                    // Closing with its acks unread would send a reset, which
-                    // can end the receiver's reader before it reads the ABORT.
-                    tokio::select! {
-                        _ = &mut acks => {}
-                        _ = &mut kill_rx => {}
+                match ended {
+                    // The ABORT or BYE is out and the write side shut: keep
+                    // reading until the receiver closes (or the owner's
+                    // grace ends). Closing with its acks unread would send
+                    // a reset, which can end the receiver's reader before
+                    // it reads the last frame.
+                    Ended::SaidLast => {
+                        tokio::select! {
+                            _ = &mut acks => {}
+                            _ = &mut kill_rx => {}
+                        }
                     }
+                    // A write failed, but the receiver's outcome may already
+                    // be in this socket (it, or a box on the way, closed
+                    // right after it): let the reader hand it over first.
+                    Ended::Failed(_) => {
+                        tokio::select! {
+                            _ = &mut acks => {}
+                            _ = &mut kill_rx => {}
+                            _ = tokio::time::sleep(KEEPALIVE) => {}
+                        }
+                    }
+                    Ended::Stopped => {}
                 }
                 acks.abort();
                 if let Ended::Failed(error) = ended {
@@ -201,8 +225,9 @@ enum Ended {
     Failed(String),
     /// The owner ended it (or is gone).
     Stopped,
-    /// It wrote the ABORT and shut its write side down.
-    Aborted,
+    /// It wrote its last frame (ABORT or BYE) and shut its write side
+    /// down.
+    SaidLast,
 }
 
 /// Asks for jobs and writes them until the connection fails, the owner
@@ -271,13 +296,13 @@ async fn run_conn(
                 lowat = Some(want);
             }
         }
-        let last = matches!(job, Job::Abort);
+        let last = matches!(job, Job::Abort | Job::Bye);
         let res = tokio::select! {
             r = async {
                 write_job(cfg, &mut s, job).await?;
                 if last {
-                    // A FIN right after the ABORT: the receiver reads it,
-                    // then the end of the stream.
+                    // A FIN right after the ABORT or BYE: the receiver
+                    // reads it, then the end of the stream.
                     s.shutdown().await?;
                 }
                 Ok(())
@@ -288,7 +313,7 @@ async fn run_conn(
             return failed(e);
         }
         if last {
-            return Ended::Aborted;
+            return Ended::SaidLast;
         }
     }
 }
@@ -344,9 +369,14 @@ async fn write_frame(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::
             s.write_all(&h.encode()).await?;
             s.write_all(&payload).await
         }
-        Job::Abort => {
+        Job::Abort | Job::Bye => {
+            let kind = if matches!(job, Job::Abort) {
+                DataKind::Abort
+            } else {
+                DataKind::Bye
+            };
             let h = DataHeader {
-                kind: DataKind::Abort,
+                kind,
                 seq: 0,
                 len: 0,
                 check: [0; 32],

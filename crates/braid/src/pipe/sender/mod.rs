@@ -81,8 +81,9 @@ const EVENT_QUEUE: usize = 4 * MAX_CONNECTIONS;
 /// Jobs queued for one connection: it asks for the next only after it has
 /// written the previous one, so one is enough.
 const JOB_QUEUE: usize = 1;
-/// After the input failed, how long the connections have to finish the
-/// block they are writing, send the ABORT and see the receiver close.
+/// At the end (the input failed, or the receiver's DONE accepted), how long
+/// the connections have to finish the block they are writing, send the
+/// ABORT or BYE and see the receiver close.
 const ABORT_GRACE: StdDuration = StdDuration::from_secs(2);
 /// Read requests the owner keeps in flight to the reader (and blocks the
 /// reader may hand back before the owner takes them): the reader reads
@@ -196,6 +197,9 @@ enum Job {
     /// The input failed: tell the receiver to stop (after the block being
     /// written, so the framing stays intact).
     Abort,
+    /// The receiver's DONE arrived and was accepted: tell it it may stop
+    /// listening.
+    Bye,
 }
 
 /// What the owner asks the reader for.
@@ -405,15 +409,18 @@ pub async fn send_async(
             | PipeError::DoneMismatch { .. }
             | PipeError::Protocol(_))
     );
-    if tell_receiver {
-        // This side gave up while the receiver may still wait: tell it at
-        // once (it would otherwise wait for its idle limit): every open
-        // connection writes an ABORT after its current block; events are
-        // drained meanwhile so no task blocks on them.
+    // This side gave up while the receiver may still wait: tell it at once
+    // (it would otherwise wait for its idle limit). Or it has the
+    // receiver's DONE: say BYE, so a receiver keeping its listeners open
+    // for a sender that missed the DONE stops at once. Every open
+    // connection writes its last frame after its current block; events are
+    // drained meanwhile so no task blocks on them.
+    if tell_receiver || result.is_ok() {
         let jobs: Vec<_> = owner.slots.iter().filter_map(|s| s.jobs.clone()).collect();
         let abort = async {
             for j in jobs {
-                let _ = j.send(Job::Abort).await;
+                let last = if tell_receiver { Job::Abort } else { Job::Bye };
+                let _ = j.send(last).await;
             }
             // A handle popped but not finished at the timeout is detached:
             // its task ends when the kill below reaches it.
