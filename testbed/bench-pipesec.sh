@@ -30,7 +30,9 @@ cpu_of() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat" 2>/dev/null || ec
 
 # braid_run LABEL FROM ARGS...: one transfer; prints "label seconds
 # cpu_seconds". FROM is `pipe` (`head -c … /dev/zero |`, as the ssh rows
-# read) or `file` (the file `scp` copies, as a file transfer reads).
+# read), `stdin` (stdin redirected from the file `scp` copies, as the
+# ssh-…-stdin rows read) or `file` (that file as an argument, as a file
+# transfer reads).
 braid_run() {
   local label=$1 from=$2; shift 2
   "$BRAID" recv --no-progress --listen 127.0.0.1:$PORT -o /dev/null "$@" \
@@ -38,8 +40,11 @@ braid_run() {
   local rx=$!
   for _ in $(seq 200); do ss -ltnH | grep -q ":$PORT " && break; sleep 0.02; done
   local send="\"$BRAID\" send --no-progress -n $N --to 127.0.0.1:$PORT $*"
-  if [ "$from" = file ]; then send="$send \"$OUT/scp.in\""
-  else send="head -c $BYTES /dev/zero | $send"; fi
+  case $from in
+    file) send="$send \"$OUT/scp.in\"";;
+    stdin) send="$send < \"$OUT/scp.in\"";;
+    *) send="head -c $BYTES /dev/zero | $send";;
+  esac
   local t0; t0=$(now)
   /usr/bin/time -f "%U %S" -o "$OUT/send.time" bash -c "$send" 2>>"$OUT/send.err"
   wait $rx
@@ -47,11 +52,14 @@ braid_run() {
   echo "$label $(echo "$t1 - $t0" | bc -l) $(awk '{print $1 + $2}' "$OUT/send.time")"
 }
 
+# ssh_run LABEL CIPHER [stdin]: from `head -c … /dev/zero |`, or with
+# stdin redirected from the file `scp` copies.
 ssh_run() {
-  local label=$1 cipher=$2
+  local label=$1 cipher=$2 src="head -c $BYTES /dev/zero |" redirect=""
+  if [ "${3:-}" = stdin ]; then src=""; redirect="< \"$OUT/scp.in\""; fi
   local t0; t0=$(now)
   /usr/bin/time -f "%U %S" -o "$OUT/send.time" bash -c \
-    "head -c $BYTES /dev/zero | ssh -p $SSH_PORT -i $SSH_KEY -c $cipher -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR root@127.0.0.1 'cat > /dev/null'"
+    "$src ssh -p $SSH_PORT -i $SSH_KEY -c $cipher -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR root@127.0.0.1 'cat > /dev/null' $redirect"
   local t1; t1=$(now)
   echo "$label $(echo "$t1 - $t0" | bc -l) $(awk '{print $1 + $2}' "$OUT/send.time")"
 }
@@ -72,9 +80,14 @@ for r in $(seq "$REPS"); do
   braid_run no-encrypt pipe --key "$OUT/pipe.key" --no-encrypt | tee -a "$OUT/runs.txt"
   braid_run insecure pipe --insecure | tee -a "$OUT/runs.txt"
   braid_run encrypted-file file --key "$OUT/pipe.key" | tee -a "$OUT/runs.txt"
+  braid_run encrypted-stdin stdin --key "$OUT/pipe.key" | tee -a "$OUT/runs.txt"
+  # What the pipe's source alone moves: `head` writes 4 KiB at a time.
+  t0=$(now); head -c "$BYTES" /dev/zero | cat > /dev/null; t1=$(now)
+  echo "head-pipe-alone $(echo "$t1 - $t0" | bc -l) -" | tee -a "$OUT/runs.txt"
   if [ -n "${SSH_PORT:-}" ]; then
     ssh_run ssh-chacha20 chacha20-poly1305@openssh.com | tee -a "$OUT/runs.txt"
     ssh_run ssh-aes128gcm aes128-gcm@openssh.com | tee -a "$OUT/runs.txt"
+    ssh_run ssh-chacha20-stdin chacha20-poly1305@openssh.com stdin | tee -a "$OUT/runs.txt"
     scp_run | tee -a "$OUT/runs.txt"
   fi
 done

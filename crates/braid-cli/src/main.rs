@@ -5,6 +5,7 @@
 mod alloc_tuning;
 mod args;
 mod cmd;
+mod pipe_buffer;
 
 use clap::error::ErrorKind;
 use clap::Parser;

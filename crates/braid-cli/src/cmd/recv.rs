@@ -107,6 +107,7 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
             if stdout_was_closed() {
                 anyhow::bail!("stdout is closed: redirect it (e.g. > FILE) or give -o FILE");
             }
+            crate::pipe_buffer::widen(std::io::stdout().as_fd());
             let fd = std::io::stdout()
                 .as_fd()
                 .try_clone_to_owned()

@@ -264,6 +264,7 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         }
         None => {
             use std::os::fd::AsFd;
+            crate::pipe_buffer::widen(std::io::stdin().as_fd());
             let fd = std::io::stdin()
                 .as_fd()
                 .try_clone_to_owned()
