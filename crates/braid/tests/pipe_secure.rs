@@ -124,11 +124,19 @@ fn proxy(target: SocketAddr, mangle: impl Fn(usize) -> Mangle + Send + 'static) 
     addr
 }
 
+/// Relays `from` to `to` through `f`. The end of `from` is passed on as
+/// the end of `to`'s direction only (a half-close, as the network does:
+/// the sender's BYE still reaches a receiver that has closed its side);
+/// an error closes both.
 fn pump(mut from: TcpStream, mut to: TcpStream, mut f: Mangle) {
     let mut buf = vec![0u8; 64 << 10];
     loop {
         let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
+            Ok(0) => {
+                let _ = to.shutdown(Shutdown::Write);
+                return;
+            }
+            Err(_) => break,
             Ok(n) => n,
         };
         if to.write_all(&f(&buf[..n])).is_err() {
@@ -163,8 +171,12 @@ fn captured_transfer(encrypt: bool) -> Vec<u8> {
         &mut |_| {},
     )
     .expect("send");
-    run.join().expect("recv thread").expect("recv");
+    let r = run.join().expect("recv thread").expect("recv");
     assert!(*out.lock().expect("out") == want, "output differs");
+    assert!(
+        r.sender_confirmed,
+        "the receiver never heard the sender's BYE"
+    );
     assert_eq!(stats.snapshot().unverified, 0);
     let w = wire.lock().expect("wire").clone();
     assert!(w.len() > want.len(), "the proxy saw the stream");
@@ -306,8 +318,12 @@ fn attacked_transfer_in(encrypt: bool, filter: impl Fn(usize) -> Mangle + Send +
         &mut |_| {},
     )
     .expect("send survives the attack");
-    run.join().expect("recv thread").expect("recv");
+    let r = run.join().expect("recv thread").expect("recv");
     assert!(*out.lock().expect("out") == want, "output differs");
+    assert!(
+        r.sender_confirmed,
+        "the receiver never heard the sender's BYE"
+    );
     assert_eq!(stats.snapshot().unverified, 1, "{:?}", stats.snapshot());
 }
 
@@ -547,6 +563,10 @@ fn a_sender_that_missed_the_done_rejoins_and_is_told_again() {
     let r = run.join().expect("recv thread").expect("recv");
     assert!(*out.lock().expect("out") == want, "output differs");
     assert_eq!(r.bytes, want.len() as u64);
+    assert!(
+        r.sender_confirmed,
+        "the BYE on the rejoined connection was not heard"
+    );
     let connects: u64 = report.connections.iter().map(|c| c.connects).sum();
     assert!(
         connects > 2,

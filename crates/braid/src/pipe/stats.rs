@@ -97,6 +97,11 @@ pub struct RecvReport {
     pub blake3: String,
     /// Per connection.
     pub connections: Vec<RecvConn>,
+    /// The sender said BYE: it read this receiver's DONE and accepted it
+    /// (false: it may not know the transfer succeeded, e.g. its
+    /// connections died right after the DONE left and it did not rejoin
+    /// in time; its own exit status says).
+    pub sender_confirmed: bool,
 }
 
 /// A progress snapshot handed to an observer a few times per second.

@@ -400,9 +400,11 @@ async fn serve_frames(
                     seq: h.seq,
                     written: shared.written.load(Ordering::Relaxed),
                 };
-                if ctl.send(Ctl::Frame(ack)).await.is_err() {
-                    return Ok(());
-                }
+                // The control writer is gone once it wrote the outcome
+                // (or its path died, which ends these reads too): keep
+                // reading, for the sender's BYE may still follow the
+                // copies it had in flight.
+                let _ = ctl.send(Ctl::Frame(ack)).await;
             }
         }
     }

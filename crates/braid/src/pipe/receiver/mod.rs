@@ -320,7 +320,7 @@ impl Receiver {
             }),
         };
         let mut ev_rx = ev_rx;
-        let result = owner.run(&mut ev_rx, observer).await;
+        let mut result = owner.run(&mut ev_rx, observer).await;
         // Tell the sender, let it close, then close everything. After a
         // verified outcome, keep listening until the sender says BYE (or
         // LINGER): a sender whose connections all died with the DONE in
@@ -343,6 +343,9 @@ impl Receiver {
                 Ok(Some(ev)) => owner.handle_event(ev),
                 Ok(None) | Err(_) => break,
             }
+        }
+        if let Ok(r) = &mut result {
+            r.sender_confirmed = owner.bye;
         }
         drop(ev_tx);
         // Aborting an acceptor drops its connection tasks (and sockets).

@@ -451,6 +451,8 @@ impl Owner {
                     bps: c.bytes as f64 * 8.0 / secs,
                 })
                 .collect(),
+            // Set once the sender's BYE arrives, after the outcome.
+            sender_confirmed: false,
         }
     }
 }
