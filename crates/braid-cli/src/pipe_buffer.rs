@@ -13,7 +13,8 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 /// The pipe size asked for.
 const PIPE_BYTES: i32 = 1 << 20;
 
-/// Widens `fd` to [`PIPE_BYTES`] if it is a pipe; does nothing otherwise.
+/// Widens `fd` to [`PIPE_BYTES`] if it is a narrower pipe; does nothing
+/// otherwise.
 pub fn widen(fd: BorrowedFd<'_>) {
     #[cfg(target_os = "linux")]
     {
@@ -25,10 +26,18 @@ pub fn widen(fd: BorrowedFd<'_>) {
             .metadata()
             .is_ok_and(|m| m.file_type().is_fifo());
         if is_fifo {
-            // SAFETY: F_SETPIPE_SZ on a descriptor this process holds
-            // open (borrowed for the call) only resizes the pipe's buffer;
-            // a refusal returns -1 and changes nothing.
-            let _ = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES) };
+            // SAFETY: F_GETPIPE_SZ / F_SETPIPE_SZ on a descriptor this
+            // process holds open (borrowed for the call) only read or
+            // resize the pipe's buffer; a refusal returns -1 and changes
+            // nothing. Only ever grow: a producer may have widened it more.
+            unsafe {
+                let have = libc::fcntl(fd.as_raw_fd(), libc::F_GETPIPE_SZ);
+                if (0..PIPE_BYTES).contains(&have) {
+                    libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, PIPE_BYTES);
+                }
+            }
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = fd;
 }

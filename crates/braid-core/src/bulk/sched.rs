@@ -290,7 +290,8 @@ impl Scheduler {
     /// How much unsent data connection `c`'s socket should hold at most
     /// (`TCP_NOTSENT_LOWAT`), given the driver's upper bound `max`: in
     /// adaptive mode [`LOWAT_TIME`] of its measured rate, at least
-    /// [`MIN_LOWAT`]; `max` in the other modes or before a rate is known.
+    /// [`MIN_LOWAT`], and before a rate is known at most
+    /// [`INITIAL_ADAPTIVE_BLOCK`]; `max` in the other modes.
     ///
     /// A socket asks for its next block only when its unsent data falls
     /// below this mark, so on a slow path a fixed mark of one 256 KiB block
@@ -307,7 +308,9 @@ impl Scheduler {
                 // f64 → u32 saturates; the clamp keeps it within bounds.
                 ((r * LOWAT_TIME.as_secs_f64()) as u32).clamp(MIN_LOWAT.min(max), max)
             }
-            _ => max,
+            // Unmeasured: no more than a first block, so a slow path does
+            // not queue seconds of data before its rate is known.
+            _ => max.min(INITIAL_ADAPTIVE_BLOCK),
         }
     }
 
@@ -998,6 +1001,8 @@ mod tests {
     fn notsent_lowat_follows_the_rate_in_adaptive_mode() {
         let mut s = sched(Mode::Adaptive, 2, 400);
         assert_eq!(s.notsent_lowat(0, 256 << 10), 256 << 10);
+        // Unmeasured: a first block at most, whatever the bound.
+        assert_eq!(s.notsent_lowat(0, 2 << 20), INITIAL_ADAPTIVE_BLOCK);
         s.handle_block_read(1000);
         s.handle_block_read(1000);
         let a = s.poll_send(0, ms(0)).unwrap();

@@ -522,6 +522,18 @@ mod tests {
             check: [0; 32],
         };
         assert!(DataHeader::decode(&e.encode(), 100).is_err());
+        // The frames without a payload round-trip only with length 0.
+        for kind in [DataKind::Abort, DataKind::Keepalive, DataKind::Bye] {
+            let f = DataHeader {
+                kind,
+                seq: 0,
+                len: 0,
+                check: [0; 32],
+            };
+            assert_eq!(DataHeader::decode(&f.encode(), 100).unwrap(), f);
+            let long = DataHeader { len: 1, ..f };
+            assert!(DataHeader::decode(&long.encode(), 100).is_err());
+        }
         let mut junk = [0xffu8; HEADER_LEN];
         assert!(DataHeader::decode(&junk, 100).is_err());
         junk[0] = 1;

@@ -63,7 +63,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 /// count records, so the switch needs no message.
 pub const REKEY_EVERY: u64 = 1 << 20;
 
-/// The largest record body (256 KiB: a default block is one record).
+/// The largest record body (256 KiB: a fixed-mode default block is one
+/// record, an adaptive block up to 8).
 pub const RECORD_MAX: usize = 256 << 10;
 /// Bytes of a record's length field.
 pub const LEN_BYTES: usize = 4;

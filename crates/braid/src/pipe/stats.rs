@@ -141,6 +141,8 @@ where
     }
     match task.await {
         Ok(r) => r,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Cancelled: only a runtime shutting down does that.
+        Err(e) => Err(super::PipeError::Runtime(std::io::Error::other(e))),
     }
 }

@@ -140,8 +140,14 @@ async fn serve(
         return;
     };
     if let Some((told, max_block)) = admit.told {
-        tell_again(&mut rd, &mut wr, &admit.ack, &told, max_block, &events).await;
-        tracing::info!(%peer, "the sender rejoined after the outcome: told it again");
+        let silence = shared.silence;
+        if serve_told(
+            &mut rd, &mut wr, &admit.ack, &told, max_block, &events, silence,
+        )
+        .await
+        {
+            tracing::info!(%peer, "the sender rejoined after the outcome: told it again");
+        }
         return;
     }
     let Some((idx, max_block, ctl_tx, ctl_rx)) = admit.conn else {
@@ -171,16 +177,19 @@ async fn serve(
 
 /// A sender that rejoined after the outcome (it missed the DONE): writes
 /// the hello-ack and `told`, closes this direction, then reads until the
-/// sender's BYE (told to the owner) or the end, skipping whatever else it
-/// may still send. Nothing it sends is kept; the owner's end bounds it.
-async fn tell_again(
+/// sender's answer — BYE, or ABORT if it rejected the outcome — which it
+/// tells the owner, or the end, skipping whatever else the sender may
+/// still send. Nothing it sends is kept; each read waits at most the idle
+/// limit, and the owner's end bounds the whole.
+async fn serve_told(
     rd: &mut ReadHalf,
     wr: &mut WriteHalf,
     ack: &frame::HelloAck,
     told: &[Control],
     max_block: u32,
     events: &mpsc::Sender<Event>,
-) {
+    silence: StdDuration,
+) -> bool {
     let said = tokio::time::timeout(ACK_WRITE_TIMEOUT, async {
         wr.write_all(&ack.encode()).await?;
         for c in told {
@@ -191,34 +200,43 @@ async fn tell_again(
     })
     .await;
     if !matches!(said, Ok(Ok(()))) {
-        return;
+        return false;
     }
     let mut hb = [0u8; frame::HEADER_LEN];
     let mut skip = vec![0u8; DISCARD_CHUNK];
-    while rd.read_exact(&mut hb).await.is_ok() {
+    loop {
+        match tokio::time::timeout(silence, rd.read_exact(&mut hb)).await {
+            Ok(Ok(_)) => {}
+            _ => return true,
+        }
         let Ok(h) = DataHeader::decode(&hb, max_block) else {
-            return;
+            return true;
         };
-        match h.kind {
-            DataKind::Bye => {
-                let _ = events.send(Event::Bye).await;
-                return;
-            }
-            DataKind::Abort => return,
-            DataKind::Keepalive => {}
+        let answer = match h.kind {
+            DataKind::Bye => Some(Event::Bye { accepted: true }),
+            DataKind::Abort => Some(Event::Bye { accepted: false }),
+            DataKind::Keepalive => None,
+            // Only a block's payload travels outside the records (under
+            // --no-encrypt); END's is in its record, like the header.
             DataKind::Data | DataKind::End => {
-                if rd.carries_clear_payloads() && rd.expect_clear(u64::from(h.len)).is_err() {
-                    return;
+                let clear = h.kind == DataKind::Data && rd.carries_clear_payloads();
+                if clear && rd.expect_clear(u64::from(h.len)).is_err() {
+                    return true;
                 }
                 let mut left = u64::from(h.len);
                 while left > 0 {
                     let n = left.min(skip.len() as u64) as usize;
-                    if rd.read_exact(&mut skip[..n]).await.is_err() {
-                        return;
+                    match tokio::time::timeout(silence, rd.read_exact(&mut skip[..n])).await {
+                        Ok(Ok(_)) => left -= n as u64,
+                        _ => return true,
                     }
-                    left -= n as u64;
                 }
+                None
             }
+        };
+        if let Some(ev) = answer {
+            let _ = events.send(ev).await;
+            return true;
         }
     }
 }
@@ -312,7 +330,7 @@ async fn serve_frames(
         match h.kind {
             DataKind::Keepalive => {}
             DataKind::Bye => {
-                let _ = events.send(Event::Bye).await;
+                let _ = events.send(Event::Bye { accepted: true }).await;
                 return Ok(());
             }
             DataKind::Abort => return Err(PipeError::SenderAborted { bytes: 0 }),

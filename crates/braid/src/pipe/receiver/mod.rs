@@ -24,8 +24,9 @@
 //!
 //! Timers exist only for real timeouts: the hello, the idle limit (counted
 //! as silence: no byte on any connection, open or not), a connection's
-//! silence, the keepalive ack every `KEEPALIVE` (1 s), the drain after the
-//! outcome, progress reports.
+//! silence, the keepalive ack every `KEEPALIVE` (1 s), the linger after a
+//! verified outcome (`LINGER`, ended by the sender's answer), the drain
+//! after a failed one, progress reports.
 //!
 //! Connections waiting for their hello are bounded (`MAX_PENDING` = 64 per
 //! listening address, `MAX_PENDING_PER_SOURCE` = 16 per IP address; a new
@@ -79,10 +80,13 @@ const MAX_PENDING_PER_SOURCE: usize = 16;
 /// After a failed outcome, how long to wait for the sender to close.
 const DRAIN: Duration = Duration::from_secs(2);
 /// After a verified outcome, how long the listeners stay open for a sender
-/// that missed the DONE (its connections died right after it was sent):
-/// a sender that rejoins is told again. The sender's BYE ends it at once.
-/// Capped by the idle limit; it covers the sender's reconnect backoff
-/// (0.2 + 0.4 + 0.8 + 1.6 s).
+/// that missed the DONE: a sender that rejoins is told again. The
+/// sender's answer (BYE, or ABORT if it rejected the outcome) ends it at
+/// once. The idle limit if shorter, but at least [`DRAIN`]. It covers a
+/// connection closed or reset with the DONE unread: the sender rejoins at
+/// once, then backs off 0.2 + 0.4 + 0.8 + 1.6 s. A path that goes silent
+/// instead is noticed by the sender only after its silence limit (10 s by
+/// default), after this: that sender still reports the receiver lost.
 const LINGER: Duration = Duration::from_secs(5);
 /// Accepted connections ever (bounds the per-connection table).
 const MAX_ACCEPTED: usize = 4 * MAX_CONNECTIONS;
@@ -303,6 +307,8 @@ impl Receiver {
             done: false,
             outcome: None,
             bye: false,
+            answered: false,
+            told: 0,
             bytes: resume.as_ref().map_or(0, |r| r.bytes),
             shared,
             heard: (0, clock::now()),
@@ -334,7 +340,7 @@ impl Receiver {
             } else {
                 DRAIN
             };
-        while !owner.bye && (verified || owner.open > 0) {
+        while !owner.answered && (verified || owner.open > 0) {
             let left = until.saturating_duration_since(clock::now());
             if left.is_zero() {
                 break;
@@ -450,8 +456,11 @@ enum Event {
     Closed {
         idx: usize,
     },
-    /// The sender accepted the DONE.
-    Bye,
+    /// The sender answered the outcome: BYE (`accepted`) or, after it,
+    /// ABORT (it rejected it).
+    Bye {
+        accepted: bool,
+    },
     Written {
         blocks: u64,
         bytes: u64,

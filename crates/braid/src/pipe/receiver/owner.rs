@@ -45,8 +45,14 @@ pub(super) struct Owner {
     /// The outcome told to the sender (DONE or ABORT), told again to a
     /// sender that rejoins after it.
     pub(super) outcome: Option<Control>,
-    /// The sender said BYE: it has the DONE.
+    /// The sender said BYE: it has the DONE and accepted it.
     pub(super) bye: bool,
+    /// The sender answered the outcome (BYE, or ABORT: it rejected it), so
+    /// the receiver need not wait for it to rejoin.
+    pub(super) answered: bool,
+    /// Connections of a rejoining sender told the outcome again (at most
+    /// `MAX_CONNECTIONS`; more get BUSY).
+    pub(super) told: usize,
     /// Bytes written (all verified).
     pub(super) bytes: u64,
     /// Counters shared with the connection tasks.
@@ -194,7 +200,10 @@ impl Owner {
             Event::Hello { peer, hello, reply } => {
                 let _ = reply.send(self.admit(peer, &hello));
             }
-            Event::Bye => self.bye = true,
+            Event::Bye { accepted } => {
+                self.answered = true;
+                self.bye |= accepted;
+            }
             Event::Tampered { idx, seq, reply } => {
                 let n = match self.tampered {
                     Some((s, n)) if s == seq => n + 1,
@@ -251,6 +260,9 @@ impl Owner {
                 if !self.done {
                     tracing::warn!(%peer, error = %error, "stopping: bad input from the sender");
                     self.fatal.get_or_insert(error);
+                } else if matches!(error, PipeError::SenderAborted { .. }) {
+                    // The sender rejected the outcome: it has its answer.
+                    self.answered = true;
                 }
             }
             Event::Closed { idx } => {
@@ -357,12 +369,15 @@ impl Owner {
     /// After the outcome, this session's sender rejoining (it missed the
     /// DONE) is accepted only to be told the outcome again. It proved the
     /// key in this connection's handshake, like every other.
-    fn tell_again(&self, hello: &Hello) -> Option<Admit> {
+    fn tell_again(&mut self, hello: &Hello) -> Option<Admit> {
         let outcome = self.outcome.filter(|_| self.done)?;
         let ses = self.session.as_ref()?;
-        if ses.id != hello.session || hello.flags & FLAG_REJOIN == 0 {
+        if ses.id != hello.session || hello.flags & FLAG_REJOIN == 0 || self.told >= MAX_CONNECTIONS
+        {
             return None;
         }
+        let max_block = ses.max_block;
+        self.told += 1;
         let mut told = Vec::with_capacity(2);
         if let Some((bytes, digest)) = self.resume {
             told.push(Control::Resume { bytes, digest });
@@ -376,7 +391,7 @@ impl Owner {
         Some(Admit {
             ack,
             conn: None,
-            told: Some((told, ses.max_block)),
+            told: Some((told, max_block)),
         })
     }
 

@@ -231,7 +231,7 @@ enum Ended {
 }
 
 /// Asks for jobs and writes them until the connection fails, the owner
-/// ends it, or it has written the ABORT.
+/// ends it, or it has written its last frame (ABORT or BYE).
 async fn run_conn(
     cfg: &SendConfig,
     c: usize,

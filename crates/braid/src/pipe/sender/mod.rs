@@ -38,7 +38,10 @@
 //! input failed, a resume or DONE check failed) every open connection
 //! writes an ABORT, shuts its write side and reads until the receiver
 //! closes (closing with acks unread would reset the connection and could
-//! destroy the ABORT before the receiver reads it); the stop signal is the typed `Stop` value the owner
+//! destroy the ABORT before the receiver reads it); on success each
+//! writes a BYE the same way, so a receiver keeping its listeners open for
+//! a sender that missed the DONE stops at once; both end within
+//! `ABORT_GRACE`. The stop signal is the typed `Stop` value the owner
 //! publishes to every task. A connection waiting for work writes a
 //! keepalive every [`KEEPALIVE`](super::KEEPALIVE); one the receiver is
 //! silent on for [`SendConfig::silence_limit`] is dropped.
@@ -103,7 +106,9 @@ pub struct SendConfig {
     pub mode: Mode,
     /// Block layout (fixed modes).
     pub layout: Layout,
-    /// Block size in bytes.
+    /// Block size in bytes: every block in the weighted and round-robin
+    /// modes; in adaptive mode the largest, blocks starting at
+    /// `min(256 KiB, block_size)` (see [`Scheduler::next_len`]).
     pub block_size: u32,
     /// Reorder window to ask for, bytes: the upper bound of the window the
     /// sender uses.
@@ -418,9 +423,13 @@ pub async fn send_async(
     if tell_receiver || result.is_ok() {
         let jobs: Vec<_> = owner.slots.iter().filter_map(|s| s.jobs.clone()).collect();
         let abort = async {
+            // Each connection on its own: one stuck behind a long write
+            // must not hold back the others' last frame.
             for j in jobs {
                 let last = if tell_receiver { Job::Abort } else { Job::Bye };
-                let _ = j.send(last).await;
+                tokio::spawn(async move {
+                    let _ = j.send(last).await;
+                });
             }
             // A handle popped but not finished at the timeout is detached:
             // its task ends when the kill below reaches it.
