@@ -7,7 +7,7 @@
 //! records (and pass `--no-encrypt` payloads through in clear).
 
 use super::{
-    Checked, Ctl, Event, Shared, ACK_WRITE_TIMEOUT, BLOCKS_IN_HAND, DISCARD_CHUNK, DRAIN,
+    Admit, Checked, Ctl, Event, Shared, ACK_WRITE_TIMEOUT, BLOCKS_IN_HAND, DISCARD_CHUNK, DRAIN,
     HELLO_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_SOURCE,
 };
 use crate::pipe::digest::block_hash;
@@ -139,28 +139,35 @@ async fn serve(
     let Ok(admit) = reply_rx.await else {
         return;
     };
-    if let Some((told, max_block)) = admit.told {
-        let silence = shared.silence;
-        if serve_told(
-            &mut rd, &mut wr, &admit.ack, &told, max_block, &events, silence,
-        )
-        .await
-        {
-            tracing::info!(%peer, "the sender rejoined after the outcome: told it again");
+    let (ack, idx, max_block, (ctl_tx, ctl_rx)) = match admit {
+        Admit::Conn {
+            ack,
+            idx,
+            max_block,
+            ctl,
+        } => (ack, idx, max_block, ctl),
+        Admit::TellAgain {
+            ack,
+            told,
+            max_block,
+        } => {
+            let silence = shared.silence;
+            if serve_told(&mut rd, &mut wr, &ack, &told, max_block, &events, silence).await {
+                tracing::info!(%peer, "the sender rejoined after the outcome: told it again");
+            }
+            return;
         }
-        return;
-    }
-    let Some((idx, max_block, ctl_tx, ctl_rx)) = admit.conn else {
-        let ack = admit.ack.encode();
-        let _ = tokio::time::timeout(ACK_WRITE_TIMEOUT, async {
-            wr.write_all(&ack).await?;
-            wr.flush().await
-        })
-        .await;
-        tracing::info!(%peer, status = ?admit.ack.status, "connection rejected: hello refused");
-        return;
+        Admit::Refused(ack) => {
+            let _ = tokio::time::timeout(ACK_WRITE_TIMEOUT, async {
+                wr.write_all(&ack.encode()).await?;
+                wr.flush().await
+            })
+            .await;
+            tracing::info!(%peer, status = ?ack.status, "connection rejected: hello refused");
+            return;
+        }
     };
-    let writer = tokio::spawn(ctl_writer(wr, admit.ack.encode(), ctl_rx));
+    let writer = tokio::spawn(ctl_writer(wr, ack.encode(), ctl_rx));
     let res = serve_frames(&mut rd, idx, max_block, &events, ctl_tx, &shared).await;
     if let Err(error) = res {
         let _ = events.send(Event::Fatal { peer, error }).await;

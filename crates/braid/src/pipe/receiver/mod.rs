@@ -389,15 +389,27 @@ enum Ctl {
 }
 
 /// The owner's answer to a hello.
-struct Admit {
-    ack: HelloAck,
-    /// For an accepted connection: its index, the session's largest block,
-    /// and both ends of its control queue.
-    conn: Option<(usize, u32, mpsc::Sender<Ctl>, mpsc::Receiver<Ctl>)>,
-    /// For a sender rejoining after the outcome: the control frames that
-    /// tell it again (RESUME if resuming, then the DONE or ABORT), and the
-    /// session's largest block (to skip what it may still send).
-    told: Option<(Vec<Control>, u32)>,
+enum Admit {
+    /// Refused: the hello-ack says why.
+    Refused(HelloAck),
+    /// Accepted into the session.
+    Conn {
+        ack: HelloAck,
+        /// The connection's index.
+        idx: usize,
+        /// The session's largest block.
+        max_block: u32,
+        /// Both ends of its control queue.
+        ctl: (mpsc::Sender<Ctl>, mpsc::Receiver<Ctl>),
+    },
+    /// The session's sender rejoining after the outcome: told it again.
+    TellAgain {
+        ack: HelloAck,
+        /// RESUME if resuming, then the DONE or ABORT.
+        told: Vec<Control>,
+        /// The session's largest block (to skip what it may still send).
+        max_block: u32,
+    },
 }
 
 /// What the output writer is told.

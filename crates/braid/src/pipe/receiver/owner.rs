@@ -338,11 +338,7 @@ impl Owner {
             window_bytes,
         };
         if status != HelloStatus::Ok {
-            return Admit {
-                ack,
-                conn: None,
-                told: None,
-            };
+            return Admit::Refused(ack);
         }
         let max_block = self.session.as_ref().map_or(0, |ses| ses.max_block);
         let idx = self.conns.len();
@@ -359,10 +355,11 @@ impl Owner {
         });
         self.open += 1;
         self.first_conn.get_or_insert(clock::now());
-        Admit {
+        Admit::Conn {
             ack,
-            conn: Some((idx, max_block, ctl_tx, ctl_rx)),
-            told: None,
+            idx,
+            max_block,
+            ctl: (ctl_tx, ctl_rx),
         }
     }
 
@@ -370,7 +367,8 @@ impl Owner {
     /// DONE) is accepted only to be told the outcome again. It proved the
     /// key in this connection's handshake, like every other.
     fn tell_again(&mut self, hello: &Hello) -> Option<Admit> {
-        let outcome = self.outcome.filter(|_| self.done)?;
+        // Set only by `finish`, with `done`.
+        let outcome = self.outcome?;
         let ses = self.session.as_ref()?;
         if ses.id != hello.session || hello.flags & FLAG_REJOIN == 0 || self.told >= MAX_CONNECTIONS
         {
@@ -388,10 +386,10 @@ impl Owner {
             window_blocks: self.reorder.window() as u32,
             window_bytes: self.reorder.window_bytes(),
         };
-        Some(Admit {
+        Some(Admit::TellAgain {
             ack,
-            conn: None,
-            told: Some((told, max_block)),
+            told,
+            max_block,
         })
     }
 
