@@ -356,13 +356,8 @@ impl Scheduler {
     /// several requests in flight and the limits still hold.
     pub fn may_read(&self) -> bool {
         let ahead = (READ_AHEAD_ROUNDS * self.conns.len() as u64).max(READ_AHEAD_MIN);
-        let pending = self.requested.len() as u64;
-        let ahead_ok = (self.unsent.len() as u64) + pending < ahead;
-        self.eof.is_none()
-            && ahead_ok
-            && self.read_upto + pending < self.written.saturating_add(self.window)
-            && self.bytes_in_window() + self.requested_bytes() + u64::from(self.next_len())
-                <= self.effective_window_bytes()
+        let ahead_ok = ((self.unsent.len() + self.requested.len()) as u64) < ahead;
+        self.eof.is_none() && ahead_ok && !self.window_blocked()
     }
 
     /// Number of the next block to read (the block the oldest request in
@@ -385,9 +380,9 @@ impl Scheduler {
     /// Adaptive mode's block length now: [`BLOCK_TIME`] of the slowest
     /// measured connection, between [`MIN_ADAPTIVE_BLOCK`] and the largest
     /// block; [`INITIAL_ADAPTIVE_BLOCK`] (at most the largest) until a
-    /// connection has a rate. A large cap so costs only the fast paths
-    /// nothing: their per-block work (hand-offs, system calls) shrinks,
-    /// while a slow path's block still takes [`BLOCK_TIME`] to send.
+    /// connection has a rate. So a large cap changes only fast paths: their
+    /// per-block work (hand-offs, system calls) shrinks, while a slow
+    /// path's block still takes [`BLOCK_TIME`] to send.
     fn adaptive_len(&self) -> u32 {
         let slowest = self
             .conns

@@ -214,6 +214,16 @@ pub struct DataHeader {
 }
 
 impl DataHeader {
+    /// A frame without a payload (ABORT, KEEPALIVE, BYE).
+    pub fn signal(kind: DataKind) -> Self {
+        DataHeader {
+            kind,
+            seq: 0,
+            len: 0,
+            check: [0; 32],
+        }
+    }
+
     /// Encodes the header.
     pub fn encode(&self) -> [u8; HEADER_LEN] {
         let mut b = [0u8; HEADER_LEN];
@@ -524,12 +534,7 @@ mod tests {
         assert!(DataHeader::decode(&e.encode(), 100).is_err());
         // The frames without a payload round-trip only with length 0.
         for kind in [DataKind::Abort, DataKind::Keepalive, DataKind::Bye] {
-            let f = DataHeader {
-                kind,
-                seq: 0,
-                len: 0,
-                check: [0; 32],
-            };
+            let f = DataHeader::signal(kind);
             assert_eq!(DataHeader::decode(&f.encode(), 100).unwrap(), f);
             let long = DataHeader { len: 1, ..f };
             assert!(DataHeader::decode(&long.encode(), 100).is_err());

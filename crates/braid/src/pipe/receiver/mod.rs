@@ -304,7 +304,6 @@ impl Receiver {
             open: 0,
             last_close: None,
             first_conn: None,
-            done: false,
             outcome: None,
             bye: false,
             answered: false,

@@ -41,9 +41,9 @@ pub(super) struct Owner {
     pub(super) open: usize,
     pub(super) last_close: Option<Instant>,
     pub(super) first_conn: Option<Instant>,
-    pub(super) done: bool,
     /// The outcome told to the sender (DONE or ABORT), told again to a
-    /// sender that rejoins after it.
+    /// sender that rejoins after it; set once the transfer is over
+    /// ([`Owner::done`]).
     pub(super) outcome: Option<Control>,
     /// The sender said BYE: it has the DONE and accepted it.
     pub(super) bye: bool,
@@ -73,6 +73,11 @@ pub(super) struct Owner {
 }
 
 impl Owner {
+    /// The transfer is over: its outcome was told to the sender.
+    pub(super) fn done(&self) -> bool {
+        self.outcome.is_some()
+    }
+
     pub(super) async fn run(
         &mut self,
         events: &mut mpsc::Receiver<Event>,
@@ -149,7 +154,7 @@ impl Owner {
     /// with its connections still open.
     fn check_silence(&mut self, now: Instant) -> Result<(), PipeError> {
         let seen = self.shared.activity.load(Ordering::Relaxed);
-        if seen != self.heard.0 || self.session.is_none() || self.done || self.finishing {
+        if seen != self.heard.0 || self.session.is_none() || self.done() || self.finishing {
             self.heard = (seen, now);
             return Ok(());
         }
@@ -212,7 +217,7 @@ impl Owner {
                 self.tampered = Some((seq, n));
                 // The connection then reports the block as corrupt (the
                 // fatal path, which sends the ABORT).
-                let stop = n >= MAX_TAMPERED && !self.done;
+                let stop = n >= MAX_TAMPERED && !self.done();
                 if stop {
                     tracing::warn!(conn = idx, seq, "stopping: a block keeps failing its hash");
                 }
@@ -232,7 +237,7 @@ impl Owner {
                     }
                     Verdict::Duplicate => self.reorder.count_duplicate(),
                     Verdict::Violation => {
-                        if !self.done {
+                        if !self.done() {
                             tracing::warn!(conn = idx, seq, "stopping: a block beyond the window");
                             self.fatal
                                 .get_or_insert(ProtocolViolation::BeyondWindow(seq).into());
@@ -257,7 +262,7 @@ impl Owner {
                 let _ = reply.send(r);
             }
             Event::Fatal { peer, error } => {
-                if !self.done {
+                if !self.done() {
                     tracing::warn!(%peer, error = %error, "stopping: bad input from the sender");
                     self.fatal.get_or_insert(error);
                 } else if matches!(error, PipeError::SenderAborted { .. }) {
@@ -309,7 +314,7 @@ impl Owner {
             return again;
         }
         let status = match &self.session {
-            _ if self.done => HelloStatus::Busy,
+            _ if self.done() => HelloStatus::Busy,
             None if hello.flags & FLAG_REJOIN != 0 => HelloStatus::UnknownSession,
             Some(ses) if ses.id != hello.session => HelloStatus::Busy,
             _ if self.open >= MAX_CONNECTIONS || self.conns.len() >= MAX_ACCEPTED => {
@@ -367,7 +372,6 @@ impl Owner {
     /// DONE) is accepted only to be told the outcome again. It proved the
     /// key in this connection's handshake, like every other.
     fn tell_again(&mut self, hello: &Hello) -> Option<Admit> {
-        // Set only by `finish`, with `done`.
         let outcome = self.outcome?;
         let ses = self.session.as_ref()?;
         if ses.id != hello.session || hello.flags & FLAG_REJOIN == 0 || self.told >= MAX_CONNECTIONS
@@ -414,7 +418,6 @@ impl Owner {
                 seq: u64::MAX,
             },
         };
-        self.done = true;
         self.outcome = Some(msg);
         for ctl in self.conns.iter().filter_map(|c| c.ctl.as_ref()) {
             let send = ctl.send(Ctl::Final(msg));

@@ -259,13 +259,7 @@ async fn run_conn(
                 },
                 _ = &mut *kill => return Ended::Stopped,
                 _ = tokio::time::sleep(KEEPALIVE) => {
-                    let ka = DataHeader {
-                        kind: DataKind::Keepalive,
-                        seq: 0,
-                        len: 0,
-                        check: [0; 32],
-                    }
-                    .encode();
+                    let ka = DataHeader::signal(DataKind::Keepalive).encode();
                     let r = tokio::select! {
                         r = write_flush(&mut s, &ka) => r,
                         _ = &mut *kill => return Ended::Stopped,
@@ -369,21 +363,8 @@ async fn write_frame(cfg: &SendConfig, s: &mut WriteHalf, job: Job) -> std::io::
             s.write_all(&h.encode()).await?;
             s.write_all(&payload).await
         }
-        Job::Abort | Job::Bye => {
-            let kind = if matches!(job, Job::Abort) {
-                DataKind::Abort
-            } else {
-                DataKind::Bye
-            };
-            let h = DataHeader {
-                kind,
-                seq: 0,
-                len: 0,
-                check: [0; 32],
-            };
-            s.write_all(&h.encode()).await?;
-            s.flush().await
-        }
+        Job::Abort => write_flush(s, &DataHeader::signal(DataKind::Abort).encode()).await,
+        Job::Bye => write_flush(s, &DataHeader::signal(DataKind::Bye).encode()).await,
     }
 }
 

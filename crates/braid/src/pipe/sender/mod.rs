@@ -41,7 +41,7 @@
 //! destroy the ABORT before the receiver reads it); on success each
 //! writes a BYE the same way, so a receiver keeping its listeners open for
 //! a sender that missed the DONE stops at once; both end within
-//! `ABORT_GRACE`. The stop signal is the typed `Stop` value the owner
+//! `LAST_FRAME_GRACE`. The stop signal is the typed `Stop` value the owner
 //! publishes to every task. A connection waiting for work writes a
 //! keepalive every [`KEEPALIVE`](super::KEEPALIVE); one the receiver is
 //! silent on for [`SendConfig::silence_limit`] is dropped.
@@ -87,7 +87,7 @@ const JOB_QUEUE: usize = 1;
 /// At the end (the input failed, or the receiver's DONE accepted), how long
 /// the connections have to finish the block they are writing, send the
 /// ABORT or BYE and see the receiver close.
-const ABORT_GRACE: StdDuration = StdDuration::from_secs(2);
+const LAST_FRAME_GRACE: StdDuration = StdDuration::from_secs(2);
 /// Read requests the owner keeps in flight to the reader (and blocks the
 /// reader may hand back before the owner takes them): the reader reads
 /// and hashes the next block while the owner hands out the last one,
@@ -438,7 +438,7 @@ pub async fn send_async(
             }
         };
         let drain = async { while ev_rx.recv().await.is_some() {} };
-        let _ = tokio::time::timeout(ABORT_GRACE, async {
+        let _ = tokio::time::timeout(LAST_FRAME_GRACE, async {
             tokio::select! {
                 _ = abort => {}
                 _ = drain => {}
