@@ -18,7 +18,10 @@
 # holds unscheduled traffic on guaranteed paths to the estimate's Q-quantile
 # minus the promises, e.g. 0.05), T3_CC (the source's congestion control:
 # cubic, newreno or fast), T3_FIRST=1 (SessionConfig::scheduled_first),
-# T3_TAG (file suffix), RELAY_SECS (8), RELAY_REPS (3),
+# T3_TAG (file suffix), T3_CROSS=1 (100 Mbit/s links with replayed cross
+# traffic through a T3_QUEUE=75KB bottleneck queue, the seed's testbed,
+# instead of trace-driven capacity; T3_OFFSET=S starts its replay S seconds
+# into the traces), RELAY_SECS (8), RELAY_REPS (3),
 # RELAY_CHANNEL (1gbit/1ms), RELAY_EMU_ONLY=1 (skip loopback), KILLS (20),
 # FO_SECS (14), KILL_AT (9), BULK_SECS (20), BULK_SETUPS ("low high"),
 # DATA (/work/shared/data).
@@ -103,16 +106,43 @@ with open(out, 'w') as f:
 EOF
 }
 
+# Cross traffic for T3_CROSS runs: channel 1 carries the FCC trace scaled
+# to a 58 Mbit/s mean, channel 2 the Puffer trace scaled to 52 (braid-sim's
+# table3.rs), 1200-byte UDP packets from the sender namespace to a discard
+# socket in the receiver's, started a second before the session.
+cross_traffic() { # TAG SECS
+  local i trace mean traces=("$DATA/traces/fcc/fcc_trace_7289_http---www.yahoo.com.tsv"
+    "$DATA/traces/puffer/puffer_211017_A.tsv") means=(58 52)
+  for i in 1 2; do
+    trace=${traces[$((i - 1))]} mean=${means[$((i - 1))]}
+    R "$SB" discard --listen "198.18.$i.2:9999" --secs "$(($2 + 3))" > "$1.discard$i" 2>&1 &
+    PIDS+=("$!")
+    wait_line "$1.discard$i" discard
+    S "$SB" cross --bind "198.18.$i.1:0" --to "198.18.$i.2:9999" --trace "$trace" --mean "$mean" \
+      --secs "$2" --offset "${T3_OFFSET:-0}" > "$1.cross$i" 2>&1 &
+    PIDS+=("$!")
+    wait_line "$1.cross$i" cross
+  done
+  sleep 1
+}
+
 run_table3() {
   machine table3
   local secs=${T3_SECS:-70} a="$OUT/avail-A.tsv" b="$OUT/avail-B.tsv" sched
   avail_trace "$DATA/traces/fcc/fcc_trace_7289_http---www.yahoo.com.tsv" 58 "$a"
   avail_trace "$DATA/traces/puffer/puffer_211017_A.tsv" 52 "$b"
   for sched in ${T3_SCHEDS:-pgos msfq minrtt}; do
-    # Fresh channels per run: every scheduler sees the same trace segment.
-    $NETNS up sb "trace:$a/20ms" "trace:$b/30ms" >/dev/null
-    policy_routes 2
     local tag="$OUT/t3-$sched${T3_TAG:-}" extra=() be=(--stream Bond2,be,70.34)
+    # Fresh channels per run: every scheduler sees the same trace segment.
+    if [[ -n ${T3_CROSS:-} ]]; then
+      # The seed's testbed: 100 Mbit/s links whose bottleneck queue (Emulab's
+      # default, 50 packets) the session shares with replayed cross traffic.
+      BT_QUEUE=${T3_QUEUE:-75KB} $NETNS up sb 100mbit/20ms 100mbit/30ms >/dev/null
+      cross_traffic "$tag" "$((secs + 8))"
+    else
+      $NETNS up sb "trace:$a/20ms" "trace:$b/30ms" >/dev/null
+    fi
+    policy_routes 2
     [[ -z ${T3_MESSAGE:-} ]] || extra+=(--message "$T3_MESSAGE")
     [[ -z ${T3_CAP:-} ]] || extra+=(--cap-unscheduled "$T3_CAP")
     [[ -z ${T3_CC:-} ]] || extra+=(--congestion "$T3_CC")
@@ -130,6 +160,7 @@ run_table3() {
     echo "load_end $(load1)" >> "$tag.meta"
     $NETNS stats sb 1 > "$tag.emu1.json" 2>/dev/null || true
     $NETNS stats sb 2 > "$tag.emu2.json" 2>/dev/null || true
+    [[ -z ${T3_CROSS:-} ]] || { wait_line "$tag.cross1" cross-end; wait_line "$tag.cross2" cross-end; }
     $NETNS down sb
     echo "table3 $sched done (load $(load1))"
   done

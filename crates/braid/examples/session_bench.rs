@@ -2,9 +2,9 @@
 //! sockets (issue 12's benchmarks; run by `testbed/bench-session.sh`,
 //! results in docs/BENCHMARKS.md).
 //!
-//! One binary, three roles, each its own process so that a relay can be
-//! killed with `kill -9` and every side can sit in its own network
-//! namespace:
+//! One binary, five roles (three of braid, two of cross traffic), each its
+//! own process so that a relay can be killed with `kill -9` and every side
+//! can sit in its own network namespace:
 //!
 //! ```text
 //! session_bench sink   --listen ADDR [--out FILE]
@@ -14,6 +14,9 @@
 //!                      [--cap-unscheduled QUANTILE] [--congestion cubic|newreno|fast]
 //!                      [--scheduled-first 1]
 //! session_bench relay  --listen ADDR
+//! session_bench cross  --to ADDR --trace FILE --mean MBIT [--bind ADDR] [--packet BYTES]
+//!                      [--secs N] [--offset SECS]
+//! session_bench discard --listen ADDR [--secs N]
 //! ```
 //!
 //! Streams are opened in the order given (ids 1, 2, …). A `rate` stream
@@ -28,10 +31,14 @@
 //! processes' lines can be lined up:
 //! * source: `start MS`, `event MS DEBUG`, `end MS`;
 //! * sink: `win STREAM UNIX_SECOND BYTES` (bytes delivered per 1 s window),
+//!   `bin STREAM UNIX_10MS BYTES` (the same per 10 ms),
 //!   `gap STREAM START_MS LEN_MS` (every pause of 50 ms or more between two
 //!   messages of a stream), `total STREAM BYTES FIRST_MS LAST_MS`, `close
 //!   MS REASON`;
-//! * relay: `relay ADDR` once bound.
+//! * relay: `relay ADDR` once bound;
+//! * cross: `cross LOCAL -> ADDR mean MBIT Mbit/s` once bound, `cross-end
+//!   packets N errors N bytes N` at the end;
+//! * discard: `discard ADDR` once bound, `discard-end packets N bytes N`.
 #![allow(clippy::disallowed_methods)] // a benchmark reads the wall clock: that is what it measures
 
 use braid::relay::{Relay, RelayConfig};
@@ -111,7 +118,9 @@ fn main() {
         Some("sink") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(sink(a))),
         Some("source") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(source(a))),
         Some("relay") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(relay(a))),
-        _ => Err("usage: session_bench sink|source|relay --option value …".into()),
+        Some("cross") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(cross(a))),
+        Some("discard") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(discard(a))),
+        _ => Err("usage: session_bench sink|source|relay|cross|discard --option value …".into()),
     };
     if let Err(e) = r {
         eprintln!("session_bench: {e}");
@@ -123,6 +132,8 @@ fn main() {
 #[derive(Default)]
 struct Seen {
     windows: BTreeMap<u64, u64>,
+    /// Bytes per 10 ms bin (so a summary can place 1 s windows at any phase).
+    bins: BTreeMap<u64, u64>,
     bytes: u64,
     first: u64,
     last: u64,
@@ -146,6 +157,7 @@ async fn sink(a: Args) -> Result<(), BoxError> {
         s.last = t;
         s.bytes += m.data.len() as u64;
         *s.windows.entry(t / 1000).or_default() += m.data.len() as u64;
+        *s.bins.entry(t / 10).or_default() += m.data.len() as u64;
     }
     let mut out: Box<dyn std::io::Write> = match a.one("out") {
         Some(f) => Box::new(std::fs::File::create(f)?),
@@ -154,6 +166,9 @@ async fn sink(a: Args) -> Result<(), BoxError> {
     for (id, s) in &seen {
         for (w, b) in &s.windows {
             writeln!(out, "win {id} {w} {b}")?;
+        }
+        for (b, n) in &s.bins {
+            writeln!(out, "bin {id} {b} {n}")?;
         }
         for (start, len) in &s.gaps {
             writeln!(out, "gap {id} {start} {len}")?;
@@ -182,9 +197,13 @@ fn stream_arg(s: &str, reliable: bool) -> Result<StreamArg, BoxError> {
             let p: f64 = f.get(3).ok_or("missing probability")?.parse()?;
             (StreamSpec::min_rate(mbit(2)?, p)?, Some(mbit(2)?))
         }
-        // Weight: the source's rate in Mbit/s (the seed's FQ weights are the targets).
+        // Weight: the source's rate in bit/s, the unit a guaranteed
+        // stream's fair weight has (`StreamSpec::fair_weight`): the seed's
+        // fair-queueing weights are the targets. (Until 2026-11-28 this was
+        // Mbit/s, which gave a 3.249 Mbit/s stream 46 000 times Bond2's
+        // weight: MSFQ and WFQ then served the critical streams first.)
         Some("be") => (
-            StreamSpec::best_effort(mbit(2)?.mbps().round().max(1.0) as u64)?,
+            StreamSpec::best_effort(mbit(2)?.bps().max(1))?,
             Some(mbit(2)?),
         ),
         Some("bulk") => (StreamSpec::best_effort(1)?, None),
@@ -325,5 +344,106 @@ async fn relay(a: Args) -> Result<(), BoxError> {
     if let Ok(s) = r.snapshot().await {
         println!("stats {:?}", s.stats);
     }
+    Ok(())
+}
+
+/// Cross traffic through a bottleneck, as the seed's testbed injected it:
+/// UDP datagrams of `--packet` bytes on the wire (IP and UDP headers
+/// included, default 1200 as braid-sim's packet-level tables) at the rate
+/// of a bandwidth trace in 100 ms bins, scaled to a mean of `--mean`
+/// Mbit/s, from `--offset` seconds into the trace (default 0; wrapping at
+/// its end), for `--secs`.
+/// Paced against the wall clock every millisecond, so a late tick sends
+/// what is due rather than falling behind. Not congestion controlled: it
+/// is the non-responsive load the session has to measure and live with.
+async fn cross(a: Args) -> Result<(), BoxError> {
+    const HEADERS: usize = 28; // IPv4 + UDP
+    const BIN: std::time::Duration = std::time::Duration::from_millis(100);
+    let to: SocketAddr = a.need("to")?.parse()?;
+    let bind: SocketAddr = a.one("bind").unwrap_or("0.0.0.0:0").parse()?;
+    let mean: f64 = a.need("mean")?.parse()?;
+    let packet: usize = a.one("packet").unwrap_or("1200").parse()?;
+    let secs: u64 = a.one("secs").unwrap_or("10").parse()?;
+    let offset: f64 = a.one("offset").unwrap_or("0").parse()?;
+    if !(HEADERS + 1..=1500).contains(&packet) {
+        return Err(format!("--packet {packet}: {}..=1500 bytes", HEADERS + 1).into());
+    }
+    let file = a.need("trace")?;
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+    let trace = braid_core::trace::Trace::parse(&text, None).map_err(|e| format!("{file}: {e}"))?;
+    let bins = trace.rate_series(Duration::from_millis(100));
+    let avg = bins.iter().map(|b| b.bps() as f64).sum::<f64>() / bins.len().max(1) as f64;
+    if avg <= 0.0 {
+        return Err(format!("{file}: the trace carries nothing").into());
+    }
+    let k = mean * 1e6 / avg;
+    // Bits due by the start of each bin (one more entry than bins).
+    let mut due_at = vec![0.0f64];
+    for b in &bins {
+        due_at.push(due_at.last().copied().unwrap_or(0.0) + b.bps() as f64 * k * BIN.as_secs_f64());
+    }
+    let (period, span) = (
+        *due_at.last().unwrap_or(&0.0),
+        bins.len() as f64 * BIN.as_secs_f64(),
+    );
+    // Bits due by trace time `t` (seconds, wrapping at the trace's end).
+    let due_by = |t: f64| {
+        let laps = (t / span).floor();
+        let into = t - laps * span;
+        let i = ((into / BIN.as_secs_f64()) as usize).min(bins.len() - 1);
+        let rate = (due_at[i + 1] - due_at[i]) / BIN.as_secs_f64();
+        laps * period + due_at[i] + rate * (into - i as f64 * BIN.as_secs_f64())
+    };
+    let sock = tokio::net::UdpSocket::bind(bind).await?;
+    sock.connect(to).await?;
+    println!("cross {} -> {to} mean {mean} Mbit/s", sock.local_addr()?);
+    std::io::stdout().flush()?;
+    let payload = vec![0u8; packet - HEADERS];
+    let wire = (packet * 8) as f64;
+    let start = tokio::time::Instant::now();
+    let stop = start + std::time::Duration::from_secs(secs);
+    // What was due before `offset` is not owed: the replay starts there.
+    let (mut bits, mut sent, mut errors) = (due_by(offset), 0u64, 0u64);
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(1));
+    while tick.tick().await < stop {
+        let due = due_by(offset + start.elapsed().as_secs_f64());
+        while bits + wire <= due {
+            bits += wire;
+            match sock.try_send(&payload) {
+                Ok(_) => sent += 1,
+                Err(_) => errors += 1, // a full socket buffer or an ICMP error: the load is lost, as on a wire
+            }
+        }
+    }
+    println!(
+        "cross-end packets {sent} errors {errors} bytes {}",
+        sent * packet as u64
+    );
+    Ok(())
+}
+
+/// Receives and drops datagrams (the far end of `cross`) for `--secs`
+/// (default: until killed), then prints what it got.
+async fn discard(a: Args) -> Result<(), BoxError> {
+    let addr: SocketAddr = a.need("listen")?.parse()?;
+    let secs: u64 = a.one("secs").unwrap_or("0").parse()?;
+    let sock = tokio::net::UdpSocket::bind(addr).await?;
+    println!("discard {}", sock.local_addr()?);
+    std::io::stdout().flush()?;
+    let stop =
+        (secs > 0).then(|| tokio::time::Instant::now() + std::time::Duration::from_secs(secs));
+    let (mut buf, mut packets, mut bytes) = (vec![0u8; 2048], 0u64, 0u64);
+    loop {
+        let got = match stop {
+            Some(at) => match tokio::time::timeout_at(at, sock.recv(&mut buf)).await {
+                Ok(r) => r?,
+                Err(_) => break,
+            },
+            None => sock.recv(&mut buf).await?,
+        };
+        packets += 1;
+        bytes += got as u64;
+    }
+    println!("discard-end packets {packets} bytes {bytes}");
     Ok(())
 }
