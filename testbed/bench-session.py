@@ -177,8 +177,8 @@ def relay():
     if not tags:
         return
     print('## Relay throughput (one bulk best-effort stream; sink bytes / (last - first message))')
-    print('| where | path | rep | Mbit/s | relay CPU s | relay CPU s per Gbit/s·s | load start/end |')
-    print('| --- | --- | --- | --- | --- | --- | --- |')
+    print('| where | path | rep | Mbit/s | relay CPU s | relay CPU s per Gbit/s·s | source / sink CPU s per Gbit | load start/end |')
+    print('| --- | --- | --- | --- | --- | --- | --- | --- |')
     agg = {}
     for t in tags:
         tag = t[:-len('.sink')]
@@ -198,7 +198,14 @@ def relay():
             cpu = f'{c:.2f}'
             gbit = b * 8 / 1e9
             per = f'{c / gbit:.2f}'  # CPU seconds per Gbit carried = CPU share at 1 Gbit/s
-        print(f'| {where} | {label} | {rep} | {mbps:.0f} | {cpu} | {per} | {m.get("load_start")}/{m.get("load_end")} |')
+        ends = []
+        for who in ('source', 'sink'):
+            try:
+                u, st = open(f'{tag}.{who}.time').read().split()[-2:]
+                ends.append(f'{(float(u) + float(st)) / (b * 8 / 1e9):.2f}')
+            except (FileNotFoundError, ValueError):
+                ends.append('–')
+        print(f'| {where} | {label} | {rep} | {mbps:.0f} | {cpu} | {per} | {" / ".join(ends)} | {m.get("load_start")}/{m.get("load_end")} |')
     for where in ('loopback', 'emu'):
         d, r = agg.get((where, 'direct')), agg.get((where, 'relay'))
         if d and r:

@@ -175,7 +175,9 @@ relay_one() {
   local tag="$OUT/relay-$where-$label-$rep" pre=() rp=""
   [[ $where == emu ]] && pre=($NETNS exec sb r)
   echo "load_start $(load1)" > "$tag.meta"
-  "${pre[@]}" "$SB" sink --listen "$sinkaddr" --out "$tag.sink" > "$tag.sinklog" 2>&1 &
+  # The source's and the sink's CPU (user, system seconds) too: with the
+  # relay's, where the two cores went.
+  "${pre[@]}" /usr/bin/time -f "%U %S" -o "$tag.sink.time" "$SB" sink --listen "$sinkaddr" --out "$tag.sink" > "$tag.sinklog" 2>&1 &
   local spid=$!; PIDS+=("$spid")
   wait_line "$tag.sinklog" listen
   if [[ $label == relay ]]; then
@@ -185,7 +187,7 @@ relay_one() {
     rp=$(pgrep -P "$rp" -f session_bench || echo "$rp")  # the process itself under ip netns exec
     echo "relay_ticks_start $(ticks "$rp")" >> "$tag.meta"
   fi
-  local src=("$SB" source --path "$path" --secs "${RELAY_SECS:-8}" --stream bulk,bulk)
+  local src=(/usr/bin/time -f "%U %S" -o "$tag.source.time" "$SB" source --path "$path" --secs "${RELAY_SECS:-8}" --stream bulk,bulk)
   if [[ $where == emu ]]; then
     S "${src[@]}" --to "$sinkaddr" > "$tag.source" 2>&1 || echo "source exit $?" >> "$tag.meta"
   else

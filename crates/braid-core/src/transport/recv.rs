@@ -194,7 +194,9 @@ impl RecvStreams {
                     depends_back: f.depends_back,
                     deadline,
                     state: State::Partial {
-                        buf: vec![0; f.message_len as usize],
+                        // Filled as fragments come (see `place`): no
+                        // zeroing of bytes that are about to be written.
+                        buf: Vec::with_capacity(f.message_len as usize),
                         have: Ranges::new(),
                     },
                 },
@@ -218,7 +220,7 @@ impl RecvStreams {
             let start = f.offset;
             let end = f.offset + f.data.len() as u64;
             // Bounds were validated by the wire decoder: end <= message_len.
-            buf[start as usize..end as usize].copy_from_slice(f.data);
+            place(buf, start as usize, f.data);
             if !insert_range(have, start, end) {
                 // Too fragmented: give up on this message (the sender's
                 // retransmissions of a reliable one will not be this small).
@@ -447,6 +449,21 @@ fn release(e: &mut Entry, consumed: &mut u64, unreliable: &mut u64) {
 
 /// Adds `[start, end)` to a sorted disjoint range list, merging; false if
 /// the list would exceed [`MAX_FRAGMENT_RANGES`].
+/// Writes `data` at `start` of a message being reassembled. `buf` holds
+/// the message's bytes up to its length so far: fragments in order only
+/// append; a fragment beyond the end zero-fills the gap first (its bytes
+/// come later and overwrite it); one inside overwrites in place. Once every
+/// range has arrived, `buf` is exactly the message.
+fn place(buf: &mut Vec<u8>, start: usize, data: &[u8]) {
+    let end = start + data.len();
+    if start > buf.len() {
+        buf.resize(start, 0);
+    }
+    let inside = end.min(buf.len()) - start;
+    buf[start..start + inside].copy_from_slice(&data[..inside]);
+    buf.extend_from_slice(&data[inside..]);
+}
+
 fn insert_range(have: &mut Ranges, start: u64, end: u64) -> bool {
     if start == end {
         return true;
@@ -470,6 +487,34 @@ fn insert_range(have: &mut Ranges, start: u64, end: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn place_builds_the_message_in_any_fragment_order() {
+        let msg: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let cuts = [(0, 300), (300, 650), (650, 1000)];
+        for order in [
+            [0, 1, 2],
+            [2, 1, 0],
+            [1, 2, 0],
+            [2, 0, 1],
+            [0, 2, 1],
+            [1, 0, 2],
+        ] {
+            let mut buf = Vec::with_capacity(msg.len());
+            for i in order {
+                let (a, b) = cuts[i];
+                place(&mut buf, a, &msg[a..b]);
+            }
+            assert_eq!(buf, msg, "order {order:?}");
+        }
+        // Overlapping and repeated fragments leave the same bytes.
+        let mut buf = Vec::new();
+        place(&mut buf, 500, &msg[500..1000]);
+        place(&mut buf, 200, &msg[200..700]);
+        place(&mut buf, 0, &msg[0..300]);
+        place(&mut buf, 200, &msg[200..700]);
+        assert_eq!(buf, msg);
+    }
 
     fn frame(
         stream: u32,
