@@ -34,6 +34,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 pub const MAX_PENDING_SKIPS: usize = 4096;
 /// Smallest fragment worth starting in a packet (avoids 1-byte fragments).
 pub const MIN_FRAGMENT: usize = 64;
+/// A packet with less room than this left takes no further fragment: it is
+/// full (the rest would be mostly frame header).
+pub const PACKET_FULL_BELOW: usize = MIN_FRAGMENT + 32;
 
 /// How a message is to be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -651,7 +654,7 @@ impl SendStreams {
                     break;
                 }
             }
-            if b.remaining() < MIN_FRAGMENT + 32 {
+            if b.remaining() < PACKET_FULL_BELOW {
                 break;
             }
             from = to;
@@ -676,7 +679,7 @@ impl SendStreams {
             loop {
                 let mut progress = false;
                 for &(_, sid) in ids {
-                    if b.remaining() < MIN_FRAGMENT + 32 {
+                    if b.remaining() < PACKET_FULL_BELOW {
                         return Ok(written);
                     }
                     let n = if retransmit {

@@ -1353,3 +1353,36 @@ fn send_queue_follows_the_congestion_window_when_asked() {
     assert_eq!(limit, 1 << 20);
     assert_eq!(queued, 1 << 20);
 }
+
+/// A bulk sender's data packets are all one size, whatever its message
+/// size: a packet that the write loop counts as full but that is a few
+/// bytes short is padded while more data waits, so a GSO send is not cut
+/// at every message boundary (a 4 KiB message's third packet fell 21 bytes
+/// short, and one `sendmsg` carried one message).
+#[test]
+fn bulk_data_packets_are_one_size_across_message_boundaries() {
+    for size in [4096usize, 16 << 10, 1000, 3000] {
+        let mut net = Net::new(7, Config::default());
+        let (c, _s) = net.connect();
+        let now = net.now;
+        let conn = net.client.connection_mut(c).unwrap();
+        for _ in 0..8 {
+            conn.send(now, StreamId(0), vec![7; size], SendOptions::RELIABLE)
+                .unwrap();
+        }
+        let mut buf = Vec::new();
+        let mut sizes = Vec::new();
+        while let Some(t) = net.client.poll_transmit(now, &mut buf) {
+            sizes.push(t.size);
+        }
+        assert!(
+            sizes.len() >= 4,
+            "{size}: the window lets several out: {sizes:?}"
+        );
+        let (last, rest) = sizes.split_last().unwrap();
+        assert!(
+            rest.iter().all(|&s| s == sizes[0]) && *last <= sizes[0],
+            "{size}-byte messages: datagram sizes {sizes:?}"
+        );
+    }
+}

@@ -9,7 +9,7 @@
 use super::{Connection, State, DISCARD_QUEUE_WINDOWS};
 use crate::time::Instant;
 use crate::transport::recovery::{SentFrame, SentFrames, SentPacket};
-use crate::transport::send::DiscardPolicy;
+use crate::transport::send::{DiscardPolicy, PACKET_FULL_BELOW};
 use crate::transport::Transmit;
 use crate::wire::{CloseFrame, Frame, Header, PacketBuilder, PacketType, MIN_DATAGRAM_SIZE};
 
@@ -228,6 +228,16 @@ impl Connection {
                 tolerance: self.peer_tolerance.as_f64(),
             };
             self.send.write(now, &mut b, &mut log, &policy).ok()?;
+            // Full by the write loop's measure but not to the byte, with
+            // more data waiting: pad to the full size. A bulk transfer's
+            // datagrams are then all one size, and a GSO send, which may
+            // end only at a shorter datagram, is not cut at every message
+            // boundary (it was: a 16 KiB message's last packet fell a few
+            // bytes short, so one `sendmsg` carried one message). quinn pads
+            // the datagrams of its GSO batches the same way.
+            if self.send.has_sendable() && b.remaining() < PACKET_FULL_BELOW {
+                b.pad_to(usize::MAX);
+            }
         }
         let size = b.finish();
         if log.is_empty() && !wrote_ack {
