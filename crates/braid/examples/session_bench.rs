@@ -358,7 +358,8 @@ async fn relay(a: Args) -> Result<(), BoxError> {
 /// is the non-responsive load the session has to measure and live with.
 async fn cross(a: Args) -> Result<(), BoxError> {
     const HEADERS: usize = 28; // IPv4 + UDP
-    const BIN: std::time::Duration = std::time::Duration::from_millis(100);
+    const BIN_MS: u64 = 100;
+    const BIN: std::time::Duration = std::time::Duration::from_millis(BIN_MS);
     let to: SocketAddr = a.need("to")?.parse()?;
     let bind: SocketAddr = a.one("bind").unwrap_or("0.0.0.0:0").parse()?;
     let mean: f64 = a.need("mean")?.parse()?;
@@ -371,7 +372,7 @@ async fn cross(a: Args) -> Result<(), BoxError> {
     let file = a.need("trace")?;
     let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
     let trace = braid_core::trace::Trace::parse(&text, None).map_err(|e| format!("{file}: {e}"))?;
-    let bins = trace.rate_series(Duration::from_millis(100));
+    let bins = trace.rate_series(Duration::from_millis(BIN_MS));
     let avg = bins.iter().map(|b| b.bps() as f64).sum::<f64>() / bins.len().max(1) as f64;
     if avg <= 0.0 {
         return Err(format!("{file}: the trace carries nothing").into());
@@ -380,12 +381,10 @@ async fn cross(a: Args) -> Result<(), BoxError> {
     // Bits due by the start of each bin (one more entry than bins).
     let mut due_at = vec![0.0f64];
     for b in &bins {
-        due_at.push(due_at.last().copied().unwrap_or(0.0) + b.bps() as f64 * k * BIN.as_secs_f64());
+        let before = due_at[due_at.len() - 1];
+        due_at.push(before + b.bps() as f64 * k * BIN.as_secs_f64());
     }
-    let (period, span) = (
-        *due_at.last().unwrap_or(&0.0),
-        bins.len() as f64 * BIN.as_secs_f64(),
-    );
+    let (period, span) = (due_at[bins.len()], bins.len() as f64 * BIN.as_secs_f64());
     // Bits due by trace time `t` (seconds, wrapping at the trace's end).
     let due_by = |t: f64| {
         let laps = (t / span).floor();

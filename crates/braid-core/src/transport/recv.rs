@@ -447,8 +447,6 @@ fn release(e: &mut Entry, consumed: &mut u64, unreliable: &mut u64) {
     }
 }
 
-/// Adds `[start, end)` to a sorted disjoint range list, merging; false if
-/// the list would exceed [`MAX_FRAGMENT_RANGES`].
 /// Writes `data` at `start` of a message being reassembled. `buf` holds
 /// the message's bytes up to its length so far: fragments in order only
 /// append; a fragment beyond the end zero-fills the gap first (its bytes
@@ -464,6 +462,8 @@ fn place(buf: &mut Vec<u8>, start: usize, data: &[u8]) {
     buf.extend_from_slice(&data[inside..]);
 }
 
+/// Adds `[start, end)` to a sorted disjoint range list, merging; false if
+/// the list would exceed [`MAX_FRAGMENT_RANGES`].
 fn insert_range(have: &mut Ranges, start: u64, end: u64) -> bool {
     if start == end {
         return true;
