@@ -143,6 +143,10 @@ pub struct Endpoint {
     next_handle: u64,
     conns: BTreeMap<u64, Connection>,
     by_cid: HashMap<ConnectionId, u64>,
+    /// The id and handle the last datagram was routed by: a bulk
+    /// transfer's datagrams come in long runs for one connection, and this
+    /// spares hashing each one's id.
+    last_route: Option<(ConnectionId, u64)>,
     by_initial: HashMap<(FourTuple, ConnectionId), u64>,
     used_cookies: HashSet<[u8; COOKIE_TAG_LEN]>,
     used_order: VecDeque<[u8; COOKIE_TAG_LEN]>,
@@ -184,6 +188,7 @@ impl Endpoint {
             next_handle: 0,
             conns: BTreeMap::new(),
             by_cid: HashMap::new(),
+            last_route: None,
             by_initial: HashMap::new(),
             used_cookies: HashSet::new(),
             used_order: VecDeque::new(),
@@ -289,6 +294,7 @@ impl Endpoint {
     pub fn remove(&mut self, h: ConnectionHandle) -> Option<Connection> {
         let c = self.conns.remove(&h.0)?;
         self.by_cid.remove(&c.local_cid());
+        self.last_route = None;
         self.by_initial.retain(|_, v| *v != h.0);
         Some(c)
     }
@@ -314,30 +320,29 @@ impl Endpoint {
             }
         };
         let header_len = r.position();
-        let mut scratch = [0u8; MAX_DATAGRAM_SIZE];
-        let mut opened = None;
+        let route = self.route(&header.dst_cid);
+        // Filled (and zeroed first) only for a packet that must be opened.
+        let mut scratch;
+        let mut bytes = data;
         if header.ty == PacketType::Data {
-            if let Some(c) = self
-                .by_cid
-                .get(&header.dst_cid)
-                .and_then(|i| self.conns.get_mut(i))
-            {
-                match c.open(&header, header_len, data, &mut scratch) {
-                    Opened::Unprotected => {}
-                    Opened::Clear(n) => opened = Some(n),
-                    Opened::Failed => {
-                        self.stats.decrypt_failed += 1;
-                        trace!(?path, reason = "decrypt_failed", "datagram dropped");
-                        return;
+            if let Some(c) = route.and_then(|i| self.conns.get_mut(&i)) {
+                if c.requires_protection() {
+                    scratch = [0u8; MAX_DATAGRAM_SIZE];
+                    match c.open(&header, header_len, data, &mut scratch) {
+                        Opened::Unprotected => {}
+                        Opened::Clear(n) => bytes = &scratch[..n],
+                        Opened::Failed => {
+                            self.stats.decrypt_failed += 1;
+                            trace!(?path, reason = "decrypt_failed", "datagram dropped");
+                            return;
+                        }
                     }
                 }
             }
         }
-        let bytes = match opened {
-            Some(n) => &scratch[..n],
-            None => data,
-        };
-        let packet = match Packet::decode(bytes) {
+        // The header is the same in the clear: only the payload is read again.
+        let payload = bytes.get(header_len..).unwrap_or(&[]);
+        let packet = match Packet::decode_payload(header, payload) {
             Ok(p) => p,
             Err(e) => {
                 self.count_undecodable(path, e);
@@ -354,17 +359,25 @@ impl Endpoint {
             }
             return;
         }
-        match self
-            .by_cid
-            .get(&h.dst_cid)
-            .and_then(|i| self.conns.get_mut(i))
-        {
+        match route.and_then(|i| self.conns.get_mut(&i)) {
             Some(c) => c.handle_packet(now, path, &packet, data.len()),
             None => {
                 self.stats.unknown_connection += 1;
                 trace!(?path, reason = "unknown_connection", "datagram dropped");
             }
         }
+    }
+
+    /// The handle of the connection whose local id is `cid`.
+    fn route(&mut self, cid: &ConnectionId) -> Option<u64> {
+        if let Some((last, h)) = self.last_route {
+            if last == *cid {
+                return Some(h);
+            }
+        }
+        let h = *self.by_cid.get(cid)?;
+        self.last_route = Some((*cid, h));
+        Some(h)
     }
 
     /// Counts a datagram that did not decode.

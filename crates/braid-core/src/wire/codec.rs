@@ -46,6 +46,11 @@ impl<'a> Reader<'a> {
         self.buf.get(self.pos).copied()
     }
 
+    /// What is left, without consuming it.
+    pub fn peek_rest(&self) -> &'a [u8] {
+        self.buf.get(self.pos..).unwrap_or(&[])
+    }
+
     /// One byte.
     ///
     /// # Errors

@@ -586,12 +586,11 @@ impl<'a> Frame<'a> {
         let ty = r.u8()?;
         Ok(match ty {
             code::PADDING => {
-                let mut len = 1;
-                while r.peek_u8() == Some(0) {
-                    r.u8()?;
-                    len += 1;
-                }
-                Frame::Padding { len }
+                // A bulk sender pads every message's last packet (up to 95
+                // bytes): one scan, not a read per byte.
+                let zeros = r.peek_rest().iter().take_while(|&&b| b == 0).count();
+                r.bytes(zeros)?;
+                Frame::Padding { len: 1 + zeros }
             }
             code::PING => Frame::Ping,
             code::ACK => Frame::Ack(AckFrame::decode(r)?),

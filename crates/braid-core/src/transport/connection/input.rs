@@ -16,6 +16,7 @@ use crate::transport::recovery::{SentFrame, SentPacket};
 use crate::transport::recv::RecvError;
 use crate::transport::FourTuple;
 use crate::wire::{AdaptAction, ErrorCode, Frame, Header, Packet, PacketType};
+use core::ops::ControlFlow;
 use tracing::{debug, trace};
 
 impl Connection {
@@ -115,17 +116,22 @@ impl Connection {
             return;
         }
         let mut eliciting = false;
-        for f in packet.frames() {
-            // Invariant: `Packet::decode` validated every frame.
-            let Ok(f) = f else { break };
+        let mut done = false;
+        packet.visit_frames(|f| {
             eliciting |= f.is_ack_eliciting();
-            if let Err(code) = self.on_frame(now, &h, &f) {
+            if let Err(code) = self.on_frame(now, &h, f) {
                 self.fail(now, code);
-                return;
+                done = true;
             }
-            if matches!(self.state, State::Draining | State::Closed) {
-                return;
+            done |= matches!(self.state, State::Draining | State::Closed);
+            if done {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
             }
+        });
+        if done {
+            return;
         }
         self.ack
             .on_packet(now, h.pn, eliciting, self.config.max_ack_delay);
