@@ -494,12 +494,19 @@ impl Session {
 
     /// The next datagram to send, written into `buf`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        self.poll_transmit_append(now, buf)
+    }
+
+    /// As [`Session::poll_transmit`], but appends the datagram after what
+    /// `buf` holds (see [`Endpoint::poll_transmit_append`]).
+    pub fn poll_transmit_append(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         // Input and timers ran the whole pump already; what sending changes
         // is room in the connections, so only dispatch runs here.
         if self.role == Role::Source {
             self.dispatch(now);
         }
-        self.endpoint.poll_transmit(now, buf)
+        self.endpoint.poll_transmit_append(now, buf)
     }
 
     /// When to call [`Session::handle_timeout`] next.

@@ -248,8 +248,15 @@ impl Relay {
 
     /// The next datagram to send.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        self.poll_transmit_append(now, buf)
+    }
+
+    /// As [`Relay::poll_transmit`], but appends the datagram after what
+    /// `buf` holds (see [`Endpoint::poll_transmit_append`]).
+    pub fn poll_transmit_append(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         self.forward(now, false);
-        self.endpoint.poll_transmit(now, buf)
+        self.endpoint.poll_transmit_append(now, buf)
     }
 
     /// When to call [`Relay::handle_timeout`].

@@ -652,8 +652,14 @@ impl Endpoint {
     /// Writes the next datagram to send into `buf`, if any: stateless
     /// answers first, then the connections in turn.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        self.poll_transmit_append(now, buf)
+    }
+
+    /// As [`Endpoint::poll_transmit`], but appends the datagram after what
+    /// `buf` holds (see [`Connection::poll_transmit_append`]).
+    pub fn poll_transmit_append(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         if let Some((path, bytes)) = self.stateless.pop_front() {
-            buf.clear();
             buf.extend_from_slice(&bytes);
             return Some(Transmit {
                 path,
@@ -667,7 +673,7 @@ impl Endpoint {
         for (mut from, end) in [(cursor, u64::MAX), (0, cursor)] {
             while let Some(k) = self.conns.range(from..end).next().map(|(k, _)| *k) {
                 if let Some(c) = self.conns.get_mut(&k) {
-                    if let Some(t) = c.poll_transmit(now, buf) {
+                    if let Some(t) = c.poll_transmit_append(now, buf) {
                         self.cursor = k + 1;
                         return Some(t);
                     }

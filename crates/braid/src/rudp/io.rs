@@ -130,6 +130,9 @@ pub trait AsyncUdpSocket: Send + Debug + 'static {
 #[derive(Debug, Default)]
 pub struct GsoBatch {
     buf: Vec<u8>,
+    /// Bytes of `buf` the batch's datagrams fill (a datagram appended
+    /// through [`GsoBatch::buffer`] lies beyond until it is pushed).
+    used: usize,
     dest: Option<SocketAddr>,
     src: Option<IpAddr>,
     segment: usize,
@@ -166,6 +169,7 @@ impl GsoBatch {
         if self.count == 0 {
             self.buf.clear();
             self.buf.extend_from_slice(data);
+            self.used = self.buf.len();
             self.dest = Some(dest);
             self.src = src;
             self.segment = data.len();
@@ -184,8 +188,60 @@ impl GsoBatch {
             return false;
         }
         self.buf.extend_from_slice(data);
+        self.used = self.buf.len();
         self.count += 1;
         self.closed = data.len() < self.segment;
+        true
+    }
+
+    /// The buffer to append the next datagram to, in place, before
+    /// [`GsoBatch::push_appended`] decides whether it joins: the batch's
+    /// own bytes, emptied first when the batch is.
+    pub fn buffer(&mut self) -> &mut Vec<u8> {
+        if self.count == 0 {
+            self.buf.clear();
+        }
+        &mut self.buf
+    }
+
+    /// Takes the datagram appended to [`GsoBatch::buffer`] since the last
+    /// push if it may join the batch (the rules of [`GsoBatch::push_from`]);
+    /// else moves its bytes into `spill` (cleared first), leaves the batch
+    /// as it was and returns false. The common case copies nothing.
+    pub fn push_appended(
+        &mut self,
+        src: Option<IpAddr>,
+        dest: SocketAddr,
+        max_segments: usize,
+        spill: &mut Vec<u8>,
+    ) -> bool {
+        let start = if self.count == 0 { 0 } else { self.used };
+        let len = self.buf.len().saturating_sub(start);
+        let joins = self.count == 0
+            || !(self.closed
+                || self.dest != Some(dest)
+                || self.src != src
+                || len > self.segment
+                || len == 0
+                || self.count >= max_segments
+                || self.buf.len() > MAX_GSO_BYTES);
+        if !joins {
+            spill.clear();
+            spill.extend_from_slice(self.buf.get(start..).unwrap_or(&[]));
+            self.buf.truncate(start);
+            return false;
+        }
+        self.used = self.buf.len();
+        if self.count == 0 {
+            self.dest = Some(dest);
+            self.src = src;
+            self.segment = len;
+            self.count = 1;
+            self.closed = len == 0;
+        } else {
+            self.count += 1;
+            self.closed = len < self.segment;
+        }
         true
     }
 
@@ -194,7 +250,7 @@ impl GsoBatch {
         let destination = self.dest?;
         Some(UdpTransmit {
             destination,
-            contents: &self.buf,
+            contents: self.buf.get(..self.used).unwrap_or(&[]),
             segment_size: (self.count > 1).then_some(self.segment),
             src_ip: self.src,
         })
@@ -203,6 +259,7 @@ impl GsoBatch {
     /// Empties the batch.
     pub fn clear(&mut self) {
         self.count = 0;
+        self.used = 0;
         self.dest = None;
         self.closed = false;
     }
@@ -429,6 +486,65 @@ mod tests {
         assert!(!b.push(a(1), &[5; 100], 64), "nothing after a short one");
         assert_eq!(b.len(), 3);
         assert_eq!(b.buf.len(), 250);
+    }
+
+    /// `data` appended in place and pushed; the spilled bytes on refusal.
+    fn append(b: &mut GsoBatch, to: SocketAddr, data: &[u8], max: usize) -> Result<(), Vec<u8>> {
+        b.buffer().extend_from_slice(data);
+        let mut spill = vec![9; 3];
+        if b.push_appended(None, to, max, &mut spill) {
+            Ok(())
+        } else {
+            Err(spill)
+        }
+    }
+
+    #[test]
+    fn appending_in_place_follows_the_same_rules_and_gives_the_bytes_back() {
+        let mut b = GsoBatch::default();
+        let steps: [(u16, u8, usize, bool); 6] = [
+            (1, 1, 100, true),
+            (1, 2, 100, true),
+            (2, 3, 100, false),
+            (1, 3, 101, false),
+            (1, 4, 50, true),
+            (1, 5, 100, false),
+        ];
+        let mut by_push = GsoBatch::default();
+        for (port, byte, len, joins) in steps {
+            let data = vec![byte; len];
+            assert_eq!(by_push.push(a(port), &data, 64), joins);
+            match append(&mut b, a(port), &data, 64) {
+                Ok(()) => assert!(joins, "{port} {byte} {len}"),
+                Err(spill) => {
+                    assert!(!joins, "{port} {byte} {len}");
+                    assert_eq!(spill, data, "the refused datagram's bytes, whole");
+                }
+            }
+        }
+        assert_eq!(b.len(), 3);
+        let (t, u) = (b.as_transmit().unwrap(), by_push.as_transmit().unwrap());
+        assert_eq!(t.contents, u.contents);
+        assert_eq!(t.segment_size, Some(100));
+        assert_eq!(t.contents.len(), 250);
+        // Emptied, the next append starts a new batch from the front.
+        b.clear();
+        assert!(b.is_empty() && b.as_transmit().is_none());
+        assert_eq!(append(&mut b, a(3), &[7; 20], 64), Ok(()));
+        assert_eq!(b.as_transmit().unwrap().contents, &[7; 20]);
+        assert_eq!(b.as_transmit().unwrap().destination, a(3));
+        // Segment and byte limits.
+        let mut b = GsoBatch::default();
+        assert_eq!(append(&mut b, a(1), &[0; 1400], 2), Ok(()));
+        assert_eq!(append(&mut b, a(1), &[0; 1400], 2), Ok(()));
+        assert!(append(&mut b, a(1), &[0; 1400], 2).is_err());
+        let mut b = GsoBatch::default();
+        let mut n = 0;
+        while append(&mut b, a(1), &[0; 1400], 1000).is_ok() {
+            n += 1;
+        }
+        assert_eq!(n, MAX_GSO_BYTES / 1400);
+        assert_eq!(b.as_transmit().unwrap().contents.len(), n * 1400);
     }
 
     #[test]

@@ -55,8 +55,9 @@ pub(crate) trait Machine {
     fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]);
     /// The instant of `poll_timeout` has passed.
     fn handle_timeout(&mut self, now: Instant);
-    /// The next datagram to send, written into `buf`.
-    fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit>;
+    /// The next datagram to send, appended to `buf` (which is left as it
+    /// was when there is none).
+    fn poll_transmit_append(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit>;
     /// When to call `handle_timeout` next.
     fn poll_timeout(&self) -> Option<Instant>;
 }
@@ -70,8 +71,12 @@ macro_rules! machine {
             fn handle_timeout(&mut self, now: Instant) {
                 <$t>::handle_timeout(self, now)
             }
-            fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-                <$t>::poll_transmit(self, now, buf)
+            fn poll_transmit_append(
+                &mut self,
+                now: Instant,
+                buf: &mut Vec<u8>,
+            ) -> Option<Transmit> {
+                <$t>::poll_transmit_append(self, now, buf)
             }
             fn poll_timeout(&self) -> Option<Instant> {
                 <$t>::poll_timeout(self)
@@ -237,39 +242,54 @@ impl SocketSet {
     }
 
     /// Collects datagrams from `next` into the next (GSO) batch: one
-    /// socket, one destination. The clock is read for every datagram, not
-    /// once per batch (3 % of a sender's CPU): the pacer refills from it,
-    /// and with the time frozen for the batch every GSO send stopped at
-    /// the pacer's burst of ten datagrams (tried 2026-11-28, reverted).
+    /// socket, one destination. `next` appends each datagram to the
+    /// batch's own buffer, so a datagram is copied only when it cannot
+    /// join and must wait in `held` (its bytes in `scratch`) for the next
+    /// batch. The clock is read for every datagram, not once per batch (3
+    /// % of a sender's CPU): the pacer refills from it, and with the time
+    /// frozen for the batch every GSO send stopped at the pacer's burst of
+    /// ten datagrams (tried 2026-11-28, reverted).
     fn fill_batch(&mut self, next: &mut impl FnMut(Instant, &mut Vec<u8>) -> Option<Transmit>) {
+        if let Some(t) = self.held.take() {
+            // Only an empty batch is left to wait behind a held datagram.
+            let socket = self.socket_for(&t.path);
+            let src = self.source_ip(socket, &t.path);
+            let size = t.size.min(self.scratch.len());
+            self.batch_socket = socket;
+            let max = self.sockets[socket].io.max_gso_segments();
+            self.batch
+                .push_from(src, t.path.remote, &self.scratch[..size], max);
+        }
         loop {
-            let t = match self.held.take() {
-                Some(t) => t,
-                None => match next(clock::now(), &mut self.scratch) {
-                    Some(t) => t,
-                    None => return,
-                },
+            let Some(t) = next(clock::now(), self.batch.buffer()) else {
+                return;
             };
             let socket = self.socket_for(&t.path);
             if self.batch.is_empty() {
                 self.batch_socket = socket;
             }
             let max = self.sockets[self.batch_socket].io.max_gso_segments();
-            let size = t.size.min(self.scratch.len());
             let src = self.source_ip(socket, &t.path);
-            if socket != self.batch_socket
-                || !self
-                    .batch
-                    .push_from(src, t.path.remote, &self.scratch[..size], max)
+            if socket != self.batch_socket {
+                // Moves its bytes out of the batch into `scratch`.
+                self.batch
+                    .push_appended(src, t.path.remote, 0, &mut self.scratch);
+                self.held = Some(t);
+                return;
+            }
+            if !self
+                .batch
+                .push_appended(src, t.path.remote, max, &mut self.scratch)
             {
-                // Starts the next batch; its bytes stay in `scratch`.
+                // Starts the next batch; its bytes are in `scratch`.
                 self.held = Some(t);
                 return;
             }
         }
     }
 
-    /// Writes what `next` (the machine's `poll_transmit`) yields, at most
+    /// Writes what `next` (the machine's `poll_transmit_append`: it
+    /// appends each datagram to the buffer it is given) yields, at most
     /// [`SEND_BATCH`] sends per call; true if anything was written.
     pub(crate) fn poll_send(
         &mut self,
@@ -313,7 +333,7 @@ impl SocketSet {
     /// Output of `m`: writes what it has to send; true if anything was
     /// written.
     pub(crate) fn poll_output(&mut self, cx: &mut Context<'_>, m: &mut impl Machine) -> bool {
-        self.poll_send(cx, |now, buf| m.poll_transmit(now, buf))
+        self.poll_send(cx, |now, buf| m.poll_transmit_append(now, buf))
     }
 
     /// Arms the timer for `deadline` (or wakes at once for a close one).

@@ -17,12 +17,26 @@ impl Connection {
     /// Writes the next datagram to send into `buf` (cleared first), if any.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         buf.clear();
+        self.poll_transmit_append(now, buf)
+    }
+
+    /// As [`Connection::poll_transmit`], but appends the datagram after
+    /// what `buf` holds (`Transmit::size` is the datagram's own size), so a
+    /// driver can build a GSO batch in place; `buf` is left as it was when
+    /// nothing is sent.
+    pub fn poll_transmit_append(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let start = buf.len();
         let size = match self.state {
-            State::Closed | State::Draining => return None,
-            State::Closing => self.write_close(buf)?,
-            State::Initial => self.write_initial(now, buf)?,
-            State::HandshakeSent => self.write_handshake(now, buf)?,
-            State::Established => self.write_data(now, buf)?,
+            State::Closed | State::Draining => None,
+            State::Closing => self.write_close(buf, start),
+            State::Initial => self.write_initial(now, buf),
+            State::HandshakeSent => self.write_handshake(now, buf),
+            State::Established => self.write_data(now, buf, start),
+        };
+        let Some(size) = size else {
+            // A builder that failed half way may have written a little.
+            buf.truncate(start);
+            return None;
         };
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += size as u64;
@@ -60,7 +74,7 @@ impl Connection {
         }
     }
 
-    fn write_close(&mut self, buf: &mut Vec<u8>) -> Option<usize> {
+    fn write_close(&mut self, buf: &mut Vec<u8>, start: usize) -> Option<usize> {
         if !self.close_send {
             return None;
         }
@@ -76,7 +90,7 @@ impl Connection {
         }))
         .ok()?;
         let size = b.finish();
-        self.seal(buf, pn, h.encoded_len(), size)
+        self.seal(buf, start, pn, h.encoded_len(), size)
     }
 
     fn write_initial(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
@@ -162,7 +176,7 @@ impl Connection {
         );
     }
 
-    fn write_data(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<usize> {
+    fn write_data(&mut self, now: Instant, buf: &mut Vec<u8>, start: usize) -> Option<usize> {
         // Expire first, so that nothing is built for messages that can no
         // longer arrive in time (`write` would drop them anyway).
         self.expire_send(now);
@@ -241,10 +255,10 @@ impl Connection {
         }
         let size = b.finish();
         if log.is_empty() && !wrote_ack {
-            buf.clear();
+            buf.truncate(start);
             return None;
         }
-        let size = self.seal(buf, pn, h.encoded_len(), size)?;
+        let size = self.seal(buf, start, pn, h.encoded_len(), size)?;
         if log.is_empty() {
             // ACK only: not in flight, never acknowledged or retransmitted.
             self.recovery.on_sent_unrecorded();

@@ -72,13 +72,14 @@ impl Connection {
         }
     }
 
-    /// Seals the packet of `size` bytes at the front of `buf` (header of
-    /// `header_len` bytes, number `pn`) if this side has keys, and returns
-    /// its size on the wire. `None` only if sealing failed (a bug); the
-    /// packet must then not be sent.
+    /// Seals the packet of `size` bytes at `start` in `buf`, its end
+    /// (header of `header_len` bytes, number `pn`) if this side has keys,
+    /// and returns its size on the wire. `None` only if sealing failed (a
+    /// bug); the packet must then not be sent.
     pub(super) fn seal(
         &self,
         buf: &mut Vec<u8>,
+        start: usize,
         pn: u64,
         header_len: usize,
         size: usize,
@@ -86,7 +87,7 @@ impl Connection {
         let Some(keys) = self.keys.as_ref() else {
             return Some(size);
         };
-        keys.packet.seal(pn, buf, 0, header_len).ok()?;
+        keys.packet.seal(pn, buf, start, header_len).ok()?;
         Some(size + TAG_LEN)
     }
 
@@ -104,13 +105,24 @@ impl Connection {
             return;
         };
         let header_len = r.position();
-        let mut scratch = [0u8; MAX_DATAGRAM_SIZE];
-        let bytes = match self.open(&header, header_len, data, &mut scratch) {
-            Opened::Unprotected => data,
-            Opened::Clear(n) => &scratch[..n],
-            Opened::Failed => return,
-        };
-        let Ok(packet) = Packet::decode(bytes) else {
+        // Filled (and zeroed first) only for a packet that must be opened.
+        let mut scratch;
+        let mut bytes = data;
+        if header.ty == PacketType::Data && self.requires_protection() {
+            scratch = [0u8; MAX_DATAGRAM_SIZE];
+            match self.open(&header, header_len, data, &mut scratch) {
+                Opened::Unprotected => {}
+                Opened::Clear(n) => bytes = &scratch[..n],
+                Opened::Failed => return,
+            }
+        }
+        if data.len() > MAX_DATAGRAM_SIZE {
+            self.stats.malformed += 1;
+            return;
+        }
+        // The header reads the same in the clear: only the payload again.
+        let payload = bytes.get(header_len..).unwrap_or(&[]);
+        let Ok(packet) = Packet::decode_payload(header, payload) else {
             self.stats.malformed += 1;
             return;
         };
