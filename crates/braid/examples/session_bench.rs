@@ -109,11 +109,23 @@ impl Args {
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime starts");
+    // SESSION_BENCH_THREADS=1: a current-thread runtime (default: two
+    // workers, as `braid stream`/`serve`/`relay` run).
+    let threads = std::env::var("SESSION_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(2);
+    let rt = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(2))
+            .enable_all()
+            .build()
+    }
+    .expect("a tokio runtime starts");
     let r = match argv.get(1).map(String::as_str) {
         Some("sink") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(sink(a))),
         Some("source") => Args::parse(&argv[2..]).and_then(|a| rt.block_on(source(a))),

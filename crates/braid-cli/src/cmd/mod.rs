@@ -24,8 +24,9 @@ pub mod sim_tables;
 pub mod stream;
 pub mod view;
 
-/// The tokio runtime the session commands (`stream`, `serve`, `relay`)
-/// run on: two workers, I/O and timers.
+/// The tokio runtime `stream`, `serve` and `broker` run on: two workers,
+/// I/O and timers (`relay` and `perf` run on one thread: one driver task
+/// each, see there).
 ///
 /// # Errors
 /// The OS refused the runtime's threads or I/O driver.

@@ -49,7 +49,15 @@ pub fn run(args: RelayArgs) -> anyhow::Result<()> {
     if args.every.is_zero() {
         bail!("--every must be above zero");
     }
-    let rt = super::session_runtime()?;
+    // One thread: the relay is one driver task (and a timer). With a second
+    // worker idle, tokio's I/O driver wakes it for every batch of datagrams
+    // that arrives while the first runs the driver — a context switch or a
+    // cross-core wake-up each time, for nothing: through a relay on
+    // loopback 3.6–3.8 against 5.2–5.8 Gbit/s (2026-11-28, BENCHMARKS.md).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
     rt.block_on(relay(listen, args))
 }
 
