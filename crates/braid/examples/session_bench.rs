@@ -109,8 +109,8 @@ impl Args {
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
-    // SESSION_BENCH_THREADS=1: a current-thread runtime (default: two
-    // workers, as `braid stream`/`serve`/`relay` run).
+    // SESSION_BENCH_THREADS=1: a current-thread runtime, as `braid relay`
+    // runs (default: two workers, as `braid stream`/`serve` run).
     let threads = std::env::var("SESSION_BENCH_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())

@@ -152,13 +152,15 @@ impl FourTuple {
     }
 }
 
-/// A datagram to send: its bytes are in the buffer given to `poll_transmit`.
+/// A datagram to send: its bytes are in the buffer given to `poll_transmit`
+/// (all of it), or the last `size` bytes of the one given to
+/// `poll_transmit_append`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transmit {
     /// The path to send it on: to `path.remote`, from the socket bound to
     /// `path.local` when that is known.
     pub path: FourTuple,
-    /// How many bytes of the buffer it is.
+    /// How many bytes it is.
     pub size: usize,
 }
 

@@ -297,3 +297,46 @@ fn keyless_connections_are_unchanged_and_unprotected() {
         .iter()
         .any(|(_, _, d)| d.windows(marker.len()).any(|w| w == marker)));
 }
+
+/// A datagram appended after other bytes (a driver's GSO batch) is sealed
+/// over its own bytes only: the bytes before it are untouched and the
+/// packet opens at the peer; with nothing to send, the buffer is as it was.
+#[test]
+fn a_packet_appended_after_others_is_sealed_alone_and_opens() {
+    for mode in MODES {
+        let mut net = Net::new(23, keyed(mode));
+        let (c, s) = net.connect();
+        net.run(Duration::from_secs(1), |_| false);
+        let prefix = b"an earlier datagram of the batch".to_vec();
+        let mut buf = prefix.clone();
+        assert!(
+            net.client.poll_transmit_append(net.now, &mut buf).is_none(),
+            "{mode:?}: nothing to send yet"
+        );
+        assert_eq!(buf, prefix, "{mode:?}: left as it was");
+        let cc = net.client.connection_mut(c).unwrap();
+        cc.send(net.now, StreamId(0), payload(900), SendOptions::RELIABLE)
+            .unwrap();
+        let t = net
+            .client
+            .poll_transmit_append(net.now, &mut buf)
+            .expect("the message's packet");
+        assert_eq!(buf.len(), prefix.len() + t.size, "{mode:?}");
+        assert_eq!(&buf[..prefix.len()], &prefix[..], "{mode:?}: untouched");
+        let before = net.server.connection(s).unwrap().stats();
+        net.server.handle_datagram(
+            net.now,
+            FourTuple::from_remote(addr(CLIENT)),
+            &buf[prefix.len()..],
+        );
+        let after = net.server.connection(s).unwrap().stats();
+        assert_eq!(after.decrypt_failed, before.decrypt_failed, "{mode:?}");
+        assert_eq!(
+            after.packets_received,
+            before.packets_received + 1,
+            "{mode:?}"
+        );
+        let got = net.server.connection_mut(s).unwrap().recv(net.now);
+        assert_eq!(got.map(|m| m.data), Some(payload(900)), "{mode:?}");
+    }
+}

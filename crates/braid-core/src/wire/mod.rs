@@ -146,7 +146,9 @@ impl<'a> Packet<'a> {
     }
 
     /// As [`Packet::decode`], for a datagram whose header the caller
-    /// decoded already: `payload` is everything after it.
+    /// decoded already: `payload` is everything after it. The caller has
+    /// refused datagrams over [`MAX_DATAGRAM_SIZE`] (`decode` checks that
+    /// here).
     ///
     /// # Errors
     /// Any [`WireError`] of the frames.
@@ -499,6 +501,11 @@ mod tests {
             b.pad_to(200);
             b.finish();
             let p = Packet::decode(&buf).unwrap();
+            assert_eq!(
+                p.first.is_some(),
+                matches!(frames[0], Frame::Stream(_)),
+                "layout {i}: a leading STREAM frame is kept, nothing else"
+            );
             let got: Vec<_> = p.frames().map(Result::unwrap).collect();
             assert_eq!(got, decoded_afresh(&p), "layout {i}");
             let mut visited = Vec::new();
@@ -548,6 +555,12 @@ mod tests {
                 let frames: Vec<_> = p.frames().collect();
                 prop_assert!(frames.iter().all(Result::is_ok));
                 let frames: Vec<_> = frames.into_iter().map(Result::unwrap).collect();
+                let mut visited = Vec::new();
+                p.visit_frames(|f| {
+                    visited.push(*f);
+                    ControlFlow::Continue(())
+                });
+                prop_assert_eq!(&visited, &frames);
                 prop_assert_eq!(frames, decoded_afresh(&p));
             }
         }

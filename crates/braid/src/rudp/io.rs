@@ -177,6 +177,8 @@ impl GsoBatch {
             self.closed = data.is_empty();
             return true;
         }
+        // Bytes appended through `buffer()` but not pushed are not the batch's.
+        self.buf.truncate(self.used);
         if self.closed
             || self.dest != Some(dest)
             || self.src != src
@@ -243,6 +245,16 @@ impl GsoBatch {
             self.closed = len < self.segment;
         }
         true
+    }
+
+    /// Whether another datagram might join (false when full or closed by
+    /// a shorter one), so a sender need not build one only to move it
+    /// aside.
+    pub fn accepts_more(&self, max_segments: usize) -> bool {
+        self.count == 0
+            || (!self.closed
+                && self.count < max_segments
+                && self.used + self.segment <= MAX_GSO_BYTES)
     }
 
     /// The batch as one send, if it holds anything.

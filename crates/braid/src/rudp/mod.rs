@@ -114,7 +114,8 @@ pub const SEND_BATCH: usize = 16;
 pub const MAX_ROUNDS: usize = 16;
 /// Timer deadlines closer than this are met by yielding, not sleeping.
 pub const SPIN_THRESHOLD: Duration = Duration::from_micros(250);
-/// Capacity of the buffer a datagram is built in.
+/// Capacity of the buffer a datagram waits in when it could not join the
+/// GSO batch it was built in.
 pub const RECV_BUFFER: usize = 2048;
 
 /// Settings of an [`Endpoint`].

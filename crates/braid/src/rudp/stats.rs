@@ -14,7 +14,8 @@ pub struct IoStats {
     pub datagrams_received: u64,
     /// Datagrams written to the socket.
     pub datagrams_sent: u64,
-    /// Send calls that wrote them (one GSO send carries several).
+    /// Send calls made, failed ones included (one GSO send carries
+    /// several datagrams).
     pub sends: u64,
     /// Receive errors (ignored; e.g. ICMP errors reported by the kernel).
     pub recv_errors: u64,

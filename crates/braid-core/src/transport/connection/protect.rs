@@ -72,7 +72,7 @@ impl Connection {
         }
     }
 
-    /// Seals the packet of `size` bytes at `start` in `buf`, its end
+    /// Seals the packet of `size` bytes from `start` to the end of `buf`
     /// (header of `header_len` bytes, number `pn`) if this side has keys,
     /// and returns its size on the wire. `None` only if sealing failed (a
     /// bug); the packet must then not be sent.
