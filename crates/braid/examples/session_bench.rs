@@ -111,10 +111,16 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     // SESSION_BENCH_THREADS=1: a current-thread runtime, as `braid relay`
     // runs (default: two workers, as `braid stream`/`serve` run).
-    let threads = std::env::var("SESSION_BENCH_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(2);
+    let threads = match std::env::var("SESSION_BENCH_THREADS") {
+        Err(_) => 2,
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n @ 1..=64) => n,
+            _ => {
+                eprintln!("session_bench: SESSION_BENCH_THREADS must be 1..=64, not {v:?}");
+                std::process::exit(2);
+            }
+        },
+    };
     let rt = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

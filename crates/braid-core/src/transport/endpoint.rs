@@ -35,7 +35,7 @@
 //!   statelessly, or dropped and counted.
 
 use super::auth::{self, AuthError, SeedSource, SessionKeys};
-use super::connection::{Connection, Opened};
+use super::connection::Connection;
 use super::cookie::{CookieKey, COOKIE_TAG_LEN};
 use super::protection::Protection;
 use super::{Config, ConfigError, FourTuple, Transmit};
@@ -153,9 +153,6 @@ pub struct Endpoint {
     stateless: VecDeque<(FourTuple, Vec<u8>)>,
     incoming: VecDeque<ConnectionHandle>,
     cursor: u64,
-    /// Where `poll_transmit_batch` builds each further segment; kept so
-    /// that batching allocates nothing after the first batch.
-    batch_scratch: Vec<u8>,
     stats: EndpointStats,
 }
 
@@ -195,7 +192,6 @@ impl Endpoint {
             stateless: VecDeque::new(),
             incoming: VecDeque::new(),
             cursor: 0,
-            batch_scratch: Vec::new(),
             stats: EndpointStats::default(),
         })
     }
@@ -321,26 +317,17 @@ impl Endpoint {
         };
         let header_len = r.position();
         let route = self.route(&header.dst_cid);
-        // Filled (and zeroed first) only for a packet that must be opened.
-        let mut scratch;
+        let mut scratch = None;
         let mut bytes = data;
-        if header.ty == PacketType::Data {
-            if let Some(c) = route.and_then(|i| self.conns.get_mut(&i)) {
-                if c.requires_protection() {
-                    scratch = [0u8; MAX_DATAGRAM_SIZE];
-                    match c.open(&header, header_len, data, &mut scratch) {
-                        Opened::Unprotected => {}
-                        Opened::Clear(n) => bytes = &scratch[..n],
-                        Opened::Failed => {
-                            self.stats.decrypt_failed += 1;
-                            trace!(?path, reason = "decrypt_failed", "datagram dropped");
-                            return;
-                        }
-                    }
-                }
-            }
+        if let Some(c) = route.and_then(|i| self.conns.get_mut(&i)) {
+            let Some(clear) = c.open(&header, header_len, data, &mut scratch) else {
+                self.stats.decrypt_failed += 1;
+                trace!(?path, reason = "decrypt_failed", "datagram dropped");
+                return;
+            };
+            bytes = clear;
         }
-        // The header is the same in the clear: only the payload is read again.
+        // The header reads the same in the clear: only the payload again.
         let payload = bytes.get(header_len..).unwrap_or(&[]);
         let packet = match Packet::decode_payload(header, payload) {
             Ok(p) => p,
@@ -711,7 +698,6 @@ impl Endpoint {
         let Some(&k) = self.conns.range(..self.cursor).next_back().map(|(k, _)| k) else {
             return Some(batch);
         };
-        let mut scratch = std::mem::take(&mut self.batch_scratch);
         for _ in 1..max_segments.max(1) {
             let Some(c) = self.conns.get_mut(&k) else {
                 break;
@@ -719,16 +705,14 @@ impl Endpoint {
             if c.path() != batch.path {
                 break;
             }
-            let Some(t) = c.poll_peek_size_fits(now, &mut scratch, batch.segment_size) else {
+            let Some(t) = c.poll_append_fits(now, buf, batch.segment_size) else {
                 break;
             };
-            buf.extend_from_slice(&scratch[..t]);
             batch.size += t;
             if t < batch.segment_size {
                 break; // a short segment must be the last
             }
         }
-        self.batch_scratch = scratch;
         Some(batch)
     }
 

@@ -219,10 +219,15 @@ impl<'a> Packet<'a> {
         })
     }
 
+    /// A reader over the frames after the kept first one.
+    fn rest_reader(&self) -> Reader<'a> {
+        Reader::new(self.payload.get(self.after_first..).unwrap_or(&[]))
+    }
+
     /// The frames, in order.
     pub fn frames(&self) -> impl Iterator<Item = Result<Frame<'a>, WireError>> + 'a {
         let mut first = self.first.map(Frame::Stream);
-        let mut r = Reader::new(self.payload.get(self.after_first..).unwrap_or(&[]));
+        let mut r = self.rest_reader();
         core::iter::from_fn(move || {
             if let Some(f) = first.take() {
                 return Some(Ok(f));
@@ -248,7 +253,7 @@ impl<'a> Packet<'a> {
                 return;
             }
         }
-        let mut r = Reader::new(self.payload.get(self.after_first..).unwrap_or(&[]));
+        let mut r = self.rest_reader();
         while !r.is_empty() {
             let decoded = Frame::decode(&mut r);
             // `decode` validated every frame: an error is unreachable.

@@ -166,33 +166,11 @@ impl GsoBatch {
         data: &[u8],
         max_segments: usize,
     ) -> bool {
-        if self.count == 0 {
-            self.buf.clear();
-            self.buf.extend_from_slice(data);
-            self.used = self.buf.len();
-            self.dest = Some(dest);
-            self.src = src;
-            self.segment = data.len();
-            self.count = 1;
-            self.closed = data.is_empty();
-            return true;
-        }
-        // Bytes appended through `buffer()` but not pushed are not the batch's.
-        self.buf.truncate(self.used);
-        if self.closed
-            || self.dest != Some(dest)
-            || self.src != src
-            || data.len() > self.segment
-            || data.is_empty()
-            || self.count >= max_segments
-            || self.buf.len() + data.len() > MAX_GSO_BYTES
-        {
+        if !self.may_join(src, dest, data.len(), max_segments) {
             return false;
         }
-        self.buf.extend_from_slice(data);
-        self.used = self.buf.len();
-        self.count += 1;
-        self.closed = data.len() < self.segment;
+        self.buffer().extend_from_slice(data);
+        self.take_appended(src, dest);
         true
     }
 
@@ -200,16 +178,15 @@ impl GsoBatch {
     /// [`GsoBatch::push_appended`] decides whether it joins: the batch's
     /// own bytes, emptied first when the batch is.
     pub fn buffer(&mut self) -> &mut Vec<u8> {
-        if self.count == 0 {
-            self.buf.clear();
-        }
+        // Bytes appended but not pushed are not the batch's.
+        self.buf.truncate(self.used);
         &mut self.buf
     }
 
     /// Takes the datagram appended to [`GsoBatch::buffer`] since the last
     /// push if it may join the batch (the rules of [`GsoBatch::push_from`]);
-    /// else moves its bytes into `spill` (cleared first), leaves the batch
-    /// as it was and returns false. The common case copies nothing.
+    /// else moves its bytes into `spill` (see [`GsoBatch::spill_appended`])
+    /// and returns false. The common case copies nothing.
     pub fn push_appended(
         &mut self,
         src: Option<IpAddr>,
@@ -217,34 +194,21 @@ impl GsoBatch {
         max_segments: usize,
         spill: &mut Vec<u8>,
     ) -> bool {
-        let start = if self.count == 0 { 0 } else { self.used };
-        let len = self.buf.len().saturating_sub(start);
-        let joins = self.count == 0
-            || !(self.closed
-                || self.dest != Some(dest)
-                || self.src != src
-                || len > self.segment
-                || len == 0
-                || self.count >= max_segments
-                || self.buf.len() > MAX_GSO_BYTES);
-        if !joins {
-            spill.clear();
-            spill.extend_from_slice(self.buf.get(start..).unwrap_or(&[]));
-            self.buf.truncate(start);
+        let len = self.buf.len().saturating_sub(self.used);
+        if !self.may_join(src, dest, len, max_segments) {
+            self.spill_appended(spill);
             return false;
         }
-        self.used = self.buf.len();
-        if self.count == 0 {
-            self.dest = Some(dest);
-            self.src = src;
-            self.segment = len;
-            self.count = 1;
-            self.closed = len == 0;
-        } else {
-            self.count += 1;
-            self.closed = len < self.segment;
-        }
+        self.take_appended(src, dest);
         true
+    }
+
+    /// Moves the bytes appended to [`GsoBatch::buffer`] since the last push
+    /// into `spill` (cleared first), leaving the batch as it was.
+    pub fn spill_appended(&mut self, spill: &mut Vec<u8>) {
+        spill.clear();
+        spill.extend_from_slice(self.buf.get(self.used..).unwrap_or(&[]));
+        self.buf.truncate(self.used);
     }
 
     /// Whether another datagram might join (false when full or closed by
@@ -255,6 +219,34 @@ impl GsoBatch {
             || (!self.closed
                 && self.count < max_segments
                 && self.used + self.segment <= MAX_GSO_BYTES)
+    }
+
+    /// The GSO rules: whether a datagram of `len` bytes from `src` to
+    /// `dest` may join (anything starts an empty batch).
+    fn may_join(&self, src: Option<IpAddr>, dest: SocketAddr, len: usize, max: usize) -> bool {
+        self.count == 0
+            || !(self.closed
+                || self.dest != Some(dest)
+                || self.src != src
+                || len > self.segment
+                || len == 0
+                || self.count >= max
+                || self.used + len > MAX_GSO_BYTES)
+    }
+
+    /// Counts the bytes beyond `used` as the batch's next datagram.
+    fn take_appended(&mut self, src: Option<IpAddr>, dest: SocketAddr) {
+        let len = self.buf.len() - self.used;
+        self.used = self.buf.len();
+        if self.count == 0 {
+            self.dest = Some(dest);
+            self.src = src;
+            self.segment = len;
+            self.closed = len == 0;
+        } else {
+            self.closed = len < self.segment;
+        }
+        self.count += 1;
     }
 
     /// The batch as one send, if it holds anything.

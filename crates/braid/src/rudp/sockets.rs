@@ -290,12 +290,8 @@ impl SocketSet {
             let max = self.sockets[self.batch_socket].io.max_gso_segments();
             let src = self.source_ip(socket, &t.path);
             if socket != self.batch_socket {
-                // Another socket: refused (the batch is not empty, so a
-                // limit of 0 segments refuses), its bytes moved into
-                // `scratch`.
-                debug_assert!(!self.batch.is_empty());
-                self.batch
-                    .push_appended(src, t.path.remote, 0, &mut self.scratch);
+                // Another socket (the batch is not empty): it waits.
+                self.batch.spill_appended(&mut self.scratch);
                 self.held = Some(t);
                 return;
             }

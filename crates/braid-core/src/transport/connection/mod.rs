@@ -39,8 +39,6 @@ mod input;
 mod output;
 mod protect;
 
-pub(crate) use protect::Opened;
-
 /// Most events queued for the application; older ones are dropped.
 pub const MAX_EVENTS: usize = 1024;
 /// Most ADAPT reports waiting to be sent to the peer.

@@ -46,12 +46,12 @@ impl Connection {
         })
     }
 
-    /// `poll_transmit` for batching: writes the next datagram into `buf`
-    /// only if it will be at most `max` bytes long, returning its size.
-    /// Datagrams are never larger than the path's datagram size, which the
-    /// first datagram of a batch normally has, so this only refuses when a
-    /// later one would be larger than an earlier short one.
-    pub(crate) fn poll_peek_size_fits(
+    /// `poll_transmit_append` for batching: appends the next datagram to
+    /// `buf` only if it will be at most `max` bytes long, returning its
+    /// size. Datagrams are never larger than the path's datagram size,
+    /// which the first datagram of a batch normally has, so this only
+    /// refuses when a later one would be larger than an earlier short one.
+    pub(crate) fn poll_append_fits(
         &mut self,
         now: Instant,
         buf: &mut Vec<u8>,
@@ -61,7 +61,7 @@ impl Connection {
             // A full-size datagram might not fit the batch: stop here.
             return None;
         }
-        let t = self.poll_transmit(now, buf)?;
+        let t = self.poll_transmit_append(now, buf)?;
         Some(t.size)
     }
 

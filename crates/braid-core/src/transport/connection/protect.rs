@@ -15,17 +15,9 @@ use crate::transport::protection::TAG_LEN;
 use crate::transport::FourTuple;
 use crate::wire::{Header, Packet, PacketType, Reader, MAX_DATAGRAM_SIZE};
 
-/// What became of a datagram handed to [`Connection::open`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Opened {
-    /// The connection takes no protected packets: decode `data` as is.
-    Unprotected,
-    /// Opened: the cleartext packet is the first this-many bytes of the
-    /// scratch buffer.
-    Clear(usize),
-    /// Dropped and counted.
-    Failed,
-}
+/// Room to open one datagram in; filled (and zeroed first) only for a
+/// packet that must be opened.
+pub(crate) type OpenScratch = Option<[u8; MAX_DATAGRAM_SIZE]>;
 
 impl Connection {
     /// True if this connection's DATA packets must be protected: it was set
@@ -43,33 +35,35 @@ impl Connection {
         }
     }
 
-    /// Opens the datagram `data` whose decoded header is `header`
-    /// (`header_len` bytes) into `scratch`, if this connection requires
-    /// protection and it is a DATA packet.
-    pub(crate) fn open(
+    /// The datagram `data` (decoded header `header`, `header_len` bytes)
+    /// in the clear: `data` itself unless this connection requires
+    /// protection and it is a DATA packet, which is then opened into
+    /// `scratch`. `None` if it does not open (counted). The header reads
+    /// the same either way.
+    pub(crate) fn open<'a>(
         &mut self,
         header: &Header,
         header_len: usize,
-        data: &[u8],
-        scratch: &mut [u8; MAX_DATAGRAM_SIZE],
-    ) -> Opened {
+        data: &'a [u8],
+        scratch: &'a mut OpenScratch,
+    ) -> Option<&'a [u8]> {
         if header.ty != PacketType::Data || !self.requires_protection() {
-            return Opened::Unprotected;
+            return Some(data);
         }
+        let scratch = scratch.insert([0; MAX_DATAGRAM_SIZE]);
         let (Some(keys), Some(dst)) = (self.keys.as_ref(), scratch.get_mut(..data.len())) else {
             // No keys yet (a client before the server proved the key), or
             // longer than any datagram: nothing can open it.
             self.stats.decrypt_failed += 1;
-            return Opened::Failed;
+            return None;
         };
         dst.copy_from_slice(data);
-        match keys.packet.open(header.pn, dst, header_len) {
-            Ok(n) => Opened::Clear(n),
-            Err(_) => {
-                self.stats.decrypt_failed += 1;
-                Opened::Failed
-            }
-        }
+        let Ok(n) = keys.packet.open(header.pn, dst, header_len) else {
+            self.stats.decrypt_failed += 1;
+            return None;
+        };
+        let clear: &'a [u8; MAX_DATAGRAM_SIZE] = scratch;
+        Some(&clear[..n])
     }
 
     /// Seals the packet of `size` bytes from `start` to the end of `buf`
@@ -105,22 +99,14 @@ impl Connection {
             return;
         };
         let header_len = r.position();
-        // Filled (and zeroed first) only for a packet that must be opened.
-        let mut scratch;
-        let mut bytes = data;
-        if header.ty == PacketType::Data && self.requires_protection() {
-            scratch = [0u8; MAX_DATAGRAM_SIZE];
-            match self.open(&header, header_len, data, &mut scratch) {
-                Opened::Unprotected => {}
-                Opened::Clear(n) => bytes = &scratch[..n],
-                Opened::Failed => return,
-            }
-        }
+        let mut scratch = None;
+        let Some(bytes) = self.open(&header, header_len, data, &mut scratch) else {
+            return;
+        };
         if data.len() > MAX_DATAGRAM_SIZE {
             self.stats.malformed += 1;
             return;
         }
-        // The header reads the same in the clear: only the payload again.
         let payload = bytes.get(header_len..).unwrap_or(&[]);
         let Ok(packet) = Packet::decode_payload(header, payload) else {
             self.stats.malformed += 1;
