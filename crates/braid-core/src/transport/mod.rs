@@ -72,6 +72,7 @@ pub mod rtt;
 pub mod send;
 pub mod sent_log;
 pub mod stats;
+mod stream_table;
 pub mod suite;
 pub mod thresholds;
 

@@ -30,25 +30,43 @@ impl Pacer {
         }
     }
 
-    fn refill(&mut self, now: Instant, rate: Bandwidth) {
-        if let Some(last) = self.last {
-            let add = rate.bytes_in(now.saturating_duration_since(last));
-            if add > 0 {
-                self.tokens = self.tokens.saturating_add(add).min(self.capacity);
-                self.last = Some(now);
+    /// Adds the tokens earned since the last refill at `rate` (asked of
+    /// `rate` only when time has passed).
+    fn refill(&mut self, now: Instant, rate: &mut impl FnMut() -> Bandwidth) {
+        match self.last {
+            Some(last) if now > last => {
+                let add = rate().bytes_in(now.saturating_duration_since(last));
+                if add > 0 {
+                    self.tokens = self.tokens.saturating_add(add).min(self.capacity);
+                    self.last = Some(now);
+                }
             }
-        } else {
-            self.last = Some(now);
+            Some(_) => {}
+            None => self.last = Some(now),
         }
     }
 
     /// When a packet of `bytes` may leave at `rate`: `None` if now.
     pub fn delay(&mut self, now: Instant, rate: Bandwidth, bytes: u64) -> Option<Instant> {
-        if rate == Bandwidth::MAX {
+        self.delay_with(now, bytes, || rate)
+    }
+
+    /// [`Pacer::delay`] with the rate computed only if it is needed: when
+    /// time has passed since the last refill, or the tokens fall short.
+    /// A sender that reads the clock once per batch of datagrams asks for
+    /// the rate once per batch, not once per datagram.
+    pub fn delay_with(
+        &mut self,
+        now: Instant,
+        bytes: u64,
+        mut rate: impl FnMut() -> Bandwidth,
+    ) -> Option<Instant> {
+        self.refill(now, &mut rate);
+        if self.tokens >= bytes {
             return None;
         }
-        self.refill(now, rate);
-        if self.tokens >= bytes {
+        let rate = rate();
+        if rate == Bandwidth::MAX {
             return None;
         }
         let missing = bytes - self.tokens;
@@ -78,6 +96,41 @@ mod tests {
         let next = p.delay(t0, rate, 1000).unwrap();
         assert_eq!(next, t0 + Duration::from_millis(1));
         assert_eq!(p.delay(next, rate, 1000), None);
+    }
+
+    #[test]
+    fn the_rate_is_asked_only_when_time_moved_or_tokens_ran_short() {
+        let mut p = Pacer::new(1000);
+        let rate = Bandwidth::from_mbps(8);
+        let mut asked = 0;
+        let t0 = Instant::ZERO;
+        // A burst at one instant: the first call sets the clock, the
+        // rest find the tokens and the same time.
+        for _ in 0..BURST_PACKETS {
+            let d = p.delay_with(t0, 1000, || {
+                asked += 1;
+                rate
+            });
+            assert_eq!(d, None);
+            p.on_sent(1000);
+        }
+        assert_eq!(asked, 0);
+        // Out of tokens: the wait needs the rate.
+        let next = p.delay_with(t0, 1000, || {
+            asked += 1;
+            rate
+        });
+        assert_eq!((next, asked), (Some(t0 + Duration::from_millis(1)), 1));
+        // Time moved: the refill needs it, and the packet may go.
+        let d = p.delay_with(t0 + Duration::from_millis(1), 1000, || {
+            asked += 1;
+            rate
+        });
+        assert_eq!((d, asked), (None, 2));
+        // Unpaced (the maximum rate): never a wait.
+        let mut q = Pacer::new(1000);
+        q.on_sent(50_000);
+        assert_eq!(q.delay_with(t0, 1000, || Bandwidth::MAX), None);
     }
 
     #[test]

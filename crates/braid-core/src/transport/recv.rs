@@ -21,11 +21,11 @@
 //!   [`MAX_PENDING_TOTAL`].
 
 use super::stats::ClassCounters;
+use super::stream_table::StreamTable;
 use crate::time::{Duration, Instant};
 use crate::wire::{Reliability, StreamFrame, StreamId};
 use smallvec::SmallVec;
-use std::collections::{BTreeMap, VecDeque};
-use std::ops::Bound;
+use std::collections::{btree_map, BTreeMap, VecDeque};
 
 /// Most incomplete or undelivered messages remembered per stream.
 pub const MAX_PENDING_MESSAGES: usize = 4096;
@@ -101,7 +101,7 @@ struct Ready {
 /// All receive streams of a connection.
 #[derive(Debug)]
 pub struct RecvStreams {
-    streams: BTreeMap<StreamId, RecvStream>,
+    streams: StreamTable<RecvStream>,
     ready: VecDeque<Ready>,
     max_message_size: u64,
     window: u64,
@@ -129,7 +129,7 @@ impl RecvStreams {
     /// most `max_unreliable_buffer` bytes of non-reliable data buffered.
     pub fn new(max_message_size: u64, window: u64, max_unreliable_buffer: u64) -> Self {
         RecvStreams {
-            streams: BTreeMap::new(),
+            streams: StreamTable::new(),
             ready: VecDeque::new(),
             max_message_size,
             window,
@@ -157,38 +157,39 @@ impl RecvStreams {
             return Err(RecvError::MessageTooLarge(f.message_len));
         }
         let ci = class_index(f.reliability);
-        let s = self.streams.entry(f.stream).or_default();
+        let s = self.streams.get_or_default(f.stream);
         if f.message < s.next {
             if f.reliability != Reliability::Reliable && f.offset == 0 {
                 self.counters[ci].late += 1;
             }
             return Ok(());
         }
-        if !s.entries.contains_key(&f.message) {
-            if s.entries.len() >= MAX_PENDING_MESSAGES || self.entries >= MAX_PENDING_TOTAL {
-                // Reliable data will be retransmitted; non-reliable is lost.
-                if f.reliability != Reliability::Reliable {
-                    self.counters[ci].dropped_on_receive += 1;
-                }
-                return Ok(());
-            }
-            if f.reliability == Reliability::Reliable {
-                if self.reliable_seen + f.message_len > self.advertised {
-                    return Err(RecvError::FlowControl);
-                }
-                self.reliable_seen += f.message_len;
-            } else {
-                if self.unreliable_buffered + f.message_len > self.max_unreliable_buffer {
-                    self.counters[ci].dropped_on_receive += 1;
+        let pending = s.entries.len();
+        let e = match s.entries.entry(f.message) {
+            btree_map::Entry::Occupied(o) => o.into_mut(),
+            btree_map::Entry::Vacant(v) => {
+                if pending >= MAX_PENDING_MESSAGES || self.entries >= MAX_PENDING_TOTAL {
+                    // Reliable data will be retransmitted; non-reliable is lost.
+                    if f.reliability != Reliability::Reliable {
+                        self.counters[ci].dropped_on_receive += 1;
+                    }
                     return Ok(());
                 }
-                self.unreliable_buffered += f.message_len;
-            }
-            let deadline = f.ttl_us.map(|t| now + Duration::from_micros(t));
-            self.entries += 1;
-            s.entries.insert(
-                f.message,
-                Entry {
+                if f.reliability == Reliability::Reliable {
+                    if self.reliable_seen + f.message_len > self.advertised {
+                        return Err(RecvError::FlowControl);
+                    }
+                    self.reliable_seen += f.message_len;
+                } else {
+                    if self.unreliable_buffered + f.message_len > self.max_unreliable_buffer {
+                        self.counters[ci].dropped_on_receive += 1;
+                        return Ok(());
+                    }
+                    self.unreliable_buffered += f.message_len;
+                }
+                let deadline = f.ttl_us.map(|t| now + Duration::from_micros(t));
+                self.entries += 1;
+                v.insert(Entry {
                     reliability: f.reliability,
                     len: f.message_len,
                     depends_back: f.depends_back,
@@ -199,11 +200,9 @@ impl RecvStreams {
                         buf: Vec::with_capacity(f.message_len as usize),
                         have: Ranges::new(),
                     },
-                },
-            );
-        }
-        // Invariant: the entry was found or inserted just above.
-        let e = s.entries.get_mut(&f.message).expect("entry present");
+                })
+            }
+        };
         if matches!(e.state, State::Skipped) {
             // Skipped (by the sender, or expired here): a late or duplicated
             // fragment changes nothing. A skip carries no dependency, so
@@ -250,7 +249,7 @@ impl RecvStreams {
         class: Reliability,
         depends_back: Option<u64>,
     ) -> Result<(), RecvError> {
-        let s = self.streams.entry(stream).or_default();
+        let s = self.streams.get_or_default(stream);
         if message < s.next {
             return Ok(());
         }
@@ -353,11 +352,7 @@ impl RecvStreams {
         // `self`): nothing is allocated per timer.
         let mut next = self.streams.keys().next().copied();
         while let Some(sid) = next {
-            next = self
-                .streams
-                .range((Bound::Excluded(sid), Bound::Unbounded))
-                .next()
-                .map(|(k, _)| *k);
+            next = self.streams.next_after(sid);
             let mut any = false;
             if let Some(s) = self.streams.get_mut(&sid) {
                 for e in s.entries.values_mut() {
@@ -467,6 +462,15 @@ fn place(buf: &mut Vec<u8>, start: usize, data: &[u8]) {
 fn insert_range(have: &mut Ranges, start: u64, end: u64) -> bool {
     if start == end {
         return true;
+    }
+    // In order, the common case: the fragment starts inside or at the end
+    // of the last range. The ranges before it end below that range's start
+    // (touching ranges are merged), so it merges with the last one only.
+    if let Some(last) = have.last_mut() {
+        if last.0 <= start && start <= last.1 {
+            last.1 = last.1.max(end);
+            return true;
+        }
     }
     // In place (nothing allocated once the list has its room): the ranges
     // `i..j` overlap or touch `[start, end)` and merge with it.
@@ -792,5 +796,43 @@ mod tests {
         assert_eq!(h.as_slice(), [(0, 40), (41, 70)]);
         assert!(insert_range(&mut h, 40, 41));
         assert_eq!(h.as_slice(), [(0, 70)]);
+    }
+
+    proptest::proptest! {
+        /// Whatever the order (the in-order fast path included), the ranges
+        /// are exactly the runs of bytes covered so far: disjoint, not
+        /// touching, in order.
+        #[test]
+        fn ranges_are_the_covered_runs(
+            cuts in proptest::collection::vec((0u64..200, 0u64..40), 1..60),
+            in_order in proptest::bool::ANY,
+        ) {
+            let mut cuts = cuts;
+            if in_order {
+                cuts.sort();
+            }
+            let mut h = Ranges::new();
+            let mut covered = [false; 240];
+            for (start, len) in cuts {
+                proptest::prop_assert!(insert_range(&mut h, start, start + len));
+                for b in &mut covered[start as usize..(start + len) as usize] {
+                    *b = true;
+                }
+            }
+            let mut runs = Vec::new();
+            let mut i = 0;
+            while i < covered.len() {
+                if covered[i] {
+                    let a = i;
+                    while i < covered.len() && covered[i] {
+                        i += 1;
+                    }
+                    runs.push((a as u64, i as u64));
+                } else {
+                    i += 1;
+                }
+            }
+            proptest::prop_assert_eq!(h.as_slice(), runs.as_slice());
+        }
     }
 }

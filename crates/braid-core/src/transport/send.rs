@@ -26,9 +26,10 @@
 
 use super::recovery::{SentFrame, SentFrames};
 use super::stats::ClassCounters;
+use super::stream_table::StreamTable;
 use crate::time::{Duration, Instant};
 use crate::wire::{Frame, PacketBuilder, Reliability, StreamFrame, StreamId, MAX_TTL_US};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 /// Most MESSAGE_SKIP frames waiting to be (re)sent.
 pub const MAX_PENDING_SKIPS: usize = 4096;
@@ -134,6 +135,16 @@ struct SendStream {
 impl SendStream {
     /// Finds a message: `(in_unsent, index)`.
     fn find(&self, number: u64) -> Option<(bool, usize)> {
+        // A stream of reliable messages has consecutive numbers in `sent`:
+        // the offset from the oldest is the index (no search).
+        if let Some(first) = self.sent.front() {
+            if let Some(i) = number.checked_sub(first.number) {
+                let i = usize::try_from(i).unwrap_or(usize::MAX);
+                if self.sent.get(i).is_some_and(|m| m.number == number) {
+                    return Some((false, i));
+                }
+            }
+        }
         if let Ok(i) = self.sent.binary_search_by_key(&number, |m| m.number) {
             return Some((false, i));
         }
@@ -240,7 +251,7 @@ impl From<SendRefused> for SendError {
 /// All send streams of a connection.
 #[derive(Debug)]
 pub struct SendStreams {
-    streams: BTreeMap<StreamId, SendStream>,
+    streams: StreamTable<SendStream>,
     queued_bytes: u64,
     max_queued_bytes: u64,
     /// Round-robin position: the stream after which to look first.
@@ -284,7 +295,7 @@ impl SendStreams {
     /// data, with the peer's initial credit `max_data`.
     pub fn new(max_queued_bytes: u64, max_data: u64) -> Self {
         SendStreams {
-            streams: BTreeMap::new(),
+            streams: StreamTable::new(),
             queued_bytes: 0,
             max_queued_bytes,
             cursor: None,
@@ -334,7 +345,7 @@ impl SendStreams {
                 data,
             });
         }
-        let s = self.streams.entry(stream).or_default();
+        let s = self.streams.get_or_default(stream);
         s.priority = opts.priority;
         let number = s.next_number;
         s.next_number += 1;

@@ -88,12 +88,17 @@ impl<'a> Reader<'a> {
     /// # Errors
     /// [`WireError::Truncated`] if the encoding runs past the buffer.
     pub fn varint(&mut self) -> Result<u64, WireError> {
-        let first = self.u8()?;
-        let len = 1usize << (first >> 6);
-        let mut v = u64::from(first & 0x3f);
-        for _ in 1..len {
-            v = (v << 8) | u64::from(self.u8()?);
-        }
+        let rest = self.peek_rest();
+        let first = *rest.first().ok_or(WireError::Truncated)?;
+        // One bounds check for the whole encoding and one big-endian load
+        // (every packet header and frame has several of these).
+        let v = match first >> 6 {
+            0 => u64::from(first),
+            1 => u64::from(u16::from_be_bytes(*first_n(rest)?) & 0x3fff),
+            2 => u64::from(u32::from_be_bytes(*first_n(rest)?) & 0x3fff_ffff),
+            _ => u64::from_be_bytes(*first_n(rest)?) & VARINT_MAX,
+        };
+        self.pos += 1 << (first >> 6);
         Ok(v)
     }
 
@@ -115,6 +120,11 @@ impl<'a> Reader<'a> {
         self.pos = self.buf.len();
         out
     }
+}
+
+/// The first `N` bytes of `b` as an array.
+fn first_n<const N: usize>(b: &[u8]) -> Result<&[u8; N], WireError> {
+    b.first_chunk().ok_or(WireError::Truncated)
 }
 
 /// Encoded length of `v` as a varint (values above [`VARINT_MAX`] are
@@ -189,6 +199,17 @@ mod tests {
             let mut r = Reader::new(&out);
             prop_assert_eq!(r.varint().unwrap(), v);
             prop_assert!(r.is_empty());
+            // Behind other bytes, and cut short anywhere.
+            let mut framed = vec![7u8];
+            framed.extend_from_slice(&out);
+            framed.push(9);
+            let mut r = Reader::new(&framed);
+            prop_assert_eq!(r.u8().unwrap(), 7);
+            prop_assert_eq!(r.varint().unwrap(), v);
+            prop_assert_eq!(r.u8().unwrap(), 9);
+            for cut in 0..out.len() {
+                prop_assert_eq!(Reader::new(&out[..cut]).varint(), Err(WireError::Truncated));
+            }
         }
     }
 }

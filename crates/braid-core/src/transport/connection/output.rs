@@ -188,8 +188,13 @@ impl Connection {
         let want_data = window_open && self.send.has_sendable();
         let mut paced = false;
         if want_data && self.config.pacing {
-            let rate = self.cc.pacing_rate(self.recovery.rtt());
-            if let Some(t) = self.pacer.delay(now, rate, mss as u64) {
+            // The rate (a division) only when the pacer needs it: once per
+            // clock reading, not once per datagram.
+            let (cc, rtt) = (&self.cc, self.recovery.rtt());
+            if let Some(t) = self
+                .pacer
+                .delay_with(now, mss as u64, || cc.pacing_rate(rtt))
+            {
                 self.pacing_wait = Some(t);
                 paced = true;
             }
