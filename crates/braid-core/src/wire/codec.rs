@@ -154,6 +154,61 @@ pub fn put_varint(out: &mut Vec<u8>, v: u64) {
     }
 }
 
+/// A frame's fixed fields, built on the stack and appended in one copy
+/// (a STREAM frame's type, flags and up to seven varints: one capacity
+/// check instead of one per field, for every packet sent).
+#[derive(Debug)]
+pub struct FieldBuf {
+    bytes: [u8; FieldBuf::CAPACITY],
+    len: usize,
+}
+
+impl Default for FieldBuf {
+    fn default() -> Self {
+        FieldBuf {
+            bytes: [0; FieldBuf::CAPACITY],
+            len: 0,
+        }
+    }
+}
+
+impl FieldBuf {
+    /// Room for two bytes and seven varints of the largest size.
+    pub const CAPACITY: usize = 2 + 7 * 8;
+
+    /// Appends a byte.
+    ///
+    /// # Panics
+    /// Past [`FieldBuf::CAPACITY`] (a frame's encoder writes a fixed
+    /// number of fields).
+    pub fn u8(&mut self, b: u8) {
+        self.bytes[self.len] = b;
+        self.len += 1;
+    }
+
+    /// Appends `v` as a varint, as [`put_varint`] does.
+    ///
+    /// # Panics
+    /// Past [`FieldBuf::CAPACITY`].
+    pub fn varint(&mut self, v: u64) {
+        let v = v.min(VARINT_MAX);
+        let n = varint_len(v);
+        let at = &mut self.bytes[self.len..self.len + n];
+        match n {
+            1 => at[0] = v as u8,
+            2 => at.copy_from_slice(&((v as u16) | 0x4000).to_be_bytes()),
+            4 => at.copy_from_slice(&((v as u32) | 0x8000_0000).to_be_bytes()),
+            _ => at.copy_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes()),
+        }
+        self.len += n;
+    }
+
+    /// The bytes written.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +254,9 @@ mod tests {
             let mut r = Reader::new(&out);
             prop_assert_eq!(r.varint().unwrap(), v);
             prop_assert!(r.is_empty());
+            let mut f = FieldBuf::default();
+            f.varint(v);
+            prop_assert_eq!(f.as_slice(), out.as_slice());
             // Behind other bytes, and cut short anywhere.
             let mut framed = vec![7u8];
             framed.extend_from_slice(&out);

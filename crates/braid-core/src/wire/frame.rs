@@ -10,7 +10,7 @@
 //! The layouts are documented field by field in `docs/PROTOCOL.md`.
 
 use super::adapt::{AdaptFrame, TransportParams, ADAPT_CODE};
-use super::codec::{put_varint, varint_len, Reader, VARINT_MAX};
+use super::codec::{put_varint, varint_len, FieldBuf, Reader, VARINT_MAX};
 use super::{
     WireError, MAX_ACK_RANGES, MAX_AUTH_LEN, MAX_COOKIE_LEN, MAX_DATAGRAM_SIZE, MAX_MESSAGE_SIZE,
     MAX_REASON_LEN, MAX_STREAMS, MAX_TTL_US,
@@ -266,7 +266,8 @@ impl StreamFrame<'_> {
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
-        out.push(code::STREAM);
+        let mut h = FieldBuf::default();
+        h.u8(code::STREAM);
         let mut flags = self.reliability.code();
         if self.depends_back.is_some() {
             flags |= Self::FLAG_DEP;
@@ -274,18 +275,20 @@ impl StreamFrame<'_> {
         if self.ttl_us.is_some() {
             flags |= Self::FLAG_TTL;
         }
-        out.push(flags);
-        put_varint(out, u64::from(self.stream.0));
-        put_varint(out, self.message);
-        put_varint(out, self.message_len);
-        put_varint(out, self.offset);
+        h.u8(flags);
+        h.varint(u64::from(self.stream.0));
+        h.varint(self.message);
+        h.varint(self.message_len);
+        h.varint(self.offset);
         if let Some(d) = self.depends_back {
-            put_varint(out, d);
+            h.varint(d);
         }
         if let Some(t) = self.ttl_us {
-            put_varint(out, t);
+            h.varint(t);
         }
-        put_varint(out, self.data.len() as u64);
+        h.varint(self.data.len() as u64);
+        out.reserve(h.as_slice().len() + self.data.len());
+        out.extend_from_slice(h.as_slice());
         out.extend_from_slice(self.data);
     }
 }
