@@ -654,18 +654,16 @@ impl Endpoint {
             });
         }
         // Round robin, starting after the connection that sent last: the
-        // handles from the cursor up, then those below it, walked one
-        // lookup at a time (no list of handles built per datagram).
+        // handles from the cursor up, then those below it (no list of
+        // handles built per datagram, and no B-tree search per
+        // connection visited).
         let cursor = self.cursor;
-        for (mut from, end) in [(cursor, u64::MAX), (0, cursor)] {
-            while let Some(k) = self.conns.range(from..end).next().map(|(k, _)| *k) {
-                if let Some(c) = self.conns.get_mut(&k) {
-                    if let Some(t) = c.poll_transmit_append(now, buf) {
-                        self.cursor = k + 1;
-                        return Some(t);
-                    }
+        for range in [cursor..u64::MAX, 0..cursor] {
+            for (&k, c) in self.conns.range_mut(range) {
+                if let Some(t) = c.poll_transmit_append(now, buf) {
+                    self.cursor = k + 1;
+                    return Some(t);
                 }
-                from = k + 1;
             }
         }
         None

@@ -181,6 +181,7 @@ impl FieldBuf {
     /// # Panics
     /// Past [`FieldBuf::CAPACITY`] (a frame's encoder writes a fixed
     /// number of fields).
+    #[inline]
     pub fn u8(&mut self, b: u8) {
         self.bytes[self.len] = b;
         self.len += 1;
@@ -190,6 +191,7 @@ impl FieldBuf {
     ///
     /// # Panics
     /// Past [`FieldBuf::CAPACITY`].
+    #[inline]
     pub fn varint(&mut self, v: u64) {
         let v = v.min(VARINT_MAX);
         let n = varint_len(v);
@@ -204,6 +206,7 @@ impl FieldBuf {
     }
 
     /// The bytes written.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
         &self.bytes[..self.len]
     }
