@@ -12,6 +12,9 @@ use crate::rudp::{Connection, Endpoint, EndpointConfig, ErrorCode, SendOptions, 
 use braid_core::{Duration, Instant};
 use std::net::SocketAddr;
 
+/// How long the client waits for its CLOSE to leave before it returns.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Serves one RUDP test on an accepted connection: counts what arrives on
 /// stream 0, reports every [`REPORT_EVERY`], and after the client's END
 /// sends the final report. Returns it with the messages the receiving core
@@ -235,5 +238,10 @@ pub async fn client(
         },
     };
     let _ = conn.close(ErrorCode::NO_ERROR, b"done").await;
+    // Give the driver the moment it needs to send the CLOSE: returning at
+    // once ended the runtime first, and a `--once` server then waited out
+    // its idle timeout (30 s) before it exited. The handle's channel ends
+    // when the driver has let the connection go.
+    let _ = tokio::time::timeout(CLOSE_WAIT, async { while conn.recv().await.is_some() {} }).await;
     Ok(summary)
 }
