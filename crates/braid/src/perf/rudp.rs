@@ -12,7 +12,8 @@ use crate::rudp::{Connection, Endpoint, EndpointConfig, ErrorCode, SendOptions, 
 use braid_core::{Duration, Instant};
 use std::net::SocketAddr;
 
-/// How long the client waits for its CLOSE to leave before it returns.
+/// The longest the client waits out its connection's closing period
+/// (its CLOSE leaves at the start of it) before it returns.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Serves one RUDP test on an accepted connection: counts what arrives on
@@ -238,10 +239,11 @@ pub async fn client(
         },
     };
     let _ = conn.close(ErrorCode::NO_ERROR, b"done").await;
-    // Give the driver the moment it needs to send the CLOSE: returning at
-    // once ended the runtime first, and a `--once` server then waited out
-    // its idle timeout (30 s) before it exited. The handle's channel ends
-    // when the driver has let the connection go.
+    // Let the driver send the CLOSE: returning at once ended the runtime
+    // first, and a `--once` server then waited out its idle timeout (30 s)
+    // before it exited. The handle's channel ends when the driver forgets
+    // the connection, after its closing period (3 PTO): this waits that
+    // out, at most CLOSE_WAIT.
     let _ = tokio::time::timeout(CLOSE_WAIT, async { while conn.recv().await.is_some() {} }).await;
     Ok(summary)
 }

@@ -377,7 +377,8 @@ pub fn poll_flush(
 /// useless call after every batch: 72 405 of 123 399 `recvmmsg` calls of
 /// a `braid perf` server. The clear is safe against a datagram arriving
 /// meanwhile: tokio clears only if no readiness event came since the one
-/// the receive answered (its tick).
+/// the receive answered (its tick). Only where a short receive means an
+/// empty queue ([`DRAINED_WHEN_SHORT`]).
 #[derive(Debug)]
 pub struct UdpIo {
     socket: AsyncFd<std::net::UdpSocket>,
@@ -396,8 +397,19 @@ pub enum Flushed {
     Failed(usize),
 }
 
+/// Whether a receive that returned fewer datagrams than it could take
+/// means the socket's queue was empty. On Linux a non-blocking `recvmmsg`
+/// stops early only at EAGAIN or an error (and an error after some
+/// datagrams is kept in `sk_err` without a wake-up only for errors braid
+/// never asks for: its sockets are unconnected and set no `IP_RECVERR`).
+/// Elsewhere quinn-udp may read one datagram per call whatever is queued,
+/// and with edge-triggered readiness (kqueue's `EV_CLEAR`) clearing there
+/// would strand the rest until the next datagram.
+const DRAINED_WHEN_SHORT: bool = cfg!(any(target_os = "linux", target_os = "android"));
+
 impl UdpIo {
-    /// Wraps a bound, non-blocking socket (inside a tokio runtime).
+    /// Wraps a bound socket (inside a tokio runtime); it is made
+    /// non-blocking here.
     ///
     /// # Errors
     /// The OS error of configuring the socket or registering it.
@@ -433,7 +445,7 @@ impl AsyncUdpSocket for UdpIo {
             let (state, qmeta) = (&self.state, &mut self.meta[..n]);
             match ready.try_io(|fd| state.recv(fd.get_ref().into(), &mut bufs[..n], qmeta)) {
                 Ok(Ok(got)) => {
-                    if got < n {
+                    if DRAINED_WHEN_SHORT && got < n.min(quinn_udp::BATCH_SIZE) {
                         // Drained: wait for the next datagram's event
                         // instead of asking again only to hear EAGAIN.
                         ready.clear_ready();
