@@ -378,7 +378,7 @@ pub fn poll_flush(
 /// a `braid perf` server. The clear is safe against a datagram arriving
 /// meanwhile: tokio clears only if no readiness event came since the one
 /// the receive answered (its tick). Only where a short receive means an
-/// empty queue ([`DRAINED_WHEN_SHORT`]).
+/// empty queue (`DRAINED_WHEN_SHORT`).
 #[derive(Debug)]
 pub struct UdpIo {
     socket: AsyncFd<std::net::UdpSocket>,
