@@ -145,13 +145,24 @@ pub const fn varint_len(v: u64) -> usize {
 /// every encoder in this module validates its fields first, so clamping is a
 /// last line of defence, not a behaviour callers rely on.
 pub fn put_varint(out: &mut Vec<u8>, v: u64) {
+    let (bytes, n) = encode_varint(v);
+    out.extend_from_slice(&bytes[..n]);
+}
+
+/// `v` (clamped to [`VARINT_MAX`]) as a varint: the encoding is the first
+/// `n` bytes — the length code in the top two bits of the first byte, the
+/// value big-endian.
+#[inline]
+fn encode_varint(v: u64) -> ([u8; 8], usize) {
     let v = v.min(VARINT_MAX);
-    match varint_len(v) {
-        1 => out.push(v as u8),
-        2 => out.extend_from_slice(&((v as u16) | 0x4000).to_be_bytes()),
-        4 => out.extend_from_slice(&((v as u32) | 0x8000_0000).to_be_bytes()),
-        _ => out.extend_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes()),
-    }
+    let n = varint_len(v);
+    let code: u64 = match n {
+        1 => 0,
+        2 => 0x4000,
+        4 => 0x8000_0000,
+        _ => 0xc000_0000_0000_0000,
+    };
+    (((v | code) << (8 * (8 - n))).to_be_bytes(), n)
 }
 
 /// A frame's fixed fields, built on the stack and appended in one copy
@@ -193,15 +204,8 @@ impl FieldBuf {
     /// Past [`FieldBuf::CAPACITY`].
     #[inline]
     pub fn varint(&mut self, v: u64) {
-        let v = v.min(VARINT_MAX);
-        let n = varint_len(v);
-        let at = &mut self.bytes[self.len..self.len + n];
-        match n {
-            1 => at[0] = v as u8,
-            2 => at.copy_from_slice(&((v as u16) | 0x4000).to_be_bytes()),
-            4 => at.copy_from_slice(&((v as u32) | 0x8000_0000).to_be_bytes()),
-            _ => at.copy_from_slice(&(v | 0xc000_0000_0000_0000).to_be_bytes()),
-        }
+        let (bytes, n) = encode_varint(v);
+        self.bytes[self.len..self.len + n].copy_from_slice(&bytes[..n]);
         self.len += n;
     }
 

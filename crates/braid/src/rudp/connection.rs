@@ -205,7 +205,11 @@ impl Connection {
         rx.await.map_err(|_| RudpError::ConnectionClosed)
     }
 
-    /// Closes at once with `code`, abandoning queued data.
+    /// Closes at once with `code`, abandoning queued data. Returns once the
+    /// driver has the command; the CLOSE leaves on its next turn, so a
+    /// program about to end its runtime should first wait for
+    /// [`Connection::recv`] to return `None` (the driver let the
+    /// connection go), as `braid perf`'s client does.
     ///
     /// # Errors
     /// [`RudpError::EndpointClosed`] if the driver stopped.
