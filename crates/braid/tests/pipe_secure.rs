@@ -387,6 +387,33 @@ fn a_block_that_keeps_failing_its_hash_stops_the_transfer() {
 }
 
 #[test]
+fn an_encrypted_block_altered_after_its_check_stops_the_transfer() {
+    // Encrypted records, and the sender's own copy of block 3 is bad
+    // (altered after it was hashed, then sealed: every record opens). The
+    // receiver's XXH3 check, the end-to-end guard inside the endpoints,
+    // catches it before anything of it is written.
+    let (addr, _stats, out, run) = receiver(key(7, true));
+    let want = data();
+    let mut cfg = send_cfg(addr, key(7, true), 8);
+    cfg.mode = Mode::RoundRobin;
+    cfg.corrupt_block = Some(3);
+    let sent = send(
+        Box::new(std::io::Cursor::new(want.clone())),
+        cfg,
+        &mut |_| {},
+    );
+    assert!(sent.is_err(), "the sender must not succeed: {sent:?}");
+    let got = run.join().expect("recv thread");
+    assert!(
+        matches!(got, Err(PipeError::Corrupt { seq: 3, .. })),
+        "got {got:?}"
+    );
+    let out = out.lock().expect("out");
+    assert!(out.len() <= 3 * (64 << 10), "{} bytes written", out.len());
+    assert!(want.starts_with(&out), "only verified bytes are written");
+}
+
+#[test]
 fn replayed_record_is_refused_and_the_transfer_survives() {
     attacked_transfer(record_filter(12, 1, |r| {
         let again = r[0].clone();

@@ -190,23 +190,34 @@ impl Cipher {
     /// Opens a record in place: `rec` is the length, the body and the
     /// tag (at least `LEN_BYTES + TAG_BYTES` long).
     fn open(&mut self, rec: &mut [u8]) -> Result<(), ()> {
-        let nonce = self.take_nonce().ok_or(())?;
         if rec.len() < LEN_BYTES + TAG_BYTES {
+            let _ = self.take_nonce();
             return Err(());
         }
         if self.encrypt {
             let (len, body_tag) = rec.split_at_mut(LEN_BYTES);
-            self.aead
-                .open_in_place(nonce, Aad::from(&*len), body_tag)
-                .map(drop)
-                .map_err(drop)
+            self.open_encrypted(len, body_tag)
         } else {
+            let nonce = self.take_nonce().ok_or(())?;
             let (covered, tag) = rec.split_at_mut(rec.len() - TAG_BYTES);
             self.aead
                 .open_in_place(nonce, Aad::from(&*covered), tag)
                 .map(drop)
                 .map_err(drop)
         }
+    }
+
+    /// Opens an encrypted record whose length field and body-and-tag lie
+    /// apart (a payload record read into the caller's buffer).
+    fn open_encrypted(&mut self, len: &[u8], body_tag: &mut [u8]) -> Result<(), ()> {
+        let nonce = self.take_nonce().ok_or(())?;
+        if !self.encrypt || body_tag.len() < TAG_BYTES {
+            return Err(());
+        }
+        self.aead
+            .open_in_place(nonce, Aad::from(len), body_tag)
+            .map(drop)
+            .map_err(drop)
     }
 }
 
@@ -236,6 +247,10 @@ struct Opener {
     end: usize,
     /// A record failed: every later read fails too.
     failed: bool,
+    /// Reading a payload ([`ReadHalf::read_payload`]): the current
+    /// record's body and tag go into the caller's buffer from this offset
+    /// instead of into `buf` (its length field is in `buf[..LEN_BYTES]`).
+    direct: Option<usize>,
 }
 
 impl std::fmt::Debug for ReadHalf {
@@ -257,6 +272,7 @@ impl Opener {
             start: 0,
             end: 0,
             failed: false,
+            direct: None,
         }
     }
 
@@ -305,6 +321,87 @@ impl Opener {
         self.start += n;
         n
     }
+
+    /// What a payload read ([`ReadHalf::read_payload`]) with `at` of
+    /// `want` bytes in the caller's buffer does next.
+    fn payload_next(&self, at: usize, want: usize) -> PayloadNext {
+        if let Some(end) = self.direct_end() {
+            return PayloadNext::Direct { end };
+        }
+        if at >= want {
+            return PayloadNext::Done;
+        }
+        // A record's length field is next, with nothing pending: the
+        // record that follows may go straight into the caller's buffer.
+        let reading_len = self.cipher.encrypts()
+            && !self.failed
+            && self.start == self.end
+            && self.need == LEN_BYTES;
+        if reading_len {
+            PayloadNext::Len
+        } else {
+            PayloadNext::Through
+        }
+    }
+
+    /// Once a record's length is known: takes its body and tag into the
+    /// caller's buffer at `at` if the body fits in the `room` bytes the
+    /// payload still wants (else the record is read into `buf` as usual
+    /// and handed out by copy).
+    fn go_direct(&mut self, at: usize, room: usize) {
+        let known = self.filled == LEN_BYTES && self.need > LEN_BYTES;
+        if known && self.need - LEN_BYTES - TAG_BYTES <= room {
+            self.direct = Some(at);
+        }
+    }
+
+    /// Where the record being taken into the caller's buffer ends there.
+    fn direct_end(&self) -> Option<usize> {
+        self.direct.map(|at| at + self.need - LEN_BYTES)
+    }
+
+    /// Opens the record read into `data[at..]` in place and drops its tag;
+    /// returns where its plaintext lies in `data`.
+    fn open_direct(&mut self, data: &mut Vec<u8>) -> io::Result<std::ops::Range<usize>> {
+        let Some(end) = self.direct_end() else {
+            return Err(self.fail());
+        };
+        let at = self.direct.take().unwrap_or(end);
+        let mut len = [0u8; LEN_BYTES];
+        len.copy_from_slice(&self.buf[..LEN_BYTES]);
+        if end != data.len() || self.cipher.open_encrypted(&len, &mut data[at..]).is_err() {
+            return Err(self.fail());
+        }
+        data.truncate(end - TAG_BYTES);
+        self.filled = 0;
+        self.need = LEN_BYTES;
+        Ok(at..end - TAG_BYTES)
+    }
+}
+
+/// The next step of a payload read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PayloadNext {
+    /// The payload is complete.
+    Done,
+    /// Read a record's length field into the opener's buffer.
+    Len,
+    /// Read the record being taken into the caller's buffer, up to `end`.
+    Direct { end: usize },
+    /// Read through [`AsyncRead`] (pending plaintext, a clear payload, an
+    /// insecure connection, a record reaching past the payload).
+    Through,
+}
+
+/// What one step of [`ReadHalf::read_payload`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Progress {
+    /// Bytes of the buffer that became plaintext in this step (empty while
+    /// a record is still arriving).
+    pub plain: std::ops::Range<usize>,
+    /// The payload is complete: the buffer holds exactly the bytes asked
+    /// for, all of them plaintext.
+    pub done: bool,
 }
 
 /// Entry points for the fuzz targets (`fuzz/`, corpus replayed in tests).
@@ -313,26 +410,90 @@ pub mod fuzzing {
     use super::*;
 
     /// Feeds `data` as a received byte stream to a record opener: the first
-    /// byte picks the mode and the read size, the rest is the stream.
-    /// Nothing may panic or read outside the buffer.
+    /// byte picks the mode and the read size, the second whether the
+    /// stream is read as block payloads ([`ReadHalf::read_payload`]'s
+    /// steps, records opened in the caller's buffer) or through
+    /// [`AsyncRead`]; the rest is the stream. Nothing may panic or read
+    /// outside a buffer.
     pub fn open_records(data: &[u8]) {
-        let Some((&first, mut rest)) = data.split_first() else {
+        let [first, second, rest @ ..] = data else {
             return;
         };
-        let keys = RecordKeys::new([first; 32], first & 1 == 0);
+        let keys = RecordKeys::new([*first; 32], first & 1 == 0);
         let chunk = usize::from(first >> 1).max(1);
         let mut o = Opener::new(&keys, Arc::default());
+        if second & 1 == 1 {
+            read_payloads(&mut o, chunk, usize::from(*second).max(1), rest);
+            return;
+        }
+        let mut rest = rest;
         let mut out = [0u8; 97];
         while !rest.is_empty() && !o.failed {
             while o.start < o.end {
                 o.take(&mut out);
             }
-            let room = o.room();
-            let n = room.len().min(chunk).min(rest.len());
-            room[..n].copy_from_slice(&rest[..n]);
-            rest = &rest[n..];
-            if o.advance(n).is_err() {
+            if !feed(&mut o, chunk, &mut rest) {
                 return;
+            }
+        }
+    }
+
+    /// Moves up to `chunk` bytes of `rest` into the opener's buffer;
+    /// false once a record failed.
+    fn feed(o: &mut Opener, chunk: usize, rest: &mut &[u8]) -> bool {
+        let room = o.room();
+        let n = room.len().min(chunk).min(rest.len());
+        room[..n].copy_from_slice(&rest[..n]);
+        *rest = &rest[n..];
+        o.advance(n).is_ok()
+    }
+
+    /// [`ReadHalf::read_payload`]'s steps over an in-memory stream: payloads
+    /// of `unit`, 3 × `unit` + 1 and 17 bytes in turn, each socket read at
+    /// most `chunk` bytes; each payload's plaintext checked against what
+    /// the opener accounted for.
+    fn read_payloads(o: &mut Opener, chunk: usize, unit: usize, mut rest: &[u8]) {
+        let wants = [unit, 3 * unit + 1, 17];
+        let mut data = Vec::new();
+        let mut turn = 0;
+        while !o.failed {
+            let want = wants[turn % wants.len()];
+            match o.payload_next(data.len(), want) {
+                PayloadNext::Done => {
+                    assert_eq!(data.len(), want, "a payload is exactly its length");
+                    data.clear();
+                    turn += 1;
+                    continue;
+                }
+                _ if rest.is_empty() => return,
+                PayloadNext::Len => {
+                    if !feed(o, chunk, &mut rest) {
+                        return;
+                    }
+                    o.go_direct(data.len(), want - data.len());
+                }
+                PayloadNext::Direct { end } => {
+                    let n = (end - data.len()).min(chunk).min(rest.len());
+                    data.extend_from_slice(&rest[..n]);
+                    rest = &rest[n..];
+                    if data.len() == end {
+                        let Ok(plain) = o.open_direct(&mut data) else {
+                            return;
+                        };
+                        assert_eq!(plain.end, data.len(), "the tag is dropped");
+                        assert!(plain.end <= want, "a record past the payload");
+                    }
+                }
+                PayloadNext::Through if o.start < o.end => {
+                    let n = (o.end - o.start).min(want - data.len());
+                    data.extend_from_slice(&o.buf[o.start..o.start + n]);
+                    o.start += n;
+                }
+                PayloadNext::Through => {
+                    if !feed(o, chunk, &mut rest) {
+                        return;
+                    }
+                }
             }
         }
     }
@@ -419,6 +580,88 @@ impl ReadHalf {
     /// The socket underneath.
     pub fn socket(&self) -> &OwnedReadHalf {
         &self.inner
+    }
+
+    /// Whether records are encrypted here (else authenticated only, or
+    /// nothing at all on an insecure connection).
+    pub fn encrypts(&self) -> bool {
+        self.open.as_ref().is_some_and(|o| o.cipher.encrypts())
+    }
+
+    /// One step of reading a block payload of `want` bytes, appended to
+    /// `data`: one read from the socket (or none, once the payload is
+    /// complete). Call it until [`Progress::done`]; in between, `data` may
+    /// hold a record still arriving past the plaintext, and nothing else
+    /// may read this half.
+    ///
+    /// Where records are encrypted, each record that lies within the
+    /// payload is read straight into `data` and opened there: no copy out
+    /// of a record buffer (reserve `want + TAG_BYTES` so that the last tag
+    /// fits without a reallocation). Anything else — a clear payload, an
+    /// insecure connection, a record that reaches past the payload or
+    /// plaintext already pending — goes through [`AsyncRead`].
+    ///
+    /// # Errors
+    /// `UnexpectedEof` if the connection ends first; a record that fails
+    /// to open, as for [`AsyncRead`].
+    pub async fn read_payload(&mut self, data: &mut Vec<u8>, want: usize) -> io::Result<Progress> {
+        use tokio::io::AsyncReadExt;
+        let at = data.len();
+        let eof = || io::Error::from(io::ErrorKind::UnexpectedEof);
+        let next = match self.open.as_deref() {
+            Some(o) if self.clear == 0 => o.payload_next(at, want),
+            _ if at >= want => PayloadNext::Done,
+            _ => PayloadNext::Through,
+        };
+        match next {
+            PayloadNext::Done => {
+                return Ok(Progress {
+                    plain: at..at,
+                    done: true,
+                })
+            }
+            PayloadNext::Through => {}
+            PayloadNext::Len => {
+                let o = self.open.as_deref_mut().ok_or_else(eof)?;
+                let got = self.inner.read(o.room()).await?;
+                if got == 0 {
+                    return Err(eof());
+                }
+                o.advance(got)?;
+                o.go_direct(at, want - at);
+                return Ok(Progress {
+                    plain: at..at,
+                    done: false,
+                });
+            }
+            PayloadNext::Direct { end } => {
+                let got = (&mut self.inner)
+                    .take((end - at) as u64)
+                    .read_buf(data)
+                    .await?;
+                if got == 0 {
+                    return Err(eof());
+                }
+                if data.len() < end {
+                    return Ok(Progress {
+                        plain: at..at,
+                        done: false,
+                    });
+                }
+                let o = self.open.as_deref_mut().ok_or_else(eof)?;
+                let plain = o.open_direct(data)?;
+                let done = plain.end == want;
+                return Ok(Progress { plain, done });
+            }
+        }
+        let got = (&mut *self).take((want - at) as u64).read_buf(data).await?;
+        if got == 0 {
+            return Err(eof());
+        }
+        Ok(Progress {
+            plain: at..data.len(),
+            done: data.len() == want,
+        })
     }
 }
 
@@ -699,6 +942,110 @@ mod tests {
         assert_eq!(&second[4..9], &body);
         assert_eq!(&second[9..], tag.as_ref());
         assert_eq!(suite(false), Suite::ChaChaPoly);
+    }
+
+    /// A loopback TCP connection whose far end has sent `wire` and
+    /// closed, read through a protected [`ReadHalf`].
+    async fn reader_of(keys: &RecordKeys, wire: Vec<u8>) -> (ReadHalf, Arc<SecureStats>) {
+        use tokio::io::AsyncWriteExt;
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let send = tokio::spawn(async move {
+            let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
+            c.write_all(&wire).await.unwrap();
+        });
+        let (s, _) = l.accept().await.unwrap();
+        send.await.unwrap();
+        let stats = Arc::<SecureStats>::default();
+        let (rd, _wr) = s.into_split();
+        (ReadHalf::protected(rd, keys, Arc::clone(&stats)), stats)
+    }
+
+    /// Reads one payload of `want` bytes to the end; the plaintext ranges
+    /// the steps reported must tile it.
+    async fn payload(r: &mut ReadHalf, want: usize) -> io::Result<Vec<u8>> {
+        let mut data = Vec::with_capacity(want + TAG_BYTES);
+        let mut covered = 0;
+        loop {
+            let step = r.read_payload(&mut data, want).await?;
+            assert_eq!(step.plain.start, covered, "plaintext reported in order");
+            covered = step.plain.end;
+            if step.done {
+                assert_eq!((covered, data.len()), (want, want));
+                return Ok(data);
+            }
+        }
+    }
+
+    fn bytes(n: usize, seed: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
+    }
+
+    #[tokio::test]
+    async fn payloads_open_in_place_whatever_the_record_cut() {
+        use tokio::io::AsyncReadExt;
+        let k = RecordKeys::new([9; 32], true);
+        let (head, a, b, c) = (
+            bytes(10, 1),
+            bytes(200_000, 2),
+            bytes(70_000, 3),
+            bytes(5_000, 4),
+        );
+        let wire = seal_records(
+            &k,
+            &[
+                &head,         // a header, read through AsyncRead
+                &a[..150_000], // payload `a` in two records: in place
+                &a[150_000..],
+                &b[..40_000], // payload `b`: one record in place, then
+                &[&b[40_000..], &c[..]].concat(), // one that reaches into `c`
+            ],
+        );
+        let (mut r, stats) = reader_of(&k, wire).await;
+        let mut h = [0u8; 10];
+        r.read_exact(&mut h).await.unwrap();
+        assert_eq!(h[..], head[..]);
+        assert_eq!(payload(&mut r, a.len()).await.unwrap(), a);
+        assert_eq!(payload(&mut r, b.len()).await.unwrap(), b);
+        // `c` was opened with b's tail: handed out from the record buffer.
+        assert_eq!(payload(&mut r, c.len()).await.unwrap(), c);
+        assert_eq!(payload(&mut r, 0).await.unwrap(), b"");
+        let end = payload(&mut r, 1).await.unwrap_err();
+        assert_eq!(end.kind(), io::ErrorKind::UnexpectedEof);
+        assert_eq!(stats.snapshot().unverified, 0);
+    }
+
+    #[tokio::test]
+    async fn a_payload_record_altered_or_cut_short_is_refused() {
+        let k = RecordKeys::new([9; 32], true);
+        let p = bytes(100_000, 5);
+        let mut wire = seal_records(&k, &[&p]);
+        let whole = wire.clone();
+        wire[50_000] ^= 1;
+        let (mut r, stats) = reader_of(&k, wire).await;
+        let e = payload(&mut r, p.len()).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(stats.snapshot().unverified, 1, "counted");
+        // Whatever comes next fails too.
+        assert!(payload(&mut r, 1).await.is_err());
+        let (mut r, _) = reader_of(&k, whole[..whole.len() - 1].to_vec()).await;
+        let e = payload(&mut r, p.len()).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        // Another key's record fails to open in place.
+        let (mut r, stats) = reader_of(&RecordKeys::new([8; 32], true), whole).await;
+        assert!(payload(&mut r, p.len()).await.is_err());
+        assert_eq!(stats.snapshot().unverified, 1);
+    }
+
+    #[tokio::test]
+    async fn authenticate_only_payloads_read_through_the_records() {
+        // Without encryption payloads are never opened in place: a payload
+        // read of record contents goes through AsyncRead.
+        let k = RecordKeys::new([9; 32], false);
+        let p = bytes(3_000, 6);
+        let (mut r, _) = reader_of(&k, seal_records(&k, &[&p[..1000], &p[1000..]])).await;
+        assert!(!r.encrypts());
+        assert_eq!(payload(&mut r, p.len()).await.unwrap(), p);
     }
 
     fn contains(h: &[u8], n: &[u8]) -> bool {

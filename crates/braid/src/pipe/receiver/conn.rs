@@ -10,9 +10,9 @@ use super::{
     Admit, Checked, Ctl, Event, Shared, ACK_WRITE_TIMEOUT, BLOCKS_IN_HAND, DISCARD_CHUNK, DRAIN,
     HELLO_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_SOURCE,
 };
-use crate::pipe::digest::block_hash;
+use crate::pipe::digest::{block_hash, CheckKind};
 use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
-use crate::pipe::record::{ReadHalf, WriteHalf};
+use crate::pipe::record::{self, ReadHalf, WriteHalf};
 use crate::pipe::secure::Authenticator;
 use crate::pipe::{PipeError, ProtocolViolation};
 use std::collections::VecDeque;
@@ -380,12 +380,12 @@ async fn serve_frames(
                 if clear && s.expect_clear(u64::from(h.len)).is_err() {
                     return Err(ProtocolViolation::ClearPayload.into());
                 }
-                let Some(data) = read_payload(s, h.len, shared).await else {
-                    return Ok(());
-                };
                 // The connection's one pass over the bytes: the block's
                 // check here, the end-to-end digest from the same hash.
-                let check = block_hash(&data);
+                let kind = CheckKind::for_records(s.encrypts());
+                let Some((data, check)) = read_payload(s, h.len, kind, shared).await else {
+                    return Ok(());
+                };
                 if check != h.check {
                     if clear {
                         // Altered on the wire, as a record that fails to
@@ -435,21 +435,31 @@ async fn serve_frames(
     }
 }
 
-/// Reads a block's `len` payload bytes; `None` if the connection ends or
-/// stays silent for the idle limit first. Each read that returns bytes
-/// counts as activity, so a large block on a slow path is not silence.
-async fn read_payload(s: &mut ReadHalf, len: u32, shared: &Shared) -> Option<Vec<u8>> {
-    // read_buf fills spare capacity without zeroing it first.
-    let mut data = Vec::with_capacity(len as usize);
-    while data.len() < len as usize {
-        let left = len as u64 - data.len() as u64;
-        let mut part = (&mut *s).take(left);
-        match tokio::time::timeout(shared.silence, part.read_buf(&mut data)).await {
-            Ok(Ok(n)) if n > 0 => {
+/// Reads a block's `len` payload bytes and their check (`kind`, each
+/// piece hashed as it arrives, while it is in the cache); `None` if the
+/// connection ends, a record fails, or the connection stays silent for the
+/// idle limit first. Each read that returns bytes counts as activity, so a
+/// large block on a slow path is not silence.
+async fn read_payload(
+    s: &mut ReadHalf,
+    len: u32,
+    kind: CheckKind,
+    shared: &Shared,
+) -> Option<(Vec<u8>, [u8; 32])> {
+    let want = len as usize;
+    // Room for the last record's tag: records open in place.
+    let mut data = Vec::with_capacity(want + record::TAG_BYTES);
+    let mut hash = kind.hasher();
+    loop {
+        match tokio::time::timeout(shared.silence, s.read_payload(&mut data, want)).await {
+            Ok(Ok(step)) => {
                 shared.activity.fetch_add(1, Ordering::Relaxed);
+                hash.update(&data[step.plain]);
+                if step.done {
+                    return Some((data, hash.finish()));
+                }
             }
             _ => return None,
         }
     }
-    Some(data)
 }

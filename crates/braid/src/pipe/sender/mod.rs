@@ -56,6 +56,7 @@ use input::reader;
 use owner::Owner;
 use pace::Pacer;
 
+use super::digest::CheckKind;
 use super::frame::{self, Control, SessionId};
 use super::net::{self, SockOpts};
 use super::sched::{Layout, Mode, Scheduler, MIN_ADAPTIVE_BLOCK};
@@ -178,7 +179,7 @@ struct Published {
 /// One block read from the input.
 struct Block {
     data: Vec<u8>,
-    /// BLAKE3 of `data` (the header's check).
+    /// The header's check of `data` ([`CheckKind`]).
     check: [u8; 32],
 }
 
@@ -354,8 +355,12 @@ pub async fn send_async(
     let (read_tx, read_rx) = mpsc::channel(READ_QUEUE);
     let (input_tx, input_rx) = mpsc::channel(READ_QUEUE);
     // Detached: a reader blocked on an idle pipe cannot be interrupted.
+    let check = CheckKind::for_records(match &cfg.security {
+        Security::Insecure => false,
+        Security::Key { encrypt, .. } | Security::Code { encrypt, .. } => *encrypt,
+    });
     drop(tokio::task::spawn_blocking(move || {
-        reader(input, read_rx, input_tx)
+        reader(input, check, read_rx, input_tx)
     }));
     let mut tasks = Vec::new();
     for c in 0..cfg.connections {
