@@ -1,8 +1,9 @@
 //! Per-byte cost of the record and packet ciphers ([`transport::suite`])
 //! on 256 KiB (a pipe record) and 1380-byte (an IQ-RUDP packet) buffers:
 //! sealing in place, and the tag alone over clear bytes (`--no-encrypt`),
-//! for both Noise ciphers; BLAKE3 over the same bytes beside them (the
-//! pipe's digest). What chose AES-256-GCM for the encrypted pipe and kept
+//! for both Noise ciphers; BLAKE3 and XXH3-128 over the same bytes beside
+//! them (the pipe's block checks: BLAKE3 where the check authenticates or
+//! nothing does, XXH3-128 under encryption — `braid::pipe::digest`). What chose AES-256-GCM for the encrypted pipe and kept
 //! ChaCha20-Poly1305 for `--no-encrypt` (docs/BENCHMARKS.md).
 //!
 //! Run: `cargo bench -p braid-core --bench aead`.
@@ -51,6 +52,9 @@ fn ciphers(c: &mut Criterion) {
         }
         g.bench_function("blake3", |b| {
             b.iter(|| black_box(blake3::hash(black_box(&buf))))
+        });
+        g.bench_function("xxh3-128", |b| {
+            b.iter(|| black_box(twox_hash::XxHash3_128::oneshot(black_box(&buf))))
         });
         g.finish();
     }

@@ -207,9 +207,10 @@ pub struct DataHeader {
     pub seq: u64,
     /// Payload length in bytes.
     pub len: u32,
-    /// BLAKE3 of the payload (DATA and END; zeros in ABORT, KEEPALIVE and BYE):
-    /// the block's check, and what the end-to-end digest is built from
-    /// ([`super::digest`]).
+    /// The payload's check (DATA: [`super::digest::CheckKind`], BLAKE3
+    /// or, on an encrypted connection, XXH3-128 zero-padded; END: BLAKE3;
+    /// zeros in ABORT, KEEPALIVE and BYE): the block's check, and what
+    /// the end-to-end digest is built from ([`super::digest`]).
     pub check: [u8; 32],
 }
 

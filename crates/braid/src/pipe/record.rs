@@ -39,10 +39,11 @@
 //! fails to open. A record that fails to open ends the connection (and is
 //! counted); nothing of it reaches the caller.
 //!
-//! Main types: [`ReadHalf`] ([`AsyncRead`]) and [`WriteHalf`]
-//! ([`AsyncWrite`]), which pass bytes through unchanged on an insecure
-//! connection; [`RecordKeys`]. Invariants: at most one record buffer per
-//! direction ([`RECORD_MAX`] plus framing), allocated only after the peer
+//! Main types: [`ReadHalf`] ([`AsyncRead`]; [`ReadHalf::read_payload`]
+//! reads a block payload, opening encrypted records in place in the
+//! block's own buffer) and [`WriteHalf`] ([`AsyncWrite`]), which pass bytes
+//! through unchanged on an insecure connection; [`RecordKeys`].
+//! Invariants: at most one record buffer per direction ([`RECORD_MAX`] plus framing), allocated only after the peer
 //! was verified; a writer must be flushed (`flush`) after a message the
 //! peer is waiting for.
 
@@ -191,7 +192,6 @@ impl Cipher {
     /// tag (at least `LEN_BYTES + TAG_BYTES` long).
     fn open(&mut self, rec: &mut [u8]) -> Result<(), ()> {
         if rec.len() < LEN_BYTES + TAG_BYTES {
-            let _ = self.take_nonce();
             return Err(());
         }
         if self.encrypt {
@@ -363,10 +363,10 @@ impl Opener {
     /// Opens the record read into `data[at..]` in place and drops its tag;
     /// returns where its plaintext lies in `data`.
     fn open_direct(&mut self, data: &mut Vec<u8>) -> io::Result<std::ops::Range<usize>> {
-        let Some(end) = self.direct_end() else {
+        let (Some(at), Some(end)) = (self.direct, self.direct_end()) else {
             return Err(self.fail());
         };
-        let at = self.direct.take().unwrap_or(end);
+        self.direct = None;
         let mut len = [0u8; LEN_BYTES];
         len.copy_from_slice(&self.buf[..LEN_BYTES]);
         if end != data.len() || self.cipher.open_encrypted(&len, &mut data[at..]).is_err() {
@@ -395,7 +395,7 @@ enum PayloadNext {
 
 /// What one step of [`ReadHalf::read_payload`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Progress {
+pub struct PayloadStep {
     /// Bytes of the buffer that became plaintext in this step (empty while
     /// a record is still arriving).
     pub plain: std::ops::Range<usize>,
@@ -590,7 +590,7 @@ impl ReadHalf {
 
     /// One step of reading a block payload of `want` bytes, appended to
     /// `data`: one read from the socket (or none, once the payload is
-    /// complete). Call it until [`Progress::done`]; in between, `data` may
+    /// complete). Call it until [`PayloadStep::done`]; in between, `data` may
     /// hold a record still arriving past the plaintext, and nothing else
     /// may read this half.
     ///
@@ -604,7 +604,11 @@ impl ReadHalf {
     /// # Errors
     /// `UnexpectedEof` if the connection ends first; a record that fails
     /// to open, as for [`AsyncRead`].
-    pub async fn read_payload(&mut self, data: &mut Vec<u8>, want: usize) -> io::Result<Progress> {
+    pub async fn read_payload(
+        &mut self,
+        data: &mut Vec<u8>,
+        want: usize,
+    ) -> io::Result<PayloadStep> {
         use tokio::io::AsyncReadExt;
         let at = data.len();
         let eof = || io::Error::from(io::ErrorKind::UnexpectedEof);
@@ -615,7 +619,7 @@ impl ReadHalf {
         };
         match next {
             PayloadNext::Done => {
-                return Ok(Progress {
+                return Ok(PayloadStep {
                     plain: at..at,
                     done: true,
                 })
@@ -629,7 +633,7 @@ impl ReadHalf {
                 }
                 o.advance(got)?;
                 o.go_direct(at, want - at);
-                return Ok(Progress {
+                return Ok(PayloadStep {
                     plain: at..at,
                     done: false,
                 });
@@ -643,7 +647,7 @@ impl ReadHalf {
                     return Err(eof());
                 }
                 if data.len() < end {
-                    return Ok(Progress {
+                    return Ok(PayloadStep {
                         plain: at..at,
                         done: false,
                     });
@@ -651,14 +655,14 @@ impl ReadHalf {
                 let o = self.open.as_deref_mut().ok_or_else(eof)?;
                 let plain = o.open_direct(data)?;
                 let done = plain.end == want;
-                return Ok(Progress { plain, done });
+                return Ok(PayloadStep { plain, done });
             }
         }
         let got = (&mut *self).take((want - at) as u64).read_buf(data).await?;
         if got == 0 {
             return Err(eof());
         }
-        Ok(Progress {
+        Ok(PayloadStep {
             plain: at..data.len(),
             done: data.len() == want,
         })

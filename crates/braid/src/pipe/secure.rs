@@ -11,7 +11,7 @@
 //! connection's [`Preface`]:
 //!
 //! ```text
-//! sender:   preface (16 bytes: "BRDPSEC\0", version 4, kind, flags) | message 1 (49: psk, e, mode byte)
+//! sender:   preface (16 bytes: "BRDPSEC\0", version 5, kind, flags) | message 1 (49: psk, e, mode byte)
 //! receiver: message 2 (49: e, ee, payload = status: 0 ok, 1 encryption-mode mismatch)
 //! then both directions: records (`record`), the hello first
 //! ```
@@ -52,7 +52,7 @@ use tokio::net::TcpStream;
 pub const SEC_MAGIC: [u8; 8] = *b"BRDPSEC\0";
 /// Version of the secure pipe (the insecure pipe's hello carries its own
 /// version, [`super::frame::VERSION`]).
-pub const SEC_VERSION: u16 = 4;
+pub const SEC_VERSION: u16 = 5;
 /// Bytes of a [`Preface`].
 pub const PREFACE_LEN: usize = 16;
 /// Bytes of Noise message 1 (ephemeral key, the mode byte braid-core's
@@ -65,8 +65,8 @@ pub const PAKE_MESSAGE_LEN: usize = 33;
 /// Preface flag: authenticate only, do not encrypt.
 pub const FLAG_NO_ENCRYPT: u8 = 1;
 
-const LABEL_NOISE: &[u8] = b"braid pipe v4 noise";
-const LABEL_PAKE: &[u8] = b"braid pipe v4 pake";
+const LABEL_NOISE: &[u8] = b"braid pipe v5 noise";
+const LABEL_PAKE: &[u8] = b"braid pipe v5 pake";
 const ID_SENDER: &[u8] = b"braid pipe sender";
 const ID_RECEIVER: &[u8] = b"braid pipe receiver";
 const STATUS_OK: u8 = 0;
