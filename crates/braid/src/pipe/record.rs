@@ -325,8 +325,8 @@ impl Opener {
     /// What a payload read ([`ReadHalf::read_payload`]) with `at` of
     /// `want` bytes in the caller's buffer does next.
     fn payload_next(&self, at: usize, want: usize) -> PayloadNext {
-        if let Some(end) = self.direct_end() {
-            return PayloadNext::Direct { end };
+        if let (Some(start), Some(end)) = (self.direct, self.direct_end()) {
+            return PayloadNext::Direct { start, end };
         }
         if at >= want {
             return PayloadNext::Done;
@@ -386,8 +386,9 @@ enum PayloadNext {
     Done,
     /// Read a record's length field into the opener's buffer.
     Len,
-    /// Read the record being taken into the caller's buffer, up to `end`.
-    Direct { end: usize },
+    /// Read the record being taken into the caller's buffer (its body
+    /// from `start`) up to `end`.
+    Direct { start: usize, end: usize },
     /// Read through [`AsyncRead`] (pending plaintext, a clear payload, an
     /// insecure connection, a record reaching past the payload).
     Through,
@@ -472,7 +473,7 @@ pub mod fuzzing {
                     }
                     o.go_direct(data.len(), want - data.len());
                 }
-                PayloadNext::Direct { end } => {
+                PayloadNext::Direct { end, .. } => {
                     let n = (end - data.len()).min(chunk).min(rest.len());
                     data.extend_from_slice(&rest[..n]);
                     rest = &rest[n..];
@@ -638,7 +639,7 @@ impl ReadHalf {
                     done: false,
                 });
             }
-            PayloadNext::Direct { end } => {
+            PayloadNext::Direct { start, end } => {
                 let got = (&mut self.inner)
                     .take((end - at) as u64)
                     .read_buf(data)
@@ -647,8 +648,10 @@ impl ReadHalf {
                     return Err(eof());
                 }
                 if data.len() < end {
+                    // Ciphertext so far: the plaintext still ends where
+                    // this record starts.
                     return Ok(PayloadStep {
-                        plain: at..at,
+                        plain: start..start,
                         done: false,
                     });
                 }
@@ -948,18 +951,25 @@ mod tests {
         assert_eq!(suite(false), Suite::ChaChaPoly);
     }
 
-    /// A loopback TCP connection whose far end has sent `wire` and
-    /// closed, read through a protected [`ReadHalf`].
-    async fn reader_of(keys: &RecordKeys, wire: Vec<u8>) -> (ReadHalf, Arc<SecureStats>) {
+    /// A loopback TCP connection whose far end sends `wire` in pieces of
+    /// `piece` bytes, a millisecond apart (so records arrive over several
+    /// reads), then closes; read through a protected [`ReadHalf`].
+    async fn reader_of(
+        keys: &RecordKeys,
+        wire: Vec<u8>,
+        piece: usize,
+    ) -> (ReadHalf, Arc<SecureStats>) {
         use tokio::io::AsyncWriteExt;
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = l.local_addr().unwrap();
-        let send = tokio::spawn(async move {
+        tokio::spawn(async move {
             let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
-            c.write_all(&wire).await.unwrap();
+            for p in wire.chunks(piece) {
+                c.write_all(p).await.unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
         });
         let (s, _) = l.accept().await.unwrap();
-        send.await.unwrap();
         let stats = Arc::<SecureStats>::default();
         let (rd, _wr) = s.into_split();
         (ReadHalf::protected(rd, keys, Arc::clone(&stats)), stats)
@@ -1005,7 +1015,7 @@ mod tests {
                 &[&b[40_000..], &c[..]].concat(), // one that reaches into `c`
             ],
         );
-        let (mut r, stats) = reader_of(&k, wire).await;
+        let (mut r, stats) = reader_of(&k, wire, 60_000).await;
         let mut h = [0u8; 10];
         r.read_exact(&mut h).await.unwrap();
         assert_eq!(h[..], head[..]);
@@ -1026,17 +1036,17 @@ mod tests {
         let mut wire = seal_records(&k, &[&p]);
         let whole = wire.clone();
         wire[50_000] ^= 1;
-        let (mut r, stats) = reader_of(&k, wire).await;
+        let (mut r, stats) = reader_of(&k, wire, 30_000).await;
         let e = payload(&mut r, p.len()).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidData);
         assert_eq!(stats.snapshot().unverified, 1, "counted");
         // Whatever comes next fails too.
         assert!(payload(&mut r, 1).await.is_err());
-        let (mut r, _) = reader_of(&k, whole[..whole.len() - 1].to_vec()).await;
+        let (mut r, _) = reader_of(&k, whole[..whole.len() - 1].to_vec(), 1 << 20).await;
         let e = payload(&mut r, p.len()).await.unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         // Another key's record fails to open in place.
-        let (mut r, stats) = reader_of(&RecordKeys::new([8; 32], true), whole).await;
+        let (mut r, stats) = reader_of(&RecordKeys::new([8; 32], true), whole, 1 << 20).await;
         assert!(payload(&mut r, p.len()).await.is_err());
         assert_eq!(stats.snapshot().unverified, 1);
     }
@@ -1047,7 +1057,7 @@ mod tests {
         // read of record contents goes through AsyncRead.
         let k = RecordKeys::new([9; 32], false);
         let p = bytes(3_000, 6);
-        let (mut r, _) = reader_of(&k, seal_records(&k, &[&p[..1000], &p[1000..]])).await;
+        let (mut r, _) = reader_of(&k, seal_records(&k, &[&p[..1000], &p[1000..]]), 700).await;
         assert!(!r.encrypts());
         assert_eq!(payload(&mut r, p.len()).await.unwrap(), p);
     }

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 /// Bytes read (and hashed) at a time: a quarter of a core's L2 on the
 /// machines measured, so the hash finds each piece still cached.
-const PIECE: u64 = 256 << 10;
+const PIECE: usize = 256 << 10;
 
 /// The blocking reader: one block per request, its check (`kind`) here.
 pub(super) fn reader(
@@ -26,8 +26,8 @@ pub(super) fn reader(
     let mut digest = StreamDigest::fresh();
     let mut total: u64 = 0;
     while let Some(req) = requests.blocking_recv() {
-        let len = match req {
-            Req::Block(len) => len,
+        let (len, buf) = match req {
+            Req::Block { len, buf } => (len, buf),
             Req::Skip {
                 bytes,
                 digest: theirs,
@@ -56,7 +56,7 @@ pub(super) fn reader(
                 continue;
             }
         };
-        let (buf, check) = match read_block(&mut input, len, kind) {
+        let (buf, check) = match read_block(&mut input, len, kind, buf) {
             Ok(b) => b,
             Err(e) => {
                 let _ = out.blocking_send(Input::Failed(e));
@@ -82,23 +82,40 @@ pub(super) fn reader(
     }
 }
 
-/// Reads up to `len` bytes (fewer only at the end of input) and their
-/// check, hashing each [`PIECE`] as soon as it is read.
+/// Reads up to `len` bytes (fewer only at the end of input) into `buf`
+/// and their check, hashing each [`PIECE`] as soon as it is read.
+///
+/// `buf` is a spare buffer whose bytes are initialized already (only what
+/// it lacks is zeroed: all of a fresh one), so each `read` fills straight
+/// into it, as much as the input gives at once.
 fn read_block(
     input: &mut dyn Read,
     len: u32,
     kind: CheckKind,
+    mut buf: Vec<u8>,
 ) -> std::io::Result<(Vec<u8>, [u8; 32])> {
-    // read_to_end fills spare capacity without zeroing it first.
-    let mut buf = Vec::with_capacity(len as usize);
+    let len = len as usize;
+    buf.resize(len, 0);
     let mut hash = kind.hasher();
-    loop {
-        let at = buf.len();
-        let want = (u64::from(len) - at as u64).min(PIECE);
-        if want == 0 || input.take(want).read_to_end(&mut buf)? == 0 {
+    let mut filled = 0;
+    while filled < len {
+        let piece = (filled + PIECE).min(len);
+        let mut at = filled;
+        while at < piece {
+            match input.read(&mut buf[at..piece]) {
+                Ok(0) => break,
+                Ok(n) => at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        hash.update(&buf[filled..at]);
+        let end_of_input = at < piece;
+        filled = at;
+        if end_of_input {
             break;
         }
-        hash.update(&buf[at..]);
     }
+    buf.truncate(filled);
     Ok((buf, hash.finish()))
 }

@@ -95,6 +95,11 @@ const LAST_FRAME_GRACE: StdDuration = StdDuration::from_secs(2);
 /// instead of waiting for a round trip per block. The scheduler counts
 /// requested blocks as read, so its limits hold.
 const READ_QUEUE: usize = 2;
+/// Buffers of acknowledged blocks the owner keeps to hand back to the
+/// reader with its next requests: the reader reads into memory it has
+/// filled before (no allocation, no page faults, no zeroing) with plain
+/// `read`s as large as the input gives.
+const SPARE_BUFFERS: usize = READ_QUEUE + 2;
 
 /// Settings of a sender.
 #[derive(Debug, Clone)]
@@ -210,8 +215,9 @@ enum Job {
 
 /// What the owner asks the reader for.
 enum Req {
-    /// The next block, of at most this length.
-    Block(u32),
+    /// The next block, of at most `len` bytes, read into `buf` (a spare
+    /// buffer of an acknowledged block, or empty).
+    Block { len: u32, buf: Vec<u8> },
     /// Resume: read and hash the first `bytes`, check them against the
     /// receiver's `digest` prefix.
     Skip { bytes: u64, digest: u64 },
@@ -389,6 +395,7 @@ pub async fn send_async(
         cfg,
         sched,
         blocks: BTreeMap::new(),
+        spare: Vec::new(),
         outcome: None,
         session_up: false,
         end: None,

@@ -4,7 +4,7 @@
 
 use super::{
     addr_of, is_paced, Block, Event, Input, Job, Pacer, Published, Req, SendConfig, Slot, Stop,
-    PROGRESS_TICK, READ_QUEUE,
+    PROGRESS_TICK, READ_QUEUE, SPARE_BUFFERS,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control};
@@ -22,6 +22,9 @@ pub(super) struct Owner {
     pub(super) cfg: Arc<SendConfig>,
     pub(super) sched: Scheduler,
     pub(super) blocks: BTreeMap<u64, Arc<Block>>,
+    /// Buffers of acknowledged blocks, for the reader's next requests (at
+    /// most [`SPARE_BUFFERS`]).
+    pub(super) spare: Vec<Vec<u8>>,
     pub(super) slots: Vec<Slot>,
     pub(super) outcome: Option<Result<(), PipeError>>,
     pub(super) session_up: bool,
@@ -136,7 +139,11 @@ impl Owner {
                 && self.sched.may_read()
             {
                 let len = self.sched.next_len();
-                if self.read_tx.try_send(Req::Block(len)).is_err() {
+                let buf = self.spare.pop().unwrap_or_default();
+                if let Err(e) = self.read_tx.try_send(Req::Block { len, buf }) {
+                    if let Req::Block { buf, .. } = e.into_inner() {
+                        self.spare.push(buf);
+                    }
                     break;
                 }
                 self.sched.handle_read_requested(len);
@@ -331,6 +338,13 @@ impl Owner {
                 if was {
                     if let Some(b) = self.blocks.remove(&seq) {
                         self.acked_bytes += b.data.len() as u64;
+                        // A connection may still hold a copy in flight:
+                        // then the buffer is freed when it is done.
+                        if let Ok(b) = Arc::try_unwrap(b) {
+                            if self.spare.len() < SPARE_BUFFERS {
+                                self.spare.push(b.data);
+                            }
+                        }
                     }
                 }
             }
