@@ -10,7 +10,7 @@ use super::{
     Admit, Checked, Ctl, Event, Shared, ACK_WRITE_TIMEOUT, BLOCKS_IN_HAND, DISCARD_CHUNK, DRAIN,
     HELLO_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_SOURCE,
 };
-use crate::pipe::digest::{block_hash, CheckKind};
+use crate::pipe::digest::{block_hash, CheckKind, HASH_STEP};
 use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
 use crate::pipe::record::{self, ReadHalf, WriteHalf};
 use crate::pipe::secure::Authenticator;
@@ -434,11 +434,6 @@ async fn serve_frames(
         }
     }
 }
-
-/// Plaintext hashed at a time while a payload arrives: whole multiples of
-/// 64 KiB (a power of two of BLAKE3's 1 KiB chunks, so its SIMD paths stay
-/// wide — socket reads end anywhere), the rest at the end.
-const HASH_STEP: usize = 64 << 10;
 
 /// Reads a block's `len` payload bytes and their check (`kind`, hashed in
 /// [`HASH_STEP`]s as they arrive, while they are in the cache); `None` if

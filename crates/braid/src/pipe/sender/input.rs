@@ -1,20 +1,17 @@
-//! The blocking reader: one block per request from the owner. Each block's
+//! The blocking reader: one block per request from the owner, read into a
+//! buffer the owner hands back from an acknowledged block. Each block's
 //! check — in the header, and the end-to-end digest's input
 //! ([`crate::pipe::digest`]) — is computed here, off the owner: the
-//! sender's one hashing pass, piece by piece as the block is read, so each
-//! piece is hashed while it is still in the cache. On resume it first reads and hashes the
-//! receiver's prefix (the digest covers the whole input) and checks it
-//! against the receiver's.
+//! sender's one hashing pass, as the block is read, so each piece is hashed
+//! while it is still in the cache. On resume it first
+//! reads and hashes the receiver's prefix (the digest covers the whole
+//! input) and checks it against the receiver's.
 
 use super::{Block, Input, Req};
-use crate::pipe::digest::{CheckKind, StreamDigest};
+use crate::pipe::digest::{CheckKind, StreamDigest, HASH_STEP};
 use crate::pipe::frame;
 use std::io::Read;
 use tokio::sync::mpsc;
-
-/// Bytes read (and hashed) at a time: a quarter of a core's L2 on the
-/// machines measured, so the hash finds each piece still cached.
-const PIECE: usize = 256 << 10;
 
 /// The blocking reader: one block per request, its check (`kind`) here.
 pub(super) fn reader(
@@ -83,7 +80,8 @@ pub(super) fn reader(
 }
 
 /// Reads up to `len` bytes (fewer only at the end of input) into `buf`
-/// and their check, hashing each [`PIECE`] as soon as it is read.
+/// and their check, hashing what each `read` brought (in whole
+/// [`HASH_STEP`]s, the rest at the end) while it is still in the cache.
 ///
 /// `buf` is a spare buffer whose bytes are initialized already (only what
 /// it lacks is zeroed: all of a fresh one), so each `read` fills straight
@@ -97,25 +95,73 @@ fn read_block(
     let len = len as usize;
     buf.resize(len, 0);
     let mut hash = kind.hasher();
-    let mut filled = 0;
+    let (mut filled, mut hashed) = (0, 0);
     while filled < len {
-        let piece = (filled + PIECE).min(len);
-        let mut at = filled;
-        while at < piece {
-            match input.read(&mut buf[at..piece]) {
-                Ok(0) => break,
-                Ok(n) => at += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+        match input.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
         }
-        hash.update(&buf[filled..at]);
-        let end_of_input = at < piece;
-        filled = at;
-        if end_of_input {
-            break;
-        }
+        let upto = hashed + (filled - hashed) / HASH_STEP * HASH_STEP;
+        hash.update(&buf[hashed..upto]);
+        hashed = upto;
     }
+    hash.update(&buf[hashed..filled]);
     buf.truncate(filled);
     Ok((buf, hash.finish()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader that gives at most `step` bytes a call and is interrupted
+    /// every third call, as a pipe or a signal may.
+    struct Trickle {
+        data: Vec<u8>,
+        at: usize,
+        step: usize,
+        calls: usize,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            self.calls += 1;
+            if self.calls % 3 == 0 {
+                return Err(std::io::ErrorKind::Interrupted.into());
+            }
+            let n = self.step.min(out.len()).min(self.data.len() - self.at);
+            out[..n].copy_from_slice(&self.data[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn blocks_read_into_spare_buffers_carry_the_check_of_their_bytes() {
+        let data: Vec<u8> = (0..700_000u32).map(|i| (i % 251) as u8).collect();
+        for kind in [CheckKind::Blake3, CheckKind::Xxh3] {
+            for step in [1_000, 65_536, 100_003, 1 << 20] {
+                let mut input = Trickle {
+                    data: data.clone(),
+                    at: 0,
+                    step,
+                    calls: 0,
+                };
+                // A spare longer than the block, one shorter, a fresh one;
+                // then the input ends inside the last block.
+                let spares = [vec![9u8; 400_000], vec![7u8; 10], Vec::new()];
+                let mut got = Vec::new();
+                for spare in spares {
+                    let (b, check) = read_block(&mut input, 300_000, kind, spare).unwrap();
+                    assert_eq!(check, kind.hash(&b), "{kind:?}, reads of {step}");
+                    got.extend_from_slice(&b);
+                }
+                assert_eq!(got, data, "{kind:?}, reads of {step}");
+                let (b, _) = read_block(&mut input, 300_000, kind, vec![1; 5]).unwrap();
+                assert!(b.is_empty(), "the end of input is an empty block");
+            }
+        }
+    }
 }

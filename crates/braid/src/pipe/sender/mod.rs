@@ -98,8 +98,11 @@ const READ_QUEUE: usize = 2;
 /// Buffers of acknowledged blocks the owner keeps to hand back to the
 /// reader with its next requests: the reader reads into memory it has
 /// filled before (no allocation, no page faults, no zeroing) with plain
-/// `read`s as large as the input gives.
-const SPARE_BUFFERS: usize = READ_QUEUE + 2;
+/// `read`s as large as the input gives. Acks come in bursts, reads in
+/// pairs, so a few would run dry; 16 (32 MiB of 2 MiB blocks at most, and
+/// only while reading waits) keep up. Freed instead, the memory would stay
+/// in glibc's arenas anyway (`alloc_tuning` in the CLI).
+const SPARE_BUFFERS: usize = 16;
 
 /// Settings of a sender.
 #[derive(Debug, Clone)]
