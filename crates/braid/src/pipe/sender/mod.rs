@@ -95,14 +95,15 @@ const LAST_FRAME_GRACE: StdDuration = StdDuration::from_secs(2);
 /// instead of waiting for a round trip per block. The scheduler counts
 /// requested blocks as read, so its limits hold.
 const READ_QUEUE: usize = 2;
-/// Buffers of acknowledged blocks the owner keeps to hand back to the
-/// reader with its next requests: the reader reads into memory it has
+/// Bytes of buffers of acknowledged blocks the owner keeps to hand back to
+/// the reader with its next requests: the reader reads into memory it has
 /// filled before (no allocation, no page faults, no zeroing) with plain
 /// `read`s as large as the input gives. Acks come in bursts, reads in
-/// pairs, so a few would run dry; 16 (32 MiB of 2 MiB blocks at most, and
-/// only while reading waits) keep up. Freed instead, the memory would stay
-/// in glibc's arenas anyway (`alloc_tuning` in the CLI).
-const SPARE_BUFFERS: usize = 16;
+/// pairs, so a few buffers would run dry; 32 MiB (16 blocks of 2 MiB, 2 of
+/// the largest) keep up, and are held only while reading waits. Freed
+/// instead, the memory would mostly stay in glibc's arenas anyway
+/// (`alloc_tuning` in the CLI).
+const SPARE_BYTES: usize = 32 << 20;
 
 /// Settings of a sender.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 
 use super::{
     addr_of, is_paced, Block, Event, Input, Job, Pacer, Published, Req, SendConfig, Slot, Stop,
-    PROGRESS_TICK, READ_QUEUE, SPARE_BUFFERS,
+    PROGRESS_TICK, READ_QUEUE, SPARE_BYTES,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control};
@@ -23,7 +23,7 @@ pub(super) struct Owner {
     pub(super) sched: Scheduler,
     pub(super) blocks: BTreeMap<u64, Arc<Block>>,
     /// Buffers of acknowledged blocks, for the reader's next requests (at
-    /// most [`SPARE_BUFFERS`]).
+    /// most [`SPARE_BYTES`] of capacity).
     pub(super) spare: Vec<Vec<u8>>,
     pub(super) slots: Vec<Slot>,
     pub(super) outcome: Option<Result<(), PipeError>>,
@@ -341,7 +341,8 @@ impl Owner {
                         // A connection may still hold a copy in flight:
                         // then the buffer is freed when it is done.
                         if let Ok(b) = Arc::try_unwrap(b) {
-                            if self.spare.len() < SPARE_BUFFERS {
+                            let held: usize = self.spare.iter().map(Vec::capacity).sum();
+                            if held + b.data.capacity() <= SPARE_BYTES {
                                 self.spare.push(b.data);
                             }
                         }
