@@ -3,7 +3,8 @@
 //! sealing in place, and the tag alone over clear bytes (`--no-encrypt`),
 //! for both Noise ciphers; BLAKE3 and XXH3-128 over the same bytes beside
 //! them (the pipe's block checks: BLAKE3 where the check authenticates or
-//! nothing does, XXH3-128 under encryption — `braid::pipe::digest`). What chose AES-256-GCM for the encrypted pipe and kept
+//! nothing does, XXH3-128 under encryption — `braid::pipe::digest`).
+//! What chose AES-256-GCM for the encrypted pipe and kept
 //! ChaCha20-Poly1305 for `--no-encrypt` (docs/BENCHMARKS.md).
 //!
 //! Run: `cargo bench -p braid-core --bench aead`.

@@ -17,11 +17,11 @@
 //! The check ([`CheckKind`]) is BLAKE3 where it must stand against an
 //! attacker or nothing else does: `--no-encrypt`, whose clear payloads it
 //! authenticates, and `--insecure`. Where records are encrypted, AES-GCM
-//! already authenticates every byte on the wire, and the check is XXH3-128
-//! (44 against 8 GiB/s on 256 KiB here): it guards what the AEAD cannot see, the bytes inside
-//! each endpoint between the read and the seal and between the open and
-//! the hash, against accidents (a bit flipped in memory, a bug), not
-//! against attackers. Both sides use the kind of the connection mode the
+//! already authenticates every byte on the wire, and the check is
+//! XXH3-128 (several times faster; docs/BENCHMARKS.md): it guards what the
+//! AEAD cannot see, the bytes inside each endpoint between the read and
+//! the seal and between the open and the hash, against accidents (a bit
+//! flipped in memory, a bug), not against attackers. Both sides use the kind of the connection mode the
 //! handshake fixed, so their digests compare like with like.
 //!
 //! The prefix is what a resuming receiver already holds (length 0 and the

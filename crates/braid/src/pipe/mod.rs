@@ -1,7 +1,7 @@
 //! Pipe streaming: an ordered, verified byte stream over many TCP
 //! connections and paths (seed 003; `braid send` / `braid recv`).
 //!
-//! The sender cuts its input into numbered blocks, each with its BLAKE3, and
+//! The sender cuts its input into numbered blocks, each with its check, and
 //! spreads them over N connections (connection `i` goes to address
 //! `i mod A`, so several addresses are several paths). The receiver puts
 //! blocks back in order within a bounded reorder window, verifies each block
@@ -10,7 +10,7 @@
 //!
 //! | module | what it is for |
 //! | --- | --- |
-//! | [`digest`] | the end-to-end digest over the per-block BLAKE3 hashes |
+//! | [`digest`] | the block checks (BLAKE3; XXH3-128 under encryption) and the end-to-end digest over them |
 //! | [`frame`] | wire format: hello, data/END/ABORT frames, control frames; [`ProtocolViolation`] |
 //! | `error` | [`PipeError`] and [`ConfigError`]: one variant per cause |
 //! | [`sched`], [`weighted`], [`reorder`] | re-exports of [`braid_core::bulk`]: the sans-IO scheduler, weighted buffers and reorder window |

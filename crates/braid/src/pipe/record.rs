@@ -43,9 +43,9 @@
 //! reads a block payload, opening encrypted records in place in the
 //! block's own buffer) and [`WriteHalf`] ([`AsyncWrite`]), which pass bytes
 //! through unchanged on an insecure connection; [`RecordKeys`].
-//! Invariants: at most one record buffer per direction ([`RECORD_MAX`] plus framing), allocated only after the peer
-//! was verified; a writer must be flushed (`flush`) after a message the
-//! peer is waiting for.
+//! Invariants: at most one record buffer per direction ([`RECORD_MAX`]
+//! plus framing), allocated only after the peer was verified; a writer
+//! must be flushed (`flush`) after a message the peer is waiting for.
 
 use super::refusals::SecureStats;
 use braid_core::transport::suite::Suite;
@@ -210,10 +210,10 @@ impl Cipher {
     /// Opens an encrypted record whose length field and body-and-tag lie
     /// apart (a payload record read into the caller's buffer).
     fn open_encrypted(&mut self, len: &[u8], body_tag: &mut [u8]) -> Result<(), ()> {
-        let nonce = self.take_nonce().ok_or(())?;
         if !self.encrypt || body_tag.len() < TAG_BYTES {
             return Err(());
         }
+        let nonce = self.take_nonce().ok_or(())?;
         self.aead
             .open_in_place(nonce, Aad::from(len), body_tag)
             .map(drop)
@@ -250,7 +250,10 @@ struct Opener {
     /// Reading a payload ([`ReadHalf::read_payload`]): the current
     /// record's body and tag go into the caller's buffer from this offset
     /// instead of into `buf` (its length field is in `buf[..LEN_BYTES]`).
-    direct: Option<usize>,
+    in_place_at: Option<usize>,
+    /// Records opened in the caller's buffer.
+    #[cfg(test)]
+    opened_in_place: usize,
 }
 
 impl std::fmt::Debug for ReadHalf {
@@ -272,7 +275,9 @@ impl Opener {
             start: 0,
             end: 0,
             failed: false,
-            direct: None,
+            in_place_at: None,
+            #[cfg(test)]
+            opened_in_place: 0,
         }
     }
 
@@ -325,8 +330,8 @@ impl Opener {
     /// What a payload read ([`ReadHalf::read_payload`]) with `at` of
     /// `want` bytes in the caller's buffer does next.
     fn payload_next(&self, at: usize, want: usize) -> PayloadNext {
-        if let (Some(start), Some(end)) = (self.direct, self.direct_end()) {
-            return PayloadNext::Direct { start, end };
+        if let (Some(start), Some(end)) = (self.in_place_at, self.in_place_end()) {
+            return PayloadNext::InPlace { start, end };
         }
         if at >= want {
             return PayloadNext::Done;
@@ -338,44 +343,82 @@ impl Opener {
             && self.start == self.end
             && self.need == LEN_BYTES;
         if reading_len {
-            PayloadNext::Len
+            PayloadNext::ReadLen
         } else {
             PayloadNext::Through
         }
     }
 
-    /// Once a record's length is known: takes its body and tag into the
-    /// caller's buffer at `at` if the body fits in the `room` bytes the
+    /// After `got` bytes of a length field arrived in [`Self::room`]
+    /// during a payload read with `at` of `want` bytes in the caller's
+    /// buffer: once the length is known, the record's body and tag go
+    /// into the caller's buffer at `at` if the body fits in what the
     /// payload still wants (else the record is read into `buf` as usual
     /// and handed out by copy).
-    fn go_direct(&mut self, at: usize, room: usize) {
+    fn after_len(&mut self, got: usize, at: usize, want: usize) -> io::Result<PayloadStep> {
+        self.advance(got)?;
         let known = self.filled == LEN_BYTES && self.need > LEN_BYTES;
-        if known && self.need - LEN_BYTES - TAG_BYTES <= room {
-            self.direct = Some(at);
+        if known && self.need - LEN_BYTES - TAG_BYTES <= want.saturating_sub(at) {
+            self.in_place_at = Some(at);
         }
+        Ok(PayloadStep {
+            plain: at..at,
+            done: false,
+        })
     }
 
-    /// Where the record being taken into the caller's buffer ends there.
-    fn direct_end(&self) -> Option<usize> {
-        self.direct.map(|at| at + self.need - LEN_BYTES)
+    /// Where the record being read into the caller's buffer ends there.
+    fn in_place_end(&self) -> Option<usize> {
+        self.in_place_at.map(|at| at + self.need - LEN_BYTES)
     }
 
-    /// Opens the record read into `data[at..]` in place and drops its tag;
-    /// returns where its plaintext lies in `data`.
-    fn open_direct(&mut self, data: &mut Vec<u8>) -> io::Result<std::ops::Range<usize>> {
-        let (Some(at), Some(end)) = (self.direct, self.direct_end()) else {
-            return Err(self.fail());
+    /// After bytes of the record being read in place arrived in `data`
+    /// (a payload of `want` bytes): opens it once it is whole, in place,
+    /// and drops its tag.
+    fn after_in_place(&mut self, data: &mut Vec<u8>, want: usize) -> io::Result<PayloadStep> {
+        let (Some(start), Some(end)) = (self.in_place_at, self.in_place_end()) else {
+            return Err(self.broken("no record is being read in place"));
         };
-        self.direct = None;
+        if data.len() < end {
+            // Ciphertext so far: the plaintext still ends where this
+            // record starts.
+            return Ok(PayloadStep {
+                plain: start..start,
+                done: false,
+            });
+        }
+        if data.len() > end {
+            return Err(self.broken("a payload read went past its record"));
+        }
+        self.in_place_at = None;
         let mut len = [0u8; LEN_BYTES];
         len.copy_from_slice(&self.buf[..LEN_BYTES]);
-        if end != data.len() || self.cipher.open_encrypted(&len, &mut data[at..]).is_err() {
+        if self
+            .cipher
+            .open_encrypted(&len, &mut data[start..])
+            .is_err()
+        {
             return Err(self.fail());
         }
-        data.truncate(end - TAG_BYTES);
+        let plain_end = end - TAG_BYTES;
+        data.truncate(plain_end);
         self.filled = 0;
         self.need = LEN_BYTES;
-        Ok(at..end - TAG_BYTES)
+        #[cfg(test)]
+        {
+            self.opened_in_place += 1;
+        }
+        Ok(PayloadStep {
+            plain: start..plain_end,
+            done: plain_end == want,
+        })
+    }
+
+    /// The caller broke the reading protocol: every later read fails too
+    /// (not counted as an attack).
+    fn broken(&mut self, why: &'static str) -> io::Error {
+        self.failed = true;
+        io::Error::other(why)
     }
 }
 
@@ -385,10 +428,10 @@ enum PayloadNext {
     /// The payload is complete.
     Done,
     /// Read a record's length field into the opener's buffer.
-    Len,
-    /// Read the record being taken into the caller's buffer (its body
-    /// from `start`) up to `end`.
-    Direct { start: usize, end: usize },
+    ReadLen,
+    /// Read the record going into the caller's buffer (its body from
+    /// `start`) up to `end`.
+    InPlace { start: usize, end: usize },
     /// Read through [`AsyncRead`] (pending plaintext, a clear payload, an
     /// insecure connection, a record reaching past the payload).
     Through,
@@ -457,44 +500,63 @@ pub mod fuzzing {
         let wants = [unit, 3 * unit + 1, 17];
         let mut data = Vec::new();
         let mut turn = 0;
+        let mut covered = 0;
         while !o.failed {
             let want = wants[turn % wants.len()];
-            match o.payload_next(data.len(), want) {
-                PayloadNext::Done => {
-                    assert_eq!(data.len(), want, "a payload is exactly its length");
-                    data.clear();
-                    turn += 1;
-                    continue;
-                }
+            let at = data.len();
+            let step = match o.payload_next(at, want) {
+                PayloadNext::Done => PayloadStep {
+                    plain: at..at,
+                    done: true,
+                },
                 _ if rest.is_empty() => return,
-                PayloadNext::Len => {
-                    if !feed(o, chunk, &mut rest) {
-                        return;
+                PayloadNext::ReadLen => {
+                    let room = o.room();
+                    let n = room.len().min(chunk).min(rest.len());
+                    room[..n].copy_from_slice(&rest[..n]);
+                    rest = &rest[n..];
+                    match o.after_len(n, at, want) {
+                        Ok(step) => step,
+                        Err(_) => return,
                     }
-                    o.go_direct(data.len(), want - data.len());
                 }
-                PayloadNext::Direct { end, .. } => {
-                    let n = (end - data.len()).min(chunk).min(rest.len());
+                PayloadNext::InPlace { end, .. } => {
+                    let n = (end - at).min(chunk).min(rest.len());
                     data.extend_from_slice(&rest[..n]);
                     rest = &rest[n..];
-                    if data.len() == end {
-                        let Ok(plain) = o.open_direct(&mut data) else {
-                            return;
-                        };
-                        assert_eq!(plain.end, data.len(), "the tag is dropped");
-                        assert!(plain.end <= want, "a record past the payload");
+                    match o.after_in_place(&mut data, want) {
+                        Ok(step) => step,
+                        Err(_) => return,
                     }
                 }
+                // AsyncRead's own path (fuzzed by the other mode too).
                 PayloadNext::Through if o.start < o.end => {
-                    let n = (o.end - o.start).min(want - data.len());
+                    let n = (o.end - o.start).min(want - at);
                     data.extend_from_slice(&o.buf[o.start..o.start + n]);
                     o.start += n;
+                    PayloadStep {
+                        plain: at..data.len(),
+                        done: data.len() == want,
+                    }
                 }
                 PayloadNext::Through => {
                     if !feed(o, chunk, &mut rest) {
                         return;
                     }
+                    PayloadStep {
+                        plain: at..at,
+                        done: false,
+                    }
                 }
+            };
+            assert_eq!(step.plain.start, covered, "plaintext reported in order");
+            assert!(step.plain.end <= want.min(data.len()), "within the payload");
+            covered = step.plain.end;
+            if step.done {
+                assert_eq!((covered, data.len()), (want, want), "exactly the payload");
+                data.clear();
+                covered = 0;
+                turn += 1;
             }
         }
     }
@@ -583,6 +645,12 @@ impl ReadHalf {
         &self.inner
     }
 
+    /// Records opened in place by [`Self::read_payload`] so far.
+    #[cfg(test)]
+    fn opened_in_place(&self) -> usize {
+        self.open.as_ref().map_or(0, |o| o.opened_in_place)
+    }
+
     /// Whether records are encrypted here (else authenticated only, or
     /// nothing at all on an insecure connection).
     pub fn encrypts(&self) -> bool {
@@ -590,10 +658,11 @@ impl ReadHalf {
     }
 
     /// One step of reading a block payload of `want` bytes, appended to
-    /// `data`: one read from the socket (or none, once the payload is
-    /// complete). Call it until [`PayloadStep::done`]; in between, `data` may
-    /// hold a record still arriving past the plaintext, and nothing else
-    /// may read this half.
+    /// `data`: at most one read from the socket where records are opened
+    /// in place; otherwise one [`AsyncRead`] read, which may hand out
+    /// plaintext already opened or read a whole record first. Call it until
+    /// [`PayloadStep::done`]; in between, `data` may hold a record still
+    /// arriving past the plaintext, and nothing else may read this half.
     ///
     /// Where records are encrypted, each record that lies within the
     /// payload is read straight into `data` and opened there: no copy out
@@ -604,7 +673,9 @@ impl ReadHalf {
     ///
     /// # Errors
     /// `UnexpectedEof` if the connection ends first; a record that fails
-    /// to open, as for [`AsyncRead`].
+    /// to open, as for [`AsyncRead`]. After an error, or a step dropped
+    /// before it finished (a timeout), the half is not to be read again
+    /// (every later read of an opened record fails).
     pub async fn read_payload(
         &mut self,
         data: &mut Vec<u8>,
@@ -613,57 +684,49 @@ impl ReadHalf {
         use tokio::io::AsyncReadExt;
         let at = data.len();
         let eof = || io::Error::from(io::ErrorKind::UnexpectedEof);
-        let next = match self.open.as_deref() {
-            Some(o) if self.clear == 0 => o.payload_next(at, want),
-            _ if at >= want => PayloadNext::Done,
-            _ => PayloadNext::Through,
+        let inner = &mut self.inner;
+        let opener = self.open.as_deref_mut().filter(|_| self.clear == 0);
+        let Some((next, o)) = opener.map(|o| (o.payload_next(at, want), o)) else {
+            return self.read_payload_through(data, want).await;
         };
-        match next {
-            PayloadNext::Done => {
-                return Ok(PayloadStep {
-                    plain: at..at,
-                    done: true,
-                })
-            }
-            PayloadNext::Through => {}
-            PayloadNext::Len => {
-                let o = self.open.as_deref_mut().ok_or_else(eof)?;
-                let got = self.inner.read(o.room()).await?;
-                if got == 0 {
-                    return Err(eof());
+        let step = match next {
+            PayloadNext::Done => Ok(PayloadStep {
+                plain: at..at,
+                done: true,
+            }),
+            PayloadNext::Through => return self.read_payload_through(data, want).await,
+            PayloadNext::ReadLen => match inner.read(o.room()).await {
+                Ok(0) => Err(eof()),
+                Ok(got) => o.after_len(got, at, want),
+                Err(e) => Err(e),
+            },
+            PayloadNext::InPlace { end, .. } => {
+                match inner.take((end - at) as u64).read_buf(data).await {
+                    Ok(0) => Err(eof()),
+                    Ok(_) => o.after_in_place(data, want),
+                    Err(e) => Err(e),
                 }
-                o.advance(got)?;
-                o.go_direct(at, want - at);
-                return Ok(PayloadStep {
-                    plain: at..at,
-                    done: false,
-                });
             }
-            PayloadNext::Direct { start, end } => {
-                let got = (&mut self.inner)
-                    .take((end - at) as u64)
-                    .read_buf(data)
-                    .await?;
-                if got == 0 {
-                    return Err(eof());
-                }
-                if data.len() < end {
-                    // Ciphertext so far: the plaintext still ends where
-                    // this record starts.
-                    return Ok(PayloadStep {
-                        plain: start..start,
-                        done: false,
-                    });
-                }
-                let o = self.open.as_deref_mut().ok_or_else(eof)?;
-                let plain = o.open_direct(data)?;
-                let done = plain.end == want;
-                return Ok(PayloadStep { plain, done });
-            }
+        };
+        if step.is_err() {
+            o.failed = true;
         }
-        let got = (&mut *self).take((want - at) as u64).read_buf(data).await?;
-        if got == 0 {
-            return Err(eof());
+        step
+    }
+
+    /// A payload step through [`AsyncRead`].
+    async fn read_payload_through(
+        &mut self,
+        data: &mut Vec<u8>,
+        want: usize,
+    ) -> io::Result<PayloadStep> {
+        use tokio::io::AsyncReadExt;
+        let at = data.len();
+        if at < want {
+            let got = (&mut *self).take((want - at) as u64).read_buf(data).await?;
+            if got == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
         }
         Ok(PayloadStep {
             plain: at..data.len(),
@@ -1020,9 +1083,12 @@ mod tests {
         r.read_exact(&mut h).await.unwrap();
         assert_eq!(h[..], head[..]);
         assert_eq!(payload(&mut r, a.len()).await.unwrap(), a);
+        assert_eq!(r.opened_in_place(), 2, "both of a's records in place");
         assert_eq!(payload(&mut r, b.len()).await.unwrap(), b);
+        assert_eq!(r.opened_in_place(), 3, "b's first record in place");
         // `c` was opened with b's tail: handed out from the record buffer.
         assert_eq!(payload(&mut r, c.len()).await.unwrap(), c);
+        assert_eq!(r.opened_in_place(), 3);
         assert_eq!(payload(&mut r, 0).await.unwrap(), b"");
         let end = payload(&mut r, 1).await.unwrap_err();
         assert_eq!(end.kind(), io::ErrorKind::UnexpectedEof);
@@ -1060,6 +1126,7 @@ mod tests {
         let (mut r, _) = reader_of(&k, seal_records(&k, &[&p[..1000], &p[1000..]]), 700).await;
         assert!(!r.encrypts());
         assert_eq!(payload(&mut r, p.len()).await.unwrap(), p);
+        assert_eq!(r.opened_in_place(), 0);
     }
 
     fn contains(h: &[u8], n: &[u8]) -> bool {

@@ -53,7 +53,10 @@ pub struct SendReport {
     pub window_final_bytes: u64,
     /// Re-weightings (weighted mode).
     pub reweights: u64,
-    /// BLAKE3 of the stream (hex).
+    /// The stream digest (hex): BLAKE3 over the blocks' lengths and
+    /// checks ([`crate::pipe::digest`]; the checks are XXH3-128 under
+    /// encryption). It follows how the stream was cut into blocks and the
+    /// mode: compare the two sides of one transfer, not runs or `b3sum`.
     pub blake3: String,
     /// Per connection.
     pub connections: Vec<SendConn>,
@@ -93,7 +96,10 @@ pub struct RecvReport {
     pub reorder_peak_bytes: u64,
     /// Duplicate blocks received (head-of-line copies, re-sends).
     pub duplicates: u64,
-    /// BLAKE3 of the stream (hex).
+    /// The stream digest (hex): BLAKE3 over the blocks' lengths and
+    /// checks ([`crate::pipe::digest`]; the checks are XXH3-128 under
+    /// encryption). It follows how the stream was cut into blocks and the
+    /// mode: compare the two sides of one transfer, not runs or `b3sum`.
     pub blake3: String,
     /// Per connection.
     pub connections: Vec<RecvConn>,

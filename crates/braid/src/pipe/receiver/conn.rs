@@ -1,6 +1,6 @@
 //! The network side of the receiver: one accept task per listening
 //! address, one task per connection (handshake, hello, then frames: a
-//! block's payload is read and checked against the BLAKE3 in its header
+//! block's payload is read and checked against the check in its header
 //! here, then handed to the owner), and each connection's control writer.
 //! On a secure pipe every byte after the handshake comes through
 //! [`ReadHalf`] / goes through [`WriteHalf`], which open and seal the

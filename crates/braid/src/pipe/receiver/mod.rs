@@ -8,7 +8,7 @@
 //! - one **accept** task per listening address, which spawns
 //! - one **connection task** per accepted connection: hello (admitted by
 //!   the owner), then frames: it reads and checks each block's payload
-//!   itself (its BLAKE3 against the header's: the receiver's one hashing
+//!   itself (its check against the header's: the receiver's one hashing
 //!   pass, off the owner),
 //!   hands it to the owner in one message (the owner keeps it if it is new
 //!   and inside the window; no round trip per block for a verdict first)
@@ -40,7 +40,7 @@
 //! `BLOCKS_IN_HAND` (2) blocks the owner has not judged, and the owner keeps
 //! a block only if it is new and inside the window (so memory is the
 //! window plus two blocks per connection); a block is written only after
-//! its BLAKE3 matched its header's; a block outside the window, an output
+//! its check matched its header's; a block outside the window, an output
 //! error, or a bad hash stops the transfer with an `Abort` to the sender
 //! and an error here — except a `--no-encrypt` payload altered on the
 //! wire, which ends only its connection (the block is re-sent) until the
@@ -417,8 +417,8 @@ enum Out {
     Finish,
 }
 
-/// A block its connection read and checked: the bytes and their BLAKE3
-/// (the header's check, and the end-to-end digest's input).
+/// A block its connection read and checked: the bytes and their check
+/// (the header's, and the end-to-end digest's input).
 struct Checked {
     data: Vec<u8>,
     check: [u8; 32],

@@ -93,6 +93,10 @@ fn read_block(
     mut buf: Vec<u8>,
 ) -> std::io::Result<(Vec<u8>, [u8; 32])> {
     let len = len as usize;
+    if buf.capacity() < len {
+        // Growing would copy the old bytes first.
+        buf.clear();
+    }
     buf.resize(len, 0);
     let mut hash = kind.hasher();
     let (mut filled, mut hashed) = (0, 0);

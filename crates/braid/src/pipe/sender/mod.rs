@@ -9,7 +9,7 @@
 //! - the **reader** (one blocking task, [`tokio::task::spawn_blocking`]):
 //!   asked for blocks of given lengths (two requests in flight), it reads
 //!   the input,
-//!   computes the block's BLAKE3 (its header's check) and feeds it to the
+//!   computes the block's check (its header's; [`CheckKind`]) and feeds it to the
 //!   end-to-end digest, so the per-byte work stays off the owner;
 //! - one **connection task** per connection: connect (TCP or MPTCP), hello,
 //!   then ask the owner for a job, write it, ask again; reconnect with
@@ -100,9 +100,7 @@ const READ_QUEUE: usize = 2;
 /// filled before (no allocation, no page faults, no zeroing) with plain
 /// `read`s as large as the input gives. Acks come in bursts, reads in
 /// pairs, so a few buffers would run dry; 32 MiB (16 blocks of 2 MiB, 2 of
-/// the largest) keep up, and are held only while reading waits. Freed
-/// instead, the memory would mostly stay in glibc's arenas anyway
-/// (`alloc_tuning` in the CLI).
+/// the largest) keep up. None are kept once the input has ended.
 const SPARE_BYTES: usize = 32 << 20;
 
 /// Settings of a sender.
@@ -400,6 +398,7 @@ pub async fn send_async(
         sched,
         blocks: BTreeMap::new(),
         spare: Vec::new(),
+        spare_bytes: 0,
         outcome: None,
         session_up: false,
         end: None,

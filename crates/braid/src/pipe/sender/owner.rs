@@ -23,8 +23,10 @@ pub(super) struct Owner {
     pub(super) sched: Scheduler,
     pub(super) blocks: BTreeMap<u64, Arc<Block>>,
     /// Buffers of acknowledged blocks, for the reader's next requests (at
-    /// most [`SPARE_BYTES`] of capacity).
+    /// most [`SPARE_BYTES`] of capacity, `spare_bytes`; none once the
+    /// input has ended).
     pub(super) spare: Vec<Vec<u8>>,
+    pub(super) spare_bytes: usize,
     pub(super) slots: Vec<Slot>,
     pub(super) outcome: Option<Result<(), PipeError>>,
     pub(super) session_up: bool,
@@ -139,10 +141,10 @@ impl Owner {
                 && self.sched.may_read()
             {
                 let len = self.sched.next_len();
-                let buf = self.spare.pop().unwrap_or_default();
+                let buf = self.take_spare(len as usize);
                 if let Err(e) = self.read_tx.try_send(Req::Block { len, buf }) {
                     if let Req::Block { buf, .. } = e.into_inner() {
-                        self.spare.push(buf);
+                        self.keep_spare(buf);
                     }
                     break;
                 }
@@ -243,8 +245,11 @@ impl Owner {
                 self.sched.handle_block_read(n);
             }
             Some(Input::Eof { bytes, digest }) => {
-                // The reader has stopped: requests still out are void.
+                // The reader has stopped: requests still out are void, and
+                // spare buffers have no use.
                 self.reads = 0;
+                self.spare = Vec::new();
+                self.spare_bytes = 0;
                 self.sched.handle_eof();
                 self.end = Some((bytes, digest));
             }
@@ -326,6 +331,33 @@ impl Owner {
         self.sched.handle_conn_down(c);
     }
 
+    /// Keeps an acknowledged block's buffer for a later read, while the
+    /// input goes on and [`SPARE_BYTES`] allow.
+    fn keep_spare(&mut self, buf: Vec<u8>) {
+        let bytes = buf.capacity();
+        if self.end.is_none() && self.spare_bytes + bytes <= SPARE_BYTES {
+            self.spare_bytes += bytes;
+            self.spare.push(buf);
+        }
+    }
+
+    /// A spare buffer for a block of `len` bytes: one that holds it
+    /// without growing and is at most twice its size (memory is counted
+    /// by blocks' lengths, not their buffers'), else a fresh one — and
+    /// then the spares too small for it go (blocks grow as a transfer
+    /// starts: those would only hold the budget).
+    fn take_spare(&mut self, len: usize) -> Vec<u8> {
+        let fits = |b: &Vec<u8>| (len..=len.saturating_mul(2)).contains(&b.capacity());
+        if let Some(i) = self.spare.iter().position(fits) {
+            let b = self.spare.swap_remove(i);
+            self.spare_bytes -= b.capacity();
+            return b;
+        }
+        self.spare.retain(|b| b.capacity() >= len);
+        self.spare_bytes = self.spare.iter().map(Vec::capacity).sum();
+        Vec::new()
+    }
+
     fn handle_control(&mut self, c: usize, msg: Result<Control, ProtocolViolation>) {
         match msg {
             Ok(Control::Ack { seq, written }) => {
@@ -341,10 +373,7 @@ impl Owner {
                         // A connection may still hold a copy in flight:
                         // then the buffer is freed when it is done.
                         if let Ok(b) = Arc::try_unwrap(b) {
-                            let held: usize = self.spare.iter().map(Vec::capacity).sum();
-                            if held + b.data.capacity() <= SPARE_BYTES {
-                                self.spare.push(b.data);
-                            }
+                            self.keep_spare(b.data);
                         }
                     }
                 }
