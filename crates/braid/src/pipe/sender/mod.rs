@@ -398,7 +398,6 @@ pub async fn send_async(
         sched,
         blocks: BTreeMap::new(),
         spare: Vec::new(),
-        spare_bytes: 0,
         outcome: None,
         session_up: false,
         end: None,

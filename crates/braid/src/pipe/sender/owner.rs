@@ -23,10 +23,8 @@ pub(super) struct Owner {
     pub(super) sched: Scheduler,
     pub(super) blocks: BTreeMap<u64, Arc<Block>>,
     /// Buffers of acknowledged blocks, for the reader's next requests (at
-    /// most [`SPARE_BYTES`] of capacity, `spare_bytes`; none once the
-    /// input has ended).
+    /// most [`SPARE_BYTES`] of capacity; none once the input has ended).
     pub(super) spare: Vec<Vec<u8>>,
-    pub(super) spare_bytes: usize,
     pub(super) slots: Vec<Slot>,
     pub(super) outcome: Option<Result<(), PipeError>>,
     pub(super) session_up: bool,
@@ -249,7 +247,6 @@ impl Owner {
                 // spare buffers have no use.
                 self.reads = 0;
                 self.spare = Vec::new();
-                self.spare_bytes = 0;
                 self.sched.handle_eof();
                 self.end = Some((bytes, digest));
             }
@@ -334,9 +331,8 @@ impl Owner {
     /// Keeps an acknowledged block's buffer for a later read, while the
     /// input goes on and [`SPARE_BYTES`] allow.
     fn keep_spare(&mut self, buf: Vec<u8>) {
-        let bytes = buf.capacity();
-        if self.end.is_none() && self.spare_bytes + bytes <= SPARE_BYTES {
-            self.spare_bytes += bytes;
+        let held: usize = self.spare.iter().map(Vec::capacity).sum();
+        if self.end.is_none() && held + buf.capacity() <= SPARE_BYTES {
             self.spare.push(buf);
         }
     }
@@ -349,12 +345,9 @@ impl Owner {
     fn take_spare(&mut self, len: usize) -> Vec<u8> {
         let fits = |b: &Vec<u8>| (len..=len.saturating_mul(2)).contains(&b.capacity());
         if let Some(i) = self.spare.iter().position(fits) {
-            let b = self.spare.swap_remove(i);
-            self.spare_bytes -= b.capacity();
-            return b;
+            return self.spare.swap_remove(i);
         }
         self.spare.retain(|b| b.capacity() >= len);
-        self.spare_bytes = self.spare.iter().map(Vec::capacity).sum();
         Vec::new()
     }
 
