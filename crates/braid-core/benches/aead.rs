@@ -12,9 +12,9 @@
 //! [`transport::suite`]: braid_core::transport::suite
 #![allow(missing_docs)]
 
+use aws_lc_rs::aead::Aad;
 use braid_core::transport::suite::Suite;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ring::aead::Aad;
 use std::hint::black_box;
 
 fn ciphers(c: &mut Criterion) {

@@ -31,7 +31,7 @@
 //! contents unspecified and must be dropped whole.
 
 use super::suite::Suite;
-use ring::aead::{Aad, LessSafeKey, Tag};
+use aws_lc_rs::aead::{Aad, LessSafeKey, Tag};
 
 /// Bytes the AEAD adds to every protected packet.
 pub const TAG_LEN: usize = 16;

@@ -13,7 +13,7 @@
 //!
 //! sealed with the cipher of the connection's Noise protocol name
 //! ([`suite`]: AES-256-GCM when encrypting, ChaCha20-Poly1305 with
-//! `--no-encrypt`; `ring`'s implementations) under the direction's key and
+//! `--no-encrypt`; AWS-LC's implementations) under the direction's key and
 //! the nonce `0x00000000 || n` (`n` the record's number on this connection
 //! and direction, 64 bits from 0, big-endian for AESGCM and little-endian
 //! for ChaChaPoly: Noise's own nonce formats). Encrypted records
@@ -41,15 +41,17 @@
 //!
 //! Main types: [`ReadHalf`] ([`AsyncRead`]; [`ReadHalf::read_payload`]
 //! reads a block payload, opening encrypted records in place in the
-//! block's own buffer) and [`WriteHalf`] ([`AsyncWrite`]), which pass bytes
-//! through unchanged on an insecure connection; [`RecordKeys`].
+//! block's own buffer) and [`WriteHalf`] ([`AsyncWrite`]; it seals what
+//! it is given out of place, from the caller's bytes into its record
+//! buffer, in one pass), which pass bytes through unchanged on an
+//! insecure connection; [`RecordKeys`].
 //! Invariants: at most one record buffer per direction ([`RECORD_MAX`]
 //! plus framing), allocated only after the peer was verified; a writer
 //! must be flushed (`flush`) after a message the peer is waiting for.
 
 use super::refusals::SecureStats;
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce};
 use braid_core::transport::suite::Suite;
-use ring::aead::{Aad, LessSafeKey, Nonce, Tag};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -173,17 +175,29 @@ impl Cipher {
         Some(())
     }
 
-    /// Seals `rec[LEN_BYTES..]` (the body) in place, with `rec[..LEN_BYTES]`
-    /// as the length; returns the tag.
-    fn seal(&mut self, rec: &mut [u8]) -> io::Result<Tag> {
+    /// Seals `plain` into the record `rec` (`LEN_BYTES + plain.len() +
+    /// TAG_BYTES` bytes): writes the length field, the body and the tag.
+    /// Encrypted records are sealed out of place, from `plain` straight
+    /// into `rec` (one pass over the bytes, no copy before it); an
+    /// authenticate-only record copies `plain` into its body and tags
+    /// `len || body`.
+    fn seal_record(&mut self, plain: &[u8], rec: &mut [u8]) -> io::Result<()> {
+        let n = plain.len();
+        if rec.len() != LEN_BYTES + n + TAG_BYTES || n > RECORD_MAX {
+            return Err(io::Error::other("record buffer of the wrong size"));
+        }
         let nonce = self.take_nonce().ok_or_else(spent)?;
+        let (covered, tag) = rec.split_at_mut(LEN_BYTES + n);
+        let (len, body) = covered.split_at_mut(LEN_BYTES);
+        len.copy_from_slice(&(n as u32).to_be_bytes());
         let r = if self.encrypt {
-            let (len, body) = rec.split_at_mut(LEN_BYTES);
             self.aead
-                .seal_in_place_separate_tag(nonce, Aad::from(&*len), body)
+                .seal_out_of_place_scatter(nonce, Aad::from(&*len), plain, body, &[], tag)
         } else {
+            body.copy_from_slice(plain);
             self.aead
-                .seal_in_place_separate_tag(nonce, Aad::from(&*rec), &mut [])
+                .seal_in_place_separate_tag(nonce, Aad::from(&*covered), &mut [])
+                .map(|t| tag.copy_from_slice(t.as_ref()))
         };
         r.map_err(|_| io::Error::other("record sealing failed"))
     }
@@ -567,13 +581,11 @@ pub mod fuzzing {
         let mut c = Cipher::new(keys);
         let mut wire = Vec::new();
         for p in plain {
-            let mut rec = (p.len() as u32).to_be_bytes().to_vec();
-            rec.extend_from_slice(p);
-            let Ok(tag) = c.seal(&mut rec) else {
+            let mut rec = vec![0; LEN_BYTES + p.len() + TAG_BYTES];
+            if c.seal_record(p, &mut rec).is_err() {
                 return wire;
-            };
+            }
             wire.extend_from_slice(&rec);
-            wire.extend_from_slice(tag.as_ref());
         }
         wire
     }
@@ -807,9 +819,12 @@ pub struct WriteHalf {
 
 struct Sealer {
     cipher: Cipher,
-    /// The sealed record being written: `buf[pos..]` is still to go.
-    buf: Vec<u8>,
+    /// Room for one record (`LEN_BYTES + RECORD_MAX + TAG_BYTES`); the
+    /// sealed record being written is `buf[..end]`, of which
+    /// `buf[pos..end]` is still to go.
+    buf: Box<[u8]>,
     pos: usize,
+    end: usize,
 }
 
 impl std::fmt::Debug for WriteHalf {
@@ -834,8 +849,9 @@ impl WriteHalf {
     pub fn protected(inner: OwnedWriteHalf, keys: &RecordKeys) -> Self {
         let s = Sealer {
             cipher: Cipher::new(keys),
-            buf: Vec::with_capacity(LEN_BYTES + RECORD_MAX + TAG_BYTES),
+            buf: vec![0; LEN_BYTES + RECORD_MAX + TAG_BYTES].into_boxed_slice(),
             pos: 0,
+            end: 0,
         };
         WriteHalf {
             inner,
@@ -880,8 +896,8 @@ impl WriteHalf {
         let Some(s) = self.seal.as_deref_mut() else {
             return Poll::Ready(Ok(()));
         };
-        while s.pos < s.buf.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &s.buf[s.pos..]))?;
+        while s.pos < s.end {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &s.buf[s.pos..s.end]))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -917,12 +933,9 @@ impl AsyncWrite for WriteHalf {
             return Poll::Ready(Ok(0)); // unreachable: checked above
         };
         let n = data.len().min(RECORD_MAX);
-        s.buf.clear();
-        s.pos = 0;
-        s.buf.extend_from_slice(&(n as u32).to_be_bytes());
-        s.buf.extend_from_slice(&data[..n]);
-        let tag = s.cipher.seal(&mut s.buf)?;
-        s.buf.extend_from_slice(tag.as_ref());
+        let end = LEN_BYTES + n + TAG_BYTES;
+        s.cipher.seal_record(&data[..n], &mut s.buf[..end])?;
+        (s.pos, s.end) = (0, end);
         // Start writing now; what the socket does not take goes out on
         // the next write or flush.
         if let Poll::Ready(Err(e)) = me.poll_drain(cx) {
@@ -997,7 +1010,7 @@ mod tests {
 
     #[test]
     fn encrypted_records_are_aes_256_gcm_with_the_noise_nonce() {
-        // Record 1 of an encrypted connection, sealed by hand with ring's
+        // Record 1 of an encrypted connection, sealed by hand with AWS-LC's
         // AES-256-GCM and Noise's AESGCM nonce (big-endian counter).
         let k = RecordKeys::new([5; 32], true);
         let wire = seal_records(&k, &[b"x", b"hello"]);
