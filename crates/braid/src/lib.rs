@@ -16,3 +16,4 @@ pub mod pipe;
 pub mod relay;
 pub mod rudp;
 pub mod session;
+mod tcp_info;

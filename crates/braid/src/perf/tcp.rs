@@ -17,6 +17,7 @@ use super::{
     REPORT_EVERY, REPORT_LEN, TCP_CHUNK,
 };
 use crate::clock;
+use crate::tcp_info::tcp_info;
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -159,43 +160,6 @@ async fn serve_within(
         report: r,
         drops: None,
         arrivals: count.arrivals.summary(),
-    })
-}
-
-/// The fields of `TCP_INFO` that perf shows.
-#[derive(Debug, Clone, Copy, Default)]
-struct TcpInfo {
-    rtt_us: u32,
-    cwnd_bytes: u64,
-    total_retrans: u32,
-    segs_out: u32,
-}
-
-fn tcp_info(s: &TcpStream) -> Option<TcpInfo> {
-    use std::os::fd::AsRawFd;
-    let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into the zeroed
-    // `tcp_info` we own; older kernels write fewer (the rest stays zero).
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            info.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: zero-initialised plain-old-data, partly filled by the kernel.
-    let i = unsafe { info.assume_init() };
-    Some(TcpInfo {
-        rtt_us: i.tcpi_rtt,
-        cwnd_bytes: u64::from(i.tcpi_snd_cwnd) * u64::from(i.tcpi_snd_mss),
-        total_retrans: i.tcpi_total_retrans,
-        segs_out: i.tcpi_segs_out,
     })
 }
 
