@@ -332,10 +332,7 @@ fn on_broker(
     view: &mut ProgressView,
 ) -> anyhow::Result<()> {
     let client = args.broker.client()?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let rt = braid::pipe::sender::runtime().context("starting the async runtime")?;
     let res = rt.block_on(async {
         let mut observe = |p: &Progress| view.update(p);
         if let Some(id) = args.reservation {
