@@ -2,7 +2,7 @@
 //! (`braid perf` shows them; the pipe's sender reads the handshake's round
 //! trip to tell a same-host connection, `pipe::net`).
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 
 /// The fields of `TCP_INFO` that braid uses.
 #[derive(Debug, Clone, Copy, Default)]
@@ -19,14 +19,14 @@ pub(crate) struct TcpInfo {
 
 /// `TCP_INFO` of `s`; `None` where the socket has none (not TCP, or an
 /// MPTCP socket on a kernel that refuses it).
-pub(crate) fn tcp_info(s: &impl AsRawFd) -> Option<TcpInfo> {
+pub(crate) fn tcp_info(s: &impl AsFd) -> Option<TcpInfo> {
     let mut info = std::mem::MaybeUninit::<libc::tcp_info>::zeroed();
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: getsockopt writes at most `len` bytes into the zeroed
     // `tcp_info` we own; older kernels write fewer (the rest stays zero).
     let rc = unsafe {
         libc::getsockopt(
-            s.as_raw_fd(),
+            s.as_fd().as_raw_fd(),
             libc::IPPROTO_TCP,
             libc::TCP_INFO,
             info.as_mut_ptr().cast(),

@@ -15,8 +15,9 @@
 //! with no delay on it ([`same_host`]) gets a fixed send buffer of
 //! [`SAME_HOST_SNDBUF`]. Such a path has no bandwidth-delay product to
 //! cover, but autotuning still grows the buffer to `tcp_wmem`'s maximum (a
-//! loopback path never loses a packet), and on one host the receiving
-//! kernel acknowledges only as the receiver reads: megabytes wait in the
+//! loopback path never loses a packet), and on one host, while the
+//! receiver lags, the receiving kernel acknowledges as it reads: megabytes
+//! wait in the
 //! receiver's socket and are read back from memory instead of the cache
 //! they were copied into (docs/BENCHMARKS.md: the encrypted pipe from a
 //! pipe on loopback 13.2 → 16.7 Gbit/s, the sender's CPU per byte −18 %,
@@ -24,7 +25,7 @@
 
 use super::ConfigError;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 
 /// Smallest fixed socket buffer (`--sockbuf`).
 pub const MIN_SOCKBUF: usize = 4 << 10;
@@ -36,8 +37,9 @@ pub const MAX_SOCKBUF: usize = 1 << 30;
 /// The send buffer asked for on a same-host connection ([`same_host`])
 /// without `--sockbuf`. The kernel doubles it (384 KiB for its own
 /// accounting) and caps the ask at `net.core.wmem_max`, 208 KiB by
-/// default, so it is the same on every host. At a same-host round trip of
-/// about 20 µs, 384 KiB in flight is 19 GB/s per connection.
+/// default, so every host with the default `wmem_max` or a larger one
+/// grants the same. At a same-host round trip of about 20 µs, 384 KiB in
+/// flight is 19 GB/s per connection.
 pub const SAME_HOST_SNDBUF: usize = 192 << 10;
 
 /// The longest handshake round trip of a same-host connection: a longer
@@ -53,7 +55,9 @@ pub const IPPROTO_MPTCP: i32 = 262;
 pub struct SockOpts {
     /// Use kernel MPTCP instead of TCP.
     pub mptcp: bool,
-    /// Fixed SO_SNDBUF/SO_RCVBUF (disables autotuning); `None`: autotune.
+    /// Fixed SO_SNDBUF/SO_RCVBUF (disables autotuning); `None`: autotune
+    /// (but a sender's same-host connection gets [`SAME_HOST_SNDBUF`]:
+    /// [`connect_async`]).
     /// Must be [`MIN_SOCKBUF`]..=[`MAX_SOCKBUF`] ([`SockOpts::validate`]).
     pub sockbuf: Option<usize>,
     /// TCP_NOTSENT_LOWAT in bytes (sender).
@@ -126,17 +130,28 @@ pub async fn connect_async(
 }
 
 /// Whether `s` connects two addresses of this host with no delay between
-/// them: its peer is a loopback address or the socket's own local address,
-/// and the handshake's round trip (`TCP_INFO`) was under
-/// [`SAME_HOST_RTT`]. A socket without `TCP_INFO` is not.
+/// them ([`is_same_host`] of its addresses and its handshake's round trip,
+/// from `TCP_INFO`). A socket without `TCP_INFO` is not.
 pub fn same_host(s: &tokio::net::TcpStream) -> bool {
     let (Ok(local), Ok(peer)) = (s.local_addr(), s.peer_addr()) else {
         return false;
     };
-    let local_peer = peer.ip().is_loopback() || peer.ip() == local.ip();
-    local_peer
-        && crate::tcp_info::tcp_info(s)
-            .is_some_and(|i| std::time::Duration::from_micros(u64::from(i.rtt_us)) < SAME_HOST_RTT)
+    let rtt = crate::tcp_info::tcp_info(s).map(|i| i.rtt_us);
+    is_same_host(local.ip(), peer.ip(), rtt)
+}
+
+/// Whether a connection from `local` to `peer` whose smoothed round trip
+/// is `rtt_us` (µs, after the handshake: its round trip) stays on this
+/// host with no delay: the peer is a loopback address or the local one
+/// (IPv4-mapped IPv6 addresses as their IPv4), and the round trip was
+/// measured (a kernel that has no sample says 0) and is under
+/// [`SAME_HOST_RTT`].
+pub fn is_same_host(local: IpAddr, peer: IpAddr, rtt_us: Option<u32>) -> bool {
+    let (local, peer) = (local.to_canonical(), peer.to_canonical());
+    (peer.is_loopback() || peer == local)
+        && rtt_us.is_some_and(|r| {
+            r > 0 && std::time::Duration::from_micros(u64::from(r)) < SAME_HOST_RTT
+        })
 }
 
 /// Binds a listener on `addr`.
@@ -235,7 +250,42 @@ mod tests {
     #[tokio::test]
     async fn sockbuf_wins_over_the_same_host_buffer() {
         let (s, _l) = connect_with(Some(64 << 10)).await;
+        assert!(same_host(&s), "127.0.0.1 without delay is this host");
         let have = socket2::SockRef::from(&s).send_buffer_size().unwrap();
         assert_eq!(have, granted(64 << 10));
+    }
+
+    #[test]
+    fn same_host_needs_a_local_peer_and_a_short_measured_round_trip() {
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let lan = ip("10.1.2.3");
+        // Loopback peers, and a peer at the socket's own address.
+        assert!(is_same_host(ip("127.0.0.1"), ip("127.0.0.2"), Some(30)));
+        assert!(is_same_host(ip("::1"), ip("::1"), Some(30)));
+        assert!(is_same_host(lan, lan, Some(30)));
+        // IPv4-mapped IPv6 counts as its IPv4.
+        assert!(is_same_host(
+            ip("::ffff:127.0.0.1"),
+            ip("::ffff:127.0.0.2"),
+            Some(30)
+        ));
+        assert!(is_same_host(ip("::ffff:10.1.2.3"), lan, Some(30)));
+        // Another host.
+        assert!(!is_same_host(lan, ip("10.1.2.4"), Some(30)));
+        assert!(!is_same_host(
+            ip("::ffff:10.1.2.3"),
+            ip("::ffff:10.9.9.9"),
+            Some(30)
+        ));
+        // A delay on the path (netem on lo), no sample, no TCP_INFO.
+        assert!(is_same_host(lan, lan, Some(999)));
+        assert!(!is_same_host(lan, lan, Some(1000)));
+        assert!(!is_same_host(
+            ip("127.0.0.1"),
+            ip("127.0.0.1"),
+            Some(50_000)
+        ));
+        assert!(!is_same_host(ip("127.0.0.1"), ip("127.0.0.1"), Some(0)));
+        assert!(!is_same_host(ip("127.0.0.1"), ip("127.0.0.1"), None));
     }
 }

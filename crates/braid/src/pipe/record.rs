@@ -41,10 +41,10 @@
 //!
 //! Main types: [`ReadHalf`] ([`AsyncRead`]; [`ReadHalf::read_payload`]
 //! reads a block payload, opening encrypted records in place in the
-//! block's own buffer) and [`WriteHalf`] ([`AsyncWrite`]; it seals what
+//! block's own buffer) and [`WriteHalf`] ([`AsyncWrite`]; it encrypts what
 //! it is given out of place, from the caller's bytes into its record
-//! buffer, in one pass), which pass bytes through unchanged on an
-//! insecure connection; [`RecordKeys`].
+//! buffer in one pass), which pass bytes through unchanged on an insecure
+//! connection; [`RecordKeys`].
 //! Invariants: at most one record buffer per direction ([`RECORD_MAX`]
 //! plus framing), allocated only after the peer was verified; a writer
 //! must be flushed (`flush`) after a message the peer is waiting for.
@@ -183,7 +183,7 @@ impl Cipher {
     /// `len || body`.
     fn seal_record(&mut self, plain: &[u8], rec: &mut [u8]) -> io::Result<()> {
         let n = plain.len();
-        if rec.len() != LEN_BYTES + n + TAG_BYTES || n > RECORD_MAX {
+        if rec.len() != LEN_BYTES + n + TAG_BYTES || n == 0 || n > RECORD_MAX {
             return Err(io::Error::other("record buffer of the wrong size"));
         }
         let nonce = self.take_nonce().ok_or_else(spent)?;
@@ -825,6 +825,9 @@ struct Sealer {
     buf: Box<[u8]>,
     pos: usize,
     end: usize,
+    /// A record failed to seal: its nonce is spent, so the peer would
+    /// fail every later record; every later write fails too.
+    failed: bool,
 }
 
 impl std::fmt::Debug for WriteHalf {
@@ -852,6 +855,7 @@ impl WriteHalf {
             buf: vec![0; LEN_BYTES + RECORD_MAX + TAG_BYTES].into_boxed_slice(),
             pos: 0,
             end: 0,
+            failed: false,
         };
         WriteHalf {
             inner,
@@ -932,9 +936,15 @@ impl AsyncWrite for WriteHalf {
         let Some(s) = me.seal.as_deref_mut() else {
             return Poll::Ready(Ok(0)); // unreachable: checked above
         };
+        if s.failed {
+            return Poll::Ready(Err(io::Error::other("an earlier record failed to seal")));
+        }
         let n = data.len().min(RECORD_MAX);
         let end = LEN_BYTES + n + TAG_BYTES;
-        s.cipher.seal_record(&data[..n], &mut s.buf[..end])?;
+        if let Err(e) = s.cipher.seal_record(&data[..n], &mut s.buf[..end]) {
+            s.failed = true;
+            return Poll::Ready(Err(e));
+        }
         (s.pos, s.end) = (0, end);
         // Start writing now; what the socket does not take goes out on
         // the next write or flush.
@@ -1025,6 +1035,65 @@ mod tests {
         assert_eq!(&second[4..9], &body);
         assert_eq!(&second[9..], tag.as_ref());
         assert_eq!(suite(false), Suite::ChaChaPoly);
+    }
+
+    /// Record 1 of each mode against bytes computed by another
+    /// implementation (Python's `cryptography` 48: `AESGCM` and
+    /// `ChaCha20Poly1305`), so a change of AEAD library cannot change the
+    /// wire unnoticed.
+    #[test]
+    fn records_match_an_independent_implementation() {
+        let hex = |s: &str| -> Vec<u8> {
+            (0..s.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+                .collect()
+        };
+        for (encrypt, want) in [
+            (true, "00000005a982ede10e84a0af196f13b7acac93a42f9080db2f"),
+            (false, "0000000568656c6c6f753fb57590f57f200a985af67ffb6060"),
+        ] {
+            let k = RecordKeys::new([5; 32], encrypt);
+            let wire = seal_records(&k, &[b"x", b"hello"]);
+            assert_eq!(&wire[4 + 1 + 16..], &hex(want)[..], "encrypt: {encrypt}");
+        }
+    }
+
+    /// [`WriteHalf`] over a socket that takes a little at a time: records
+    /// longer than [`RECORD_MAX`] are cut, a record the socket took only
+    /// part of is finished before the next is sealed, and all of it opens
+    /// in order on the far side.
+    #[tokio::test]
+    async fn the_writer_finishes_each_record_before_sealing_the_next() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let keys = RecordKeys::new([3; 32], true);
+        let data: Vec<u8> = (0..RECORD_MAX + 10 + 3).map(|i| (i % 253) as u8).collect();
+        let (a, b) = data.split_at(RECORD_MAX + 10);
+        let (a, b) = (a.to_vec(), b.to_vec());
+        let k = keys.clone();
+        let writer = tokio::spawn(async move {
+            let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            socket2::SockRef::from(&s)
+                .set_send_buffer_size(4096)
+                .unwrap();
+            let (_rd, wr) = s.into_split();
+            let mut w = WriteHalf::protected(wr, &k);
+            w.write_all(&a).await.unwrap();
+            w.write_all(&b).await.unwrap();
+            w.flush().await.unwrap();
+            w.shutdown().await.unwrap();
+        });
+        let (s, _) = l.accept().await.unwrap();
+        // Read slowly at first, so the writer meets a full socket.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let (rd, _wr) = s.into_split();
+        let mut r = ReadHalf::protected(rd, &keys, Arc::default());
+        let mut got = Vec::new();
+        r.read_to_end(&mut got).await.unwrap();
+        writer.await.unwrap();
+        assert_eq!(got, data);
     }
 
     /// A loopback TCP connection whose far end sends `wire` in pieces of
