@@ -17,9 +17,8 @@
 //! cover, but autotuning still grows the buffer to `tcp_wmem`'s maximum (a
 //! loopback path never loses a packet), and on one host, while the
 //! receiver lags, the receiving kernel acknowledges as it reads: megabytes
-//! wait in the
-//! receiver's socket and are read back from memory instead of the cache
-//! they were copied into (docs/BENCHMARKS.md: the encrypted pipe from a
+//! wait in the receiver's socket and are read back from memory instead of
+//! the cache they were copied into (docs/BENCHMARKS.md: the encrypted pipe from a
 //! pipe on loopback 13.2 → 16.7 Gbit/s, the sender's CPU per byte −18 %,
 //! the receiver's −24 %).
 
@@ -227,6 +226,9 @@ mod tests {
         2 * ask.min(max)
     }
 
+    /// A connection to a listener on 127.0.0.1 whose handshake took under
+    /// [`SAME_HOST_RTT`]: a loaded machine may take longer once, so up to
+    /// five tries.
     async fn connect_with(sockbuf: Option<usize>) -> (tokio::net::TcpStream, TcpListener) {
         let o = SockOpts {
             mptcp: false,
@@ -234,15 +236,19 @@ mod tests {
             notsent_lowat: None,
             user_timeout: None,
         };
-        let l = listen(&"127.0.0.1:0".parse().unwrap(), &o).unwrap();
-        let s = connect_async(&l.local_addr().unwrap(), &o).await.unwrap();
-        (s, l)
+        for _ in 0..5 {
+            let l = listen(&"127.0.0.1:0".parse().unwrap(), &o).unwrap();
+            let s = connect_async(&l.local_addr().unwrap(), &o).await.unwrap();
+            if same_host(&s) {
+                return (s, l);
+            }
+        }
+        panic!("five loopback handshakes all took 1 ms or more (or had no RTT sample)");
     }
 
     #[tokio::test]
     async fn a_same_host_connection_gets_the_small_send_buffer() {
         let (s, _l) = connect_with(None).await;
-        assert!(same_host(&s), "127.0.0.1 without delay is this host");
         let have = socket2::SockRef::from(&s).send_buffer_size().unwrap();
         assert_eq!(have, granted(SAME_HOST_SNDBUF));
     }
@@ -250,7 +256,6 @@ mod tests {
     #[tokio::test]
     async fn sockbuf_wins_over_the_same_host_buffer() {
         let (s, _l) = connect_with(Some(64 << 10)).await;
-        assert!(same_host(&s), "127.0.0.1 without delay is this host");
         let have = socket2::SockRef::from(&s).send_buffer_size().unwrap();
         assert_eq!(have, granted(64 << 10));
     }
