@@ -21,8 +21,9 @@
 //! XXH3-128 (several times faster; docs/BENCHMARKS.md): it guards what the
 //! AEAD cannot see, the bytes inside each endpoint between the read and
 //! the seal and between the open and the hash, against accidents (a bit
-//! flipped in memory, a bug), not against attackers. Both sides use the kind of the connection mode the
-//! handshake fixed, so their digests compare like with like.
+//! flipped in memory, a bug), not against attackers. Both sides use the
+//! kind of the connection mode the handshake fixed, so their digests
+//! compare like with like.
 //!
 //! The prefix is what a resuming receiver already holds (length 0 and the
 //! hash of the empty string without `--resume`): both sides hash it with
@@ -150,6 +151,20 @@ impl BlockHasher {
         }
     }
 
+    /// Adds what a block has gained since `*hashed`: of `block` (the
+    /// bytes it has so far), the whole [`HASH_STEP`]s after `*hashed`, or
+    /// all of it when `last`; moves `*hashed` past what it added. Called
+    /// after every read, so each piece is hashed while it is cached.
+    pub fn update_steps(&mut self, block: &[u8], hashed: &mut usize, last: bool) {
+        let upto = if last {
+            block.len()
+        } else {
+            *hashed + (block.len() - *hashed) / HASH_STEP * HASH_STEP
+        };
+        self.update(&block[*hashed..upto]);
+        *hashed = upto;
+    }
+
     /// The check of everything added.
     pub fn finish(&self) -> [u8; 32] {
         match self {
@@ -194,6 +209,14 @@ mod tests {
                 let mut h = kind.hasher();
                 data.chunks(piece).for_each(|p| h.update(p));
                 assert_eq!(h.finish(), whole, "{kind:?} in pieces of {piece}");
+                // As a block grows read by read, in whole steps.
+                let (mut h, mut hashed) = (kind.hasher(), 0);
+                for end in (piece..data.len()).step_by(piece) {
+                    h.update_steps(&data[..end], &mut hashed, false);
+                    assert_eq!(hashed % HASH_STEP, 0, "only whole steps before the end");
+                }
+                h.update_steps(&data, &mut hashed, true);
+                assert_eq!(h.finish(), whole, "{kind:?} in steps, reads of {piece}");
             }
             let mut flipped = data.clone();
             flipped[123_456] ^= 4;

@@ -10,7 +10,7 @@ use super::{
     Admit, Checked, Ctl, Event, Shared, ACK_WRITE_TIMEOUT, BLOCKS_IN_HAND, DISCARD_CHUNK, DRAIN,
     HELLO_TIMEOUT, MAX_PENDING, MAX_PENDING_PER_SOURCE,
 };
-use crate::pipe::digest::{block_hash, CheckKind, HASH_STEP};
+use crate::pipe::digest::{block_hash, CheckKind};
 use crate::pipe::frame::{self, Control, DataHeader, DataKind, Hello};
 use crate::pipe::record::{self, ReadHalf, WriteHalf};
 use crate::pipe::secure::Authenticator;
@@ -436,7 +436,7 @@ async fn serve_frames(
 }
 
 /// Reads a block's `len` payload bytes and their check (`kind`, hashed in
-/// [`HASH_STEP`]s as they arrive, while they are in the cache); `None` if
+/// [`HASH_STEP`](crate::pipe::digest::HASH_STEP)s as they arrive, while they are in the cache); `None` if
 /// the connection ends, a record fails, or the connection stays silent for
 /// the idle limit first. Each read that returns bytes counts as activity,
 /// so a large block on a slow path is not silence.
@@ -455,14 +455,7 @@ async fn read_payload(
         match tokio::time::timeout(shared.silence, s.read_payload(&mut data, want)).await {
             Ok(Ok(step)) => {
                 shared.activity.fetch_add(1, Ordering::Relaxed);
-                let plain = step.plain.end;
-                let upto = if step.done {
-                    plain
-                } else {
-                    hashed + (plain - hashed) / HASH_STEP * HASH_STEP
-                };
-                hash.update(&data[hashed..upto]);
-                hashed = upto;
+                hash.update_steps(&data[..step.plain.end], &mut hashed, step.done);
                 if step.done {
                     return Some((data, hash.finish()));
                 }

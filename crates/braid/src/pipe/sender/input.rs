@@ -8,7 +8,7 @@
 //! input) and checks it against the receiver's.
 
 use super::{Block, Input, Req};
-use crate::pipe::digest::{CheckKind, StreamDigest, HASH_STEP};
+use crate::pipe::digest::{CheckKind, StreamDigest};
 use crate::pipe::frame;
 use std::io::Read;
 use tokio::sync::mpsc;
@@ -81,7 +81,10 @@ pub(super) fn reader(
 
 /// Reads up to `len` bytes (fewer only at the end of input) into `buf`
 /// and their check, hashing what each `read` brought (in whole
-/// [`HASH_STEP`]s, the rest at the end) while it is still in the cache.
+/// `HASH_STEP`s, the rest at the end: [`BlockHasher::update_steps`]) while
+/// it is still in the cache.
+///
+/// [`BlockHasher::update_steps`]: crate::pipe::digest::BlockHasher::update_steps
 ///
 /// `buf` is a spare buffer whose bytes are initialized already (only what
 /// it lacks is zeroed: all of a fresh one), so each `read` fills straight
@@ -107,11 +110,9 @@ fn read_block(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         }
-        let upto = hashed + (filled - hashed) / HASH_STEP * HASH_STEP;
-        hash.update(&buf[hashed..upto]);
-        hashed = upto;
+        hash.update_steps(&buf[..filled], &mut hashed, false);
     }
-    hash.update(&buf[hashed..filled]);
+    hash.update_steps(&buf[..filled], &mut hashed, true);
     buf.truncate(filled);
     Ok((buf, hash.finish()))
 }
