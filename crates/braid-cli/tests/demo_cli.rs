@@ -116,3 +116,48 @@ fn a_bad_flag_is_one_line_and_exit_code_2() {
     let unit = braid(&["demo", "--duration", "100xs"]);
     assert!(String::from_utf8_lossy(&unit.stderr).contains("xs"));
 }
+
+#[test]
+fn demo_json_has_one_run_per_scheduler_and_pgos_holds_what_msfq_does_not() {
+    let out = braid(&["demo", "--format", "json"]);
+    common::assert_ok(&out, "demo --format json");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let runs = v["runs"].as_array().expect("a runs array");
+    let names: Vec<&str> = runs
+        .iter()
+        .map(|r| r["scheduler"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["pgos", "msfq"]);
+    let held = |run: &serde_json::Value, stream: &str| {
+        let s = run["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == stream)
+            .unwrap_or_else(|| panic!("no {stream} in {run}"));
+        for field in [
+            "kind",
+            "guarantee_held",
+            "windows_met",
+            "delay_p95_ms",
+            "mean_mbps",
+        ] {
+            assert!(s.get(field).is_some(), "{stream}: no {field}");
+        }
+        s["guarantee_held"].as_bool()
+    };
+    // The default seed: PGOS holds both guarantees; MSFQ's bulk fills the
+    // deep buffers and the deadline stream's windows fail.
+    assert_eq!(held(&runs[0], "critical"), Some(true));
+    assert_eq!(held(&runs[0], "window"), Some(true));
+    assert_eq!(held(&runs[1], "window"), Some(false));
+    assert_eq!(held(&runs[0], "bulk"), None);
+    // The text form says why MSFQ missed it.
+    let text = braid(&["demo"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("MSFQ: window: not held")),
+        "{text}"
+    );
+}

@@ -123,6 +123,7 @@ fn base(paths: Vec<PathDef>, streams: Vec<SourceStream>, secs: u64) -> SessionSi
         streams,
         cross: vec![],
         config: SessionConfig::default(),
+        on_infeasible: None,
     }
 }
 
@@ -511,4 +512,84 @@ fn with_scheduled_first_a_guarantee_does_not_wait_behind_bulk_data() {
         c95 - c50 < 30.0,
         "critical p50 {c50:.1} ms, p95 {c95:.1} ms"
     );
+}
+
+/// One 20 Mbit/s path (20 ms one way) behind a 1 s drop-tail buffer: a
+/// 3 Mbit/s guarantee and greedy bulk, with bulk that yields or not.
+fn deep_buffer(bulk_yield: Option<Duration>) -> Simulation {
+    let mut p = path("a", 20, 20);
+    p.hops[0].forward.queue_bytes = 20_000_000 / 8; // 1 s at 20 Mbit/s
+    let mut def = base(
+        vec![p],
+        vec![
+            stream("critical", StreamConfig::new(rate(3, 0.95)), cbr(3), 20),
+            stream(
+                "bulk",
+                StreamConfig::new(StreamSpec::best_effort(1).unwrap()),
+                Workload::Greedy { size: 1200 },
+                20,
+            ),
+        ],
+        20,
+    );
+    def.config.bulk_yield = bulk_yield;
+    let mut sim = build(&def).expect("valid config").sim;
+    sim.run_until(Instant::ZERO + Duration::from_secs(20));
+    sim
+}
+
+#[test]
+fn bulk_yields_before_the_queue_it_builds_costs_a_guarantee() {
+    let yielding = deep_buffer(SessionConfig::default().bulk_yield);
+    let greedy = deep_buffer(None);
+    let figures = |sim: &Simulation| {
+        let got = sink(sim).app().streams();
+        let (c, b) = (&got[&StreamId(1)], &got[&StreamId(2)]);
+        (delay_ms(c, 0.5), delay_ms(c, 0.95), b.bytes)
+    };
+    let (y50, y95, y_bulk) = figures(&yielding);
+    let (g50, g95, g_bulk) = figures(&greedy);
+    eprintln!(
+        "critical p50/p95: yielding {y50:.1}/{y95:.1} ms, greedy {g50:.1}/{g95:.1} ms; bulk {y_bulk} vs {g_bulk} B"
+    );
+    // Greedy bulk fills the buffer: the guarantee waits most of a second.
+    assert!(g50 > 500.0, "greedy bulk: critical p50 {g50:.1} ms");
+    // Yielding bulk holds the queue near its 20 ms target: the guarantee
+    // sees the path's 20 ms and a little queue.
+    assert!(y95 < 100.0, "yielding bulk: critical p95 {y95:.1} ms");
+    // And bulk still moves: at least 90 % of what greedy bulk moved.
+    assert!(
+        y_bulk as f64 >= 0.9 * g_bulk as f64,
+        "bulk {y_bulk} B yielding vs {g_bulk} B greedy"
+    );
+}
+
+#[test]
+fn without_guarantees_bulk_does_not_yield() {
+    // MSFQ promises nothing, so nothing holds its bulk back: the same
+    // deep buffer fills whatever `bulk_yield` says.
+    let run_msfq = |y: Option<Duration>| {
+        let mut p = path("a", 20, 20);
+        p.hops[0].forward.queue_bytes = 20_000_000 / 8;
+        let mut def = base(
+            vec![p],
+            vec![stream(
+                "bulk",
+                StreamConfig::new(StreamSpec::best_effort(1).unwrap()),
+                Workload::Greedy { size: 1200 },
+                10,
+            )],
+            10,
+        );
+        def.config.bulk_yield = y;
+        def.config.scheduler = braid_core::session::SchedulerKind::Msfq;
+        let mut sim = build(&def).expect("valid config").sim;
+        sim.run_until(Instant::ZERO + Duration::from_secs(10));
+        let got = sink(&sim).app().streams();
+        (got[&StreamId(1)].bytes, delay_ms(&got[&StreamId(1)], 0.5))
+    };
+    let on = run_msfq(SessionConfig::default().bulk_yield);
+    let off = run_msfq(None);
+    assert_eq!(on, off, "no promise, no yield");
+    assert!(on.1 > 500.0, "the buffer fills: p50 {:.1} ms", on.1);
 }

@@ -193,6 +193,82 @@ fn a_cut_path_is_seen_down_and_reliable_streams_stay_intact() {
     }
 }
 
+#[test]
+fn a_guarantee_that_cannot_be_held_says_why_in_the_report() {
+    // 30 Mbit/s at 0.9 over 10 + 8 Mbit/s: the upcall names what can be
+    // carried, the source lowers the spec to it (the default answer), and
+    // the report says both that the guarantee did not hold and why.
+    let text = edited(
+        "rate = \"2mbit\"\nprobability",
+        "rate = \"30mbit\"\nprobability",
+    );
+    let r = run(&parse(&text).unwrap()).unwrap();
+    let c = r.stream("critical").unwrap();
+    assert_eq!(c.guarantee_held, Some(false), "{c:?}");
+    assert!(c.upcalls >= 1, "{c:?}");
+    let u = c.unmet.as_ref().expect("the upcall's figures");
+    assert!(
+        u.best_mbps > 1.0 && u.best_mbps < 18.0,
+        "best achievable {} Mbit/s of 18",
+        u.best_mbps
+    );
+    let table = r.to_table();
+    let why = table
+        .lines()
+        .find(|l| l.starts_with("critical: not held"))
+        .unwrap_or_else(|| panic!("no reason line in:\n{table}"));
+    assert!(why.contains("upcall") && why.contains("Mbit/s"), "{why}");
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert!(v["streams"][0]["unmet"]["best_mbps"].is_number(), "{v}");
+    // A guarantee that held has no such line.
+    let ok = run(&parse(GOOD).unwrap()).unwrap();
+    assert_eq!(ok.stream("critical").unwrap().guarantee_held, Some(true));
+    assert!(!ok.to_table().contains("critical: not held"));
+}
+
+#[test]
+fn the_report_judges_windows_by_offer_time_and_gives_delay_percentiles() {
+    let r = run(&parse(GOOD).unwrap()).unwrap();
+    let c = r.stream("critical").unwrap();
+    // 8 s, a 2 s warm-up, the last 1 s window's allowance past the end.
+    assert_eq!(c.windows_judged, Some(5), "{c:?}");
+    assert!(c.delay_p50_ms <= c.delay_p95_ms && c.delay_p95_ms <= c.delay_p99_ms);
+    assert!(c.delay_p50_ms > 10.0, "at least the path's 10 ms: {c:?}");
+    let control = r.stream("control").unwrap();
+    // 100 ms windows with a 300 ms deadline: 60 judged less the last 3.
+    assert_eq!(control.windows_judged, Some(57), "{control:?}");
+    assert!(r.stream("bulk").unwrap().windows_judged.is_none());
+}
+
+#[test]
+fn bulk_yield_and_on_infeasible_are_read_and_checked() {
+    let s = parse(GOOD).unwrap();
+    assert_eq!(
+        s.bulk_yield,
+        braid_core::session::SessionConfig::default().bulk_yield
+    );
+    assert_eq!(s.on_infeasible, braid_sim::session::Infeasible::Lower);
+    let text = edited(
+        "warmup = \"2s\"",
+        "warmup = \"2s\"\nbulk_yield = \"off\"\non_infeasible = \"drop\"",
+    );
+    let s = parse(&text).unwrap();
+    assert_eq!(s.bulk_yield, None);
+    assert_eq!(s.on_infeasible, braid_sim::session::Infeasible::Drop);
+    let text = edited("warmup = \"2s\"", "warmup = \"2s\"\nbulk_yield = \"5ms\"");
+    assert_eq!(
+        parse(&text).unwrap().bulk_yield,
+        Some(braid_core::Duration::from_millis(5))
+    );
+    let text = edited("warmup = \"2s\"", "warmup = \"2s\"\nbulk_yield = \"0s\"");
+    assert_error(&text, K::Value, "bulk_yield", "between 1ms and 10s");
+    let text = edited(
+        "warmup = \"2s\"",
+        "warmup = \"2s\"\non_infeasible = \"panic\"",
+    );
+    assert_error(&text, K::Value, "on_infeasible", "lower, accept or drop");
+}
+
 fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
 }

@@ -41,6 +41,28 @@ pub struct SessionArgs {
     /// Seed (overrides BRAID_SIM_SEED and the scenario's seed).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Best effort's queueing-delay target on paths that carry guarantees
+    /// (overrides the scenario's `bulk_yield`): a delay such as 20ms, or
+    /// `off` for the seed's rule (best effort takes what the congestion
+    /// window allows).
+    #[arg(long, value_name = "DELAY|off", value_parser = parse_bulk_yield)]
+    pub bulk_yield: Option<BulkYield>,
+}
+
+/// A `--bulk-yield` value: a target delay, or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BulkYield(pub Option<braid_core::Duration>);
+
+/// Parses `--bulk-yield`: `off` or a delay from 1ms to 10s.
+pub fn parse_bulk_yield(s: &str) -> Result<BulkYield, String> {
+    if s.trim() == "off" {
+        return Ok(BulkYield(None));
+    }
+    let d: braid_core::Duration = s.parse().map_err(|e| format!("{e} (or `off`)"))?;
+    if d < braid_core::Duration::from_millis(1) || d > braid_core::Duration::from_secs(10) {
+        return Err(format!("{s} is outside 1ms..10s (or `off`)"));
+    }
+    Ok(BulkYield(Some(d)))
 }
 
 /// Parses a scheduler name for clap.
@@ -61,6 +83,9 @@ pub fn run(args: SessionArgs) -> anyhow::Result<()> {
     scenario = scenario.with_seed(seed);
     if let Some(s) = args.scheduler {
         scenario = scenario.with_scheduler(s);
+    }
+    if let Some(BulkYield(y)) = args.bulk_yield {
+        scenario = scenario.with_bulk_yield(y);
     }
     let report = run_session(&scenario)?;
     let text = match args.format {

@@ -39,6 +39,7 @@
 //! * `poll_event` for mapping changes and upcalls, `poll_timeout` for the next
 //!   time the scheduler wants to be asked again (a blocked path's back-off).
 
+mod lowering;
 pub mod mapping;
 mod optsched;
 pub mod path;

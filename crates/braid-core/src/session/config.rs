@@ -136,6 +136,15 @@ pub struct SessionConfig {
     /// real sockets (docs/BENCHMARKS.md), but starves best effort while a
     /// guarantee wants the whole path, so it is not the default.
     pub scheduled_first: bool,
+    /// On a path that carries guarantees, unscheduled traffic yields to
+    /// them: it may keep only a delay-based window queued in the path's
+    /// connection, which holds the connection's queueing delay near this
+    /// target ([`super::bulk_yield`], LEDBAT-like). `None`: unscheduled
+    /// traffic takes whatever the congestion window allows, as in the
+    /// seed (and braid before issue 28). Paths that carry no promise
+    /// (every path under MSFQ, WFQ, round-robin and min-RTT) are never
+    /// held.
+    pub bulk_yield: Option<Duration>,
 }
 
 impl Default for SessionConfig {
@@ -155,6 +164,7 @@ impl Default for SessionConfig {
             probe: None,
             cap_unscheduled: None,
             scheduled_first: false,
+            bulk_yield: Some(super::bulk_yield::DEFAULT_TARGET),
         }
     }
 }

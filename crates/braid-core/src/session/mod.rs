@@ -29,6 +29,8 @@
 //! | `liveness` | paths going down and up, reconnects, a lost peer |
 //! | `source` | the source side: stream queues, dispatch, session acks, failover |
 //! | `sink` | the sink side: reassembly, duplicates, deadlines, acks, statistics |
+//! | [`bulk_yield`] | best effort that yields to guarantees: a delay-based window for unscheduled traffic |
+//! | [`meter`] | [`meter::RateMeter`]: when a window meets a rate spec, the one definition of every report |
 //! | [`probe`] | [`probe::ProbeConfig`]: padding that measures paths the application leaves idle |
 //! | [`route`] | [`route::Route`] and [`route::HopReport`]: where a relayed path goes, what its relays measure |
 //! | [`relay`] | [`relay::Relay`]: forwards a path's messages hop by hop, each hop its own connection |
@@ -66,6 +68,7 @@
 //! scheduler; the services of seed 001 will plug in there. It passes every
 //! message through today.
 
+pub mod bulk_yield;
 mod config;
 pub mod error;
 pub mod event;
@@ -74,6 +77,7 @@ pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
 mod liveness;
+pub mod meter;
 mod path;
 pub mod probe;
 pub mod relay;

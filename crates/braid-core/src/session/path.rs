@@ -90,6 +90,9 @@ pub(crate) struct PathState {
     pub promised_bps: u64,
     pub spare_tokens: f64,
     pub spare_at: Option<Instant>,
+    /// The delay-based window of unscheduled traffic
+    /// (`SessionConfig::bulk_yield`).
+    pub bulk: super::bulk_yield::BulkYield,
 }
 
 /// A hop report older than this no longer counts (its relay stopped
@@ -131,6 +134,7 @@ impl PathState {
             promised_bps: 0,
             spare_tokens: 0.0,
             spare_at: None,
+            bulk: super::bulk_yield::BulkYield::new(super::bulk_yield::INITIAL_WINDOW),
         }
     }
 

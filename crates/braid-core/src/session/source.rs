@@ -476,13 +476,19 @@ impl Session {
     }
 
     /// Moves the unacknowledged reliable messages of `path` back to the
-    /// head of their streams; returns how many.
+    /// head of their streams; returns how many. With no other path up
+    /// they stay where they are: the path's connection keeps re-sending
+    /// them, and sending them again on the same path when it answers would
+    /// only add a second copy to its queue.
     pub(super) fn failover(&mut self, now: Instant, path: PathId) -> u64 {
         if let Some(p) = self.paths.get_mut(&path) {
             if p.in_scheduler {
                 let _ = self.sched.get().handle_path_remove(path, now);
                 p.in_scheduler = false;
             }
+        }
+        if !self.paths.values().any(|p| p.id != path && p.is_up()) {
+            return 0;
         }
         let mut moved = 0;
         let sched = self.sched.get();
@@ -552,6 +558,7 @@ impl Session {
         let Some(h) = self.paths.get(&path).and_then(|p| p.conn) else {
             return;
         };
+        let unmapped = self.guarantee_unmapped();
         loop {
             let Some(c) = self.endpoint.connection(h) else {
                 return;
@@ -567,9 +574,25 @@ impl Session {
                 return;
             }
             let full = queued >= limit;
-            // Room for unscheduled traffic (always, unless capped)?
+            let (srtt, min_rtt, cwnd) = (c.rtt().srtt(), c.rtt().min(), c.window());
+            // Room for unscheduled traffic: not while it would hold the
+            // queue that the path's guarantees wait in above the target
+            // (`bulk_yield`), nor beyond the spare estimate (if capped).
+            let yields = self.config.bulk_yield.is_some_and(|target| {
+                self.paths.get_mut(&path).is_some_and(|p| {
+                    let room = p.bulk.update(now, srtt, min_rtt, cwnd, target);
+                    (p.promised_bps > 0 || unmapped) && queued >= room
+                })
+            });
+            // Holding best effort back is not having none: the interval's
+            // sample still measures the path.
+            let holding = yields && self.out.values().any(|s| !s.queue.is_empty());
+            if let Some(c) = self.endpoint.connection_mut(h) {
+                c.set_holding(holding);
+            }
             let cap = self.config.cap_unscheduled;
             let spare = !full
+                && !yields
                 && cap.is_none_or(|q| {
                     self.paths.get_mut(&path).is_some_and(|p| {
                         p.spare_for(now, crate::session::probe::PROBE_MESSAGE as u64, q)
@@ -595,6 +618,18 @@ impl Session {
                 return;
             }
         }
+    }
+
+    /// Whether PGOS has an open guaranteed stream that it has not mapped
+    /// (yet, or at all): until it has, every path may be the one that
+    /// carries it, so best effort yields on all of them.
+    fn guarantee_unmapped(&self) -> bool {
+        matches!(self.sched, super::config::Sched::Pgos(_))
+            && self.ledger.values().any(|l| {
+                !l.finished
+                    && l.promises.is_empty()
+                    && !matches!(l.config.spec, StreamSpec::BestEffort { .. })
+            })
     }
 
     /// Sends the message `d` names. Returns false if the path could not

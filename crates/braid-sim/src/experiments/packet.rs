@@ -150,6 +150,7 @@ pub fn run_pinned(
         streams: sources,
         cross,
         config,
+        on_infeasible: None,
     };
     let built = build(&def).map_err(|e| ExperimentError::Capacity(e.to_string()))?;
     let (src, snk) = (built.source, built.sink);

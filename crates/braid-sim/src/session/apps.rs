@@ -6,6 +6,8 @@
 //! ([`payload`]), so the sink can check each message and both ends keep a
 //! digest of each reliable stream in order ([`StreamDigest`]).
 
+use braid_core::scheduler::UpcallAnswer;
+use braid_core::session::meter::WindowMeter;
 use braid_core::session::{Delivery, Event, Session, StreamConfig};
 use braid_core::{Bandwidth, Duration, Instant, StreamId};
 use std::collections::BTreeSet;
@@ -17,6 +19,37 @@ pub const MAX_EVENT_LOG: usize = 100_000;
 /// Most messages a workload keeps waiting when the session refuses
 /// (beyond it, the workload drops at the source and counts).
 pub const MAX_APP_BACKLOG: usize = 4096;
+/// Most messages per stream whose offer and arrival times the models keep
+/// for the rate windows ([`braid_core::session::meter`]); beyond it the
+/// rest go unmetered.
+pub const MAX_METERED: usize = 1 << 22;
+
+/// How a source model answers the scheduler's upcall
+/// ([`Event::GuaranteeUnmet`]), as `braid stream --on-infeasible` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Infeasible {
+    /// Lower the spec to the best achievable figures
+    /// ([`braid_core::scheduler::BestAchievable::lowered`]); best effort
+    /// when nothing is left.
+    #[default]
+    Lower,
+    /// Run the stream best effort.
+    Accept,
+    /// Close the stream.
+    Drop,
+}
+
+impl std::str::FromStr for Infeasible {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "lower" => Ok(Infeasible::Lower),
+            "accept" | "best-effort" => Ok(Infeasible::Accept),
+            "drop" => Ok(Infeasible::Drop),
+            other => Err(format!("unknown answer `{other}` (lower, accept or drop)")),
+        }
+    }
+}
 
 /// What feeds one stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -171,8 +204,13 @@ struct SourceState {
     id: Option<StreamId>,
     next_at: Instant,
     frame: usize,
-    /// Sizes of messages generated and not yet accepted by the session.
-    backlog: std::collections::VecDeque<u32>,
+    /// Sizes of messages generated and not yet accepted by the session,
+    /// with when they were generated.
+    backlog: std::collections::VecDeque<(u32, Instant)>,
+    /// Metered streams ([`is_metered`]): every message generated (when,
+    /// bytes), dropped ones included, and when each sequence number was
+    /// generated.
+    metered: Option<Metered>,
     seq: u64,
     digest: StreamDigest,
     /// The message the session last refused (the backlog's front, built).
@@ -182,10 +220,26 @@ struct SourceState {
     closed: bool,
 }
 
+/// Whether a stream's windows are judged ([`WindowMeter::for_spec`]: every
+/// spec but best effort), so the models keep what it takes.
+pub fn is_metered(config: &StreamConfig) -> bool {
+    WindowMeter::for_spec(&config.spec, config.delivery, Instant::ZERO).is_some()
+}
+
+/// What a source model keeps of a metered stream for its windows.
+#[derive(Debug, Clone, Default)]
+pub struct Metered {
+    /// Every message generated: when, and its bytes (at most [`MAX_METERED`]).
+    pub offers: Vec<(Instant, u32)>,
+    /// When message `seq` was generated, by sequence number.
+    pub generated_at: Vec<Instant>,
+}
+
 /// A source application: opens its streams at time zero and feeds them.
 #[derive(Debug)]
 pub struct SourceApp {
     streams: Vec<SourceState>,
+    on_infeasible: Option<Infeasible>,
     events: Vec<(Instant, Event)>,
     wakeup: Option<Instant>,
 }
@@ -198,6 +252,7 @@ impl SourceApp {
                 .into_iter()
                 .map(|def| SourceState {
                     next_at: def.start,
+                    metered: is_metered(&def.config).then(Metered::default),
                     def,
                     id: None,
                     frame: 0,
@@ -212,7 +267,30 @@ impl SourceApp {
                 .collect(),
             events: Vec::new(),
             wakeup: Some(Instant::ZERO),
+            on_infeasible: None,
         }
+    }
+
+    /// Answers upcalls so (`None`, the default: leaves them unanswered).
+    pub fn with_on_infeasible(mut self, answer: Option<Infeasible>) -> Self {
+        self.on_infeasible = answer;
+        self
+    }
+
+    fn answer(&self, now: Instant, session: &mut Session, e: &Event) {
+        let (Some(policy), Event::GuaranteeUnmet { stream, spec, best }) = (self.on_infeasible, e)
+        else {
+            return;
+        };
+        let answer = match policy {
+            Infeasible::Lower => best
+                .lowered(spec)
+                .map_or(UpcallAnswer::Accept, UpcallAnswer::Lower),
+            Infeasible::Accept => UpcallAnswer::Accept,
+            Infeasible::Drop => UpcallAnswer::Close,
+        };
+        // An upcall for a stream that has since closed has nobody to answer.
+        let _ = session.answer_upcall(*stream, answer, now);
     }
 
     /// Events the session raised, with their times.
@@ -229,48 +307,66 @@ impl SourceApp {
             .collect()
     }
 
+    /// Per stream in order, what was kept for its windows (metered streams
+    /// only).
+    pub fn metered(&self) -> Vec<Option<&Metered>> {
+        self.streams.iter().map(|s| s.metered.as_ref()).collect()
+    }
+
+    /// Queues a generated message of `size` (or drops it at a full backlog).
+    fn offer(s: &mut SourceState, size: u32, at: Instant) {
+        if let Some(m) = &mut s.metered {
+            if m.offers.len() < MAX_METERED {
+                m.offers.push((at, size));
+            }
+        }
+        if s.backlog.len() < MAX_APP_BACKLOG {
+            s.backlog.push_back((size, at));
+        } else {
+            s.dropped += 1;
+        }
+    }
+
     fn generate(s: &mut SourceState, now: Instant) {
         if s.id.is_none() {
             return;
         }
-        let room = |b: &std::collections::VecDeque<u32>| b.len() < MAX_APP_BACKLOG;
         match &s.def.workload {
             Workload::Cbr { rate, size } => {
                 let gap = rate
                     .transmit_time(u64::from(*size))
                     .max(Duration::from_nanos(1));
+                let size = *size;
                 while s.next_at <= now && s.next_at < s.def.stop {
-                    if room(&s.backlog) {
-                        s.backlog.push_back(*size);
-                    } else {
-                        s.dropped += 1;
-                    }
+                    let at = s.next_at;
+                    Self::offer(s, size, at);
                     s.next_at += gap;
                 }
             }
             Workload::Greedy { size } => {
                 if now < s.def.stop && s.backlog.is_empty() {
-                    s.backlog.push_back(*size);
+                    let size = *size;
+                    Self::offer(s, size, now);
                 }
             }
-            Workload::Frames {
-                frames,
-                period,
-                size,
-            } => {
-                while s.next_at <= now && s.next_at < s.def.stop && !frames.is_empty() {
-                    let mut left = frames[s.frame % frames.len()];
+            Workload::Frames { period, size, .. } => {
+                let (period, size) = (*period, *size);
+                while s.next_at <= now && s.next_at < s.def.stop {
+                    let Workload::Frames { frames, .. } = &s.def.workload else {
+                        break;
+                    };
+                    let Some(&frame) = frames.get(s.frame % frames.len().max(1)) else {
+                        break;
+                    };
+                    let mut left = frame;
                     s.frame += 1;
+                    let at = s.next_at;
                     while left > 0 {
-                        let n = left.min(*size);
+                        let n = left.min(size);
                         left -= n;
-                        if room(&s.backlog) {
-                            s.backlog.push_back(n);
-                        } else {
-                            s.dropped += 1;
-                        }
+                        Self::offer(s, n, at);
                     }
-                    s.next_at += *period;
+                    s.next_at += period;
                 }
             }
         }
@@ -280,6 +376,7 @@ impl SourceApp {
 impl SessionApp for SourceApp {
     fn drive(&mut self, now: Instant, session: &mut Session) {
         while let Some(e) = session.poll_event() {
+            self.answer(now, session, &e);
             if self.events.len() < MAX_EVENT_LOG {
                 self.events.push((now, e));
             }
@@ -308,7 +405,7 @@ impl SessionApp for SourceApp {
             Self::generate(s, now);
             // Hand the backlog over; the real payload is stamped with the
             // sequence the session will give it.
-            while let Some(len) = s.backlog.pop_front() {
+            while let Some((len, generated)) = s.backlog.pop_front() {
                 // A refused message comes back next time as it was (same
                 // sequence, same length: the backlog's front).
                 let m = s
@@ -317,13 +414,18 @@ impl SessionApp for SourceApp {
                     .unwrap_or_else(|| payload(id, s.seq, len as usize));
                 match session.send(now, id, m) {
                     Ok(()) => {
+                        if let Some(m) = &mut s.metered {
+                            if m.generated_at.len() < MAX_METERED {
+                                m.generated_at.push(generated);
+                            }
+                        }
                         s.digest.update_payload(id, s.seq, len as usize);
                         s.seq += 1;
                         s.sent += 1;
                     }
                     Err(r) => {
                         s.refused = Some(r.into_data());
-                        s.backlog.push_front(len);
+                        s.backlog.push_front((len, generated));
                         break;
                     }
                 }
@@ -367,6 +469,9 @@ pub struct SinkStream {
     pub bins: Vec<u64>,
     /// One-way delays (µs), a bounded sample.
     pub delays_us: Vec<u64>,
+    /// Streams being metered ([`SinkApp::meter`]): each message's sequence
+    /// number, arrival and bytes (at most [`MAX_METERED`]).
+    pub arrivals: Option<Vec<(u64, Instant, u32)>>,
     /// Digest of the messages in order of delivery.
     pub digest: StreamDigest,
     /// Next sequence expected (reliable order check).
@@ -418,6 +523,11 @@ impl SinkApp {
         self.streams.entry(stream).or_default().delivery = Some(delivery);
     }
 
+    /// Keeps each message's arrival on `stream`, for its rate windows.
+    pub fn meter(&mut self, stream: StreamId) {
+        self.streams.entry(stream).or_default().arrivals = Some(Vec::new());
+    }
+
     /// Per-stream records.
     pub fn streams(&self) -> &std::collections::BTreeMap<StreamId, SinkStream> {
         &self.streams
@@ -448,6 +558,11 @@ impl SessionApp for SinkApp {
             let delay = now.saturating_duration_since(m.sent_at);
             if st.delays_us.len() < MAX_SINK_DELAYS {
                 st.delays_us.push(delay.as_micros());
+            }
+            if let Some(a) = &mut st.arrivals {
+                if a.len() < MAX_METERED {
+                    a.push((m.seq, now, m.data.len() as u32));
+                }
             }
             if payload_matches(m.stream, m.seq, &m.data) {
                 st.digest.update_payload(m.stream, m.seq, m.data.len());

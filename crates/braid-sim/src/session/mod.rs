@@ -27,9 +27,9 @@ mod scenario_streams;
 pub mod setup;
 
 pub use apps::{
-    payload, payload_matches, SinkApp, SourceApp, SourceStream, StreamDigest, Workload,
+    payload, payload_matches, Infeasible, SinkApp, SourceApp, SourceStream, StreamDigest, Workload,
 };
 pub use node::{Peer, Peers, RelayNode, SessionApp, SessionNode};
-pub use report::{PathReport, SessionReport, StreamReport};
+pub use report::{PathReport, SessionReport, StreamReport, UnmetReport};
 pub use scenario::SessionScenario;
 pub use setup::{build, Built, CrossDef, HopDef, PathDef, SessionSim};

@@ -17,6 +17,8 @@ pub(crate) struct RawSession {
     pub duration: Spanned<String>,
     pub warmup: Option<Spanned<String>>,
     pub scheduler: Option<Spanned<String>>,
+    pub bulk_yield: Option<Spanned<String>>,
+    pub on_infeasible: Option<Spanned<String>>,
     #[serde(default, rename = "path")]
     pub paths: Vec<RawPath>,
     #[serde(default, rename = "stream")]

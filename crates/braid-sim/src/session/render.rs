@@ -20,6 +20,55 @@ pub fn held_word(h: Option<bool>) -> &'static str {
     }
 }
 
+/// One line per guarantee that did not hold, saying why: what the
+/// scheduler's upcall said it could carry instead, or, with no upcall,
+/// that the paths delivered less than their estimate promised.
+pub fn unheld_reasons(streams: &[StreamReport]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in streams.iter().filter(|s| s.guarantee_held == Some(false)) {
+        let met = s.windows_met.unwrap_or(0.0) * 100.0;
+        let need = s.probability.unwrap_or(0.0) * 100.0;
+        let head = format!(
+            "{}: not held ({met:.1} % of windows met, {need:.1} % needed)",
+            s.name
+        );
+        let why = match &s.unmet {
+            Some(u) => {
+                let mut best = if u.best_mbps > 0.0 {
+                    format!("{:.2} Mbit/s at the spec's probability", u.best_mbps)
+                } else {
+                    "nothing at the spec's probability".into()
+                };
+                if let Some(p) = u.best_probability.filter(|&p| p > 0.0) {
+                    let _ = write!(best, ", or its rate at probability {p:.2}");
+                }
+                if let Some(z) = u.best_expected_misses {
+                    let _ = write!(best, ", or E[Z] = {z:.2}");
+                }
+                format!(
+                    "the paths cannot carry it: the scheduler's upcall ({} at {:.1} s) said the best it can map is {best}",
+                    s.upcalls, u.at_s
+                )
+            }
+            None => {
+                let how = format!(
+                    "delay p95 {:.0} ms, {:.1} % lost",
+                    s.delay_p95_ms,
+                    s.loss_ratio * 100.0
+                );
+                match s.promised_mbps {
+                    Some(p) if p > 0.0 => format!(
+                        "{p:.2} Mbit/s was promised on its paths and they delivered less ({how})"
+                    ),
+                    _ => format!("the scheduler promised nothing for it, it only shares ({how})"),
+                }
+            }
+        };
+        out.push(format!("{head}: {why}"));
+    }
+    out
+}
+
 /// The per-stream table rows (header first), as [`SessionReport::to_table`]
 /// prints them.
 fn stream_rows(streams: &[StreamReport]) -> Vec<Vec<String>> {
@@ -87,6 +136,9 @@ impl SessionReport {
             out,
             "upcalls (guarantee cannot be met): {upcalls}; delivery errors (twice, out of order, late): {errors}"
         );
+        for line in unheld_reasons(&self.streams) {
+            let _ = writeln!(out, "{line}");
+        }
         out.push('\n');
         let mut rows = vec![vec![
             "path".to_string(),
@@ -112,14 +164,14 @@ impl SessionReport {
     /// field names of [`StreamReport`] (empty cells for none).
     pub fn to_csv(&self) -> String {
         let mut out = String::from(
-            "scenario,scheduler,seed,stream,kind,spec,delivery,target_mbps,offered_mbps,probability,mean_mbps,p5_mbps,p50_mbps,p95_mbps,windows,windows_met,guarantee_held,sent,delivered,dropped_at_source,lost,loss_ratio,delay_p95_ms,duplicates,errors,upcalls\n",
+            "scenario,scheduler,seed,stream,kind,spec,delivery,target_mbps,offered_mbps,probability,mean_mbps,p5_mbps,p50_mbps,p95_mbps,windows,windows_met,guarantee_held,sent,delivered,dropped_at_source,lost,loss_ratio,delay_p95_ms,duplicates,errors,upcalls,windows_judged,delay_p50_ms,delay_p99_ms\n",
         );
         let o = |x: Option<f64>| x.map_or_else(String::new, |v| v.to_string());
         let q = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
         for s in &self.streams {
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
                 q(&self.scenario),
                 self.scheduler,
                 self.seed,
@@ -146,6 +198,9 @@ impl SessionReport {
                 s.duplicates,
                 s.errors,
                 s.upcalls,
+                s.windows_judged.map_or_else(String::new, |n| n.to_string()),
+                s.delay_p50_ms,
+                s.delay_p99_ms,
             );
         }
         out

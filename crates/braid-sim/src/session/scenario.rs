@@ -61,7 +61,7 @@
 //! (constant rate, messages of the spec's `size` or 1000 bytes); a
 //! best-effort stream with no source is greedy (1200-byte messages).
 
-use super::apps::SourceStream;
+use super::apps::{Infeasible, SourceStream};
 use super::raw::{RawCross, RawPath, RawSession};
 use super::setup::{CrossDef, HopDef, PathDef, SessionSim};
 use crate::build::{queue_bytes, realise_capacity};
@@ -136,6 +136,12 @@ pub struct SessionScenario {
     pub warmup: Duration,
     /// The scheduler of the source.
     pub scheduler: SchedulerKind,
+    /// Best effort's queueing-delay target on paths with guarantees
+    /// (`bulk_yield = "20ms"`, or `"off"`; [`SessionConfig::bulk_yield`]).
+    pub bulk_yield: Option<Duration>,
+    /// How the source answers an upcall (`on_infeasible = "lower"`, the
+    /// default as in `braid stream`; `"accept"`: best effort; `"drop"`).
+    pub on_infeasible: Infeasible,
     /// The paths; path `i` is `PathId(i)`.
     pub paths: Vec<SessionPathSpec>,
     /// The streams; stream `i` is `StreamId(i + 1)`.
@@ -182,6 +188,13 @@ impl SessionScenario {
     /// The same scenario with another scheduler.
     pub fn with_scheduler(mut self, scheduler: SchedulerKind) -> Self {
         self.scheduler = scheduler;
+        self
+    }
+
+    /// The same scenario with best effort's queueing-delay target set
+    /// (`None`: best effort does not yield).
+    pub fn with_bulk_yield(mut self, target: Option<Duration>) -> Self {
+        self.bulk_yield = target;
         self
     }
 
@@ -258,8 +271,10 @@ impl SessionScenario {
             cross,
             config: SessionConfig {
                 scheduler: self.scheduler,
+                bulk_yield: self.bulk_yield,
                 ..SessionConfig::default()
             },
+            on_infeasible: Some(self.on_infeasible),
         })
     }
 }
@@ -310,6 +325,28 @@ impl Session<'_> {
                 .parse::<SchedulerKind>()
                 .map_err(|e| b.err(sp(s), K::Value, e.to_string()))?,
         };
+        let bulk_yield = match &raw.bulk_yield {
+            None => SessionConfig::default().bulk_yield,
+            Some(s) if s.get_ref().trim() == "off" => None,
+            Some(s) => {
+                let d = b.duration(s, "bulk_yield")?;
+                if d < Duration::from_millis(1) || d > Duration::from_secs(10) {
+                    return Err(b.err(
+                        sp(s),
+                        K::Value,
+                        "bulk_yield must be \"off\" or a delay between 1ms and 10s",
+                    ));
+                }
+                Some(d)
+            }
+        };
+        let on_infeasible = match &raw.on_infeasible {
+            None => Infeasible::default(),
+            Some(s) => s
+                .get_ref()
+                .parse::<Infeasible>()
+                .map_err(|e| b.err(sp(s), K::Value, format!("on_infeasible: {e}")))?,
+        };
         if raw.paths.is_empty() {
             return Err(b.err(None, K::Value, "a session needs at least one [[path]]"));
         }
@@ -353,6 +390,8 @@ impl Session<'_> {
             duration,
             warmup,
             scheduler,
+            bulk_yield,
+            on_infeasible,
             paths,
             streams,
         })

@@ -10,7 +10,7 @@
 //! port is 4433. Stream i of [`SessionSim::streams`] is opened i-th and so
 //! gets `StreamId(i + 1)`.
 
-use super::apps::{SinkApp, SourceApp, SourceStream};
+use super::apps::{Infeasible, SinkApp, SourceApp, SourceStream};
 use super::node::{Peer, Peers, RelayNode, SessionNode};
 use crate::node::{NodeId, RouteId};
 use crate::seed::secret;
@@ -78,6 +78,8 @@ pub struct SessionSim {
     pub cross: Vec<CrossDef>,
     /// Session settings of both ends.
     pub config: SessionConfig,
+    /// How the source answers upcalls (`None`: it does not).
+    pub on_infeasible: Option<Infeasible>,
 }
 
 /// A built session simulation.
@@ -203,12 +205,15 @@ pub fn build(def: &SessionSim) -> Result<Built, ConfigError> {
     let mut sink_app = SinkApp::new(def.bin);
     for (k, s) in def.streams.iter().enumerate() {
         sink_app.expect(StreamId(k as u32 + 1), s.config.delivery);
+        if super::apps::is_metered(&s.config) {
+            sink_app.meter(StreamId(k as u32 + 1));
+        }
     }
     let src = sim.add_node(
         "source",
         Box::new(SessionNode::new(
             source,
-            SourceApp::new(def.streams.clone()),
+            SourceApp::new(def.streams.clone()).with_on_infeasible(def.on_infeasible),
             source_peers,
         )),
     );

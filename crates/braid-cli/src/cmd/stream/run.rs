@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail};
 use braid::session::{PathConfig, Session, SessionConfig, SessionError, Stream};
 use braid_core::scheduler::{BestAchievable, StreamSpec, UpcallAnswer};
 use braid_core::session::{CloseReason, Event};
-use braid_core::{Bandwidth, Duration, StreamId};
+use braid_core::{Duration, StreamId};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -74,38 +74,6 @@ fn session_error(to: SocketAddr, e: SessionError) -> anyhow::Error {
     match e {
         SessionError::Closed(reason) => ended(to, &reason),
         other => anyhow::Error::from(other),
-    }
-}
-
-/// The spec the best achievable figures allow, for `lower`; `None` when
-/// nothing is left but best effort.
-fn lowered(spec: &StreamSpec, best: &BestAchievable) -> Option<StreamSpec> {
-    let rate = best.rate;
-    match *spec {
-        StreamSpec::MinRate { probability, .. } if rate > Bandwidth::ZERO => {
-            StreamSpec::min_rate(rate, probability).ok()
-        }
-        StreamSpec::Window {
-            y,
-            window,
-            message_size,
-            probability,
-            ..
-        } => {
-            // Lemma 1: x messages of s bytes per t_w is x·s·8/t_w.
-            let per_window = rate.bytes_in(window) / u64::from(message_size.max(1));
-            let x = u32::try_from(per_window).unwrap_or(u32::MAX).min(y);
-            StreamSpec::window(x, y, window, message_size, probability).ok()
-        }
-        StreamSpec::ViolationBound {
-            x,
-            window,
-            message_size,
-            ..
-        } => best
-            .expected_misses
-            .and_then(|z| StreamSpec::violation_bound(x, window, message_size, z).ok()),
-        _ => None,
     }
 }
 
@@ -294,7 +262,7 @@ async fn upcall(
                 .map_err(anyhow::Error::from)
         }
         OnInfeasible::Lower => {
-            let answer = match lowered(spec, best) {
+            let answer = match best.lowered(spec) {
                 Some(l) => {
                     let text = braid_core::session::StreamConfig::new(l).to_string();
                     eprintln!(
@@ -312,38 +280,5 @@ async fn upcall(
                 .await
                 .map_err(anyhow::Error::from)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lowering_follows_the_best_achievable_figures() {
-        let best = BestAchievable {
-            rate: Bandwidth::from_mbps(2),
-            probability: Some(0.5),
-            expected_misses: Some(1.5),
-        };
-        let rate = StreamSpec::min_rate(Bandwidth::from_mbps(5), 0.95).unwrap();
-        assert_eq!(
-            lowered(&rate, &best),
-            Some(StreamSpec::min_rate(Bandwidth::from_mbps(2), 0.95).unwrap())
-        );
-        // 2 Mbit/s over 100 ms = 25,000 B = 20 messages of 1250 B (of 30).
-        let window = StreamSpec::window(25, 30, Duration::from_millis(100), 1250, 0.99).unwrap();
-        assert_eq!(
-            lowered(&window, &best),
-            Some(StreamSpec::window(20, 30, Duration::from_millis(100), 1250, 0.99).unwrap())
-        );
-        let vb = StreamSpec::violation_bound(8, Duration::from_millis(100), 1000, 0.5).unwrap();
-        assert_eq!(
-            lowered(&vb, &best),
-            Some(StreamSpec::violation_bound(8, Duration::from_millis(100), 1000, 1.5).unwrap())
-        );
-        let nothing = BestAchievable::default();
-        assert_eq!(lowered(&rate, &nothing), None);
-        assert_eq!(lowered(&window, &nothing), None);
     }
 }

@@ -181,6 +181,8 @@ pub struct Connection {
     close_send: bool,
     close_deadline: Option<Instant>,
     finish_requested: bool,
+    /// The application holds data back on purpose ([`Connection::set_holding`]).
+    holding: bool,
     discard_unmarked: bool,
     peer_tolerance: Ratio,
     last_message_size: u64,
@@ -273,6 +275,7 @@ impl Connection {
             close_send: false,
             close_deadline: None,
             finish_requested: false,
+            holding: false,
             discard_unmarked: false,
             peer_tolerance: Ratio::ZERO,
             last_message_size: 0,
@@ -431,6 +434,21 @@ impl Connection {
             s.classes[i] = self.send.counters()[i].merged(&self.recv.counters()[i]);
         }
         s
+    }
+
+    /// Says whether the application is holding data back on purpose — a
+    /// pace or a delay-based window of its own (a session's yielding best
+    /// effort) — rather than having none. While it holds, an open window
+    /// with nothing queued does not make the measurement interval
+    /// app-limited: what the connection delivers then is what the
+    /// application's own limit lets the path carry, a sample worth keeping.
+    pub fn set_holding(&mut self, holding: bool) {
+        self.holding = holding;
+    }
+
+    /// The RTT estimator: smoothed, latest and smallest samples.
+    pub fn rtt(&self) -> &super::rtt::RttEstimator {
+        self.recovery.rtt()
     }
 
     /// The congestion window in bytes.

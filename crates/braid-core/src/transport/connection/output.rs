@@ -200,7 +200,7 @@ impl Connection {
             }
         }
         let send_data = want_data && !paced;
-        if window_open && !self.send.has_sendable() {
+        if window_open && !self.send.has_sendable() && !self.holding {
             self.rate.handle_app_limited(now);
         }
         if !(ack_due || self.probe_pending || self.ping_pending || send_data || control) {
