@@ -44,6 +44,10 @@ pub struct TableArgs {
     /// Output format: a text table, or one JSON object with a `rows` array.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// With --packet: best effort's queueing-delay target on paths that
+    /// carry guarantees (default 20ms), or `off` for the seed's rule.
+    #[arg(long, value_name = "DELAY|off", value_parser = super::sim_session::parse_bulk_yield)]
+    pub bulk_yield: Option<super::sim_session::BulkYield>,
 }
 
 /// Output format of a table command.
@@ -85,10 +89,13 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
             anyhow::bail!("{}: no such trace file", f.display());
         }
     }
-    let opts = PacketOptions {
+    let mut opts = PacketOptions {
         cross: cross.clone(),
         ..PacketOptions::default()
     };
+    if let Some(super::sim_session::BulkYield(y)) = args.bulk_yield {
+        opts.bulk_yield = y;
+    }
     let report: TableReport = match (table, args.packet) {
         (Table::Two, true) => table2_packet(&args.data, span, &opts),
         (Table::Three, true) => table3_packet(&args.data, span, &opts),

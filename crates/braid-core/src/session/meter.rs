@@ -25,9 +25,11 @@
 //! >   per `t_w`): `min(x, offered messages)` messages; windows of `t_w`.
 //!
 //! The allowance is the stream's delivery deadline when it has one (the
-//! application said when a message stops being of use), else the
-//! window's length: a message delivered a whole window late did not count
-//! towards what the application saw in its window. A source
+//! application said when a message stops being of use), else the window's
+//! length and at least a second: a window spec without a deadline asks
+//! for `x` messages per `t_w`, a rate, and a steady delay of a few hundred
+//! milliseconds does not take that rate away; a message a second late did
+//! not count towards what the application saw when it needed it. A source
 //! offering less than the spec asks is judged on what it offered (a
 //! guarantee is "up to r", not "r whether you send it or not"); a source
 //! held back at the sender has offered what it generated, so the queue's
@@ -35,16 +37,20 @@
 //! percentiles over arrival-time windows as a share of the target — is
 //! reported beside this one.
 //!
-//! Main type: [`WindowMeter`] (one stream's windows; offers and deliveries
-//! in any order; a window is final once [`WindowMeter::decided`]).
+//! Main types: [`WindowMeter`] (one stream's windows; offers and
+//! deliveries in any order; a window is final once
+//! [`WindowMeter::decided`]) and [`RollingMeter`], which judges windows as
+//! they are decided and keeps only the open ones (a session sink's running
+//! count, bounded whatever the stream's length).
 
 use super::stream::Delivery;
 use crate::scheduler::StreamSpec;
 use crate::time::{Duration, Instant};
 use crate::units::Bandwidth;
+use std::collections::VecDeque;
 
-/// The most windows a meter keeps (beyond it, offers and deliveries are
-/// ignored): about 12 days of 1 s windows, 29 hours of 100 ms ones.
+/// The most windows a meter keeps open (beyond it, offers and deliveries
+/// are ignored): about 12 days of 1 s windows, 29 hours of 100 ms ones.
 pub const MAX_WINDOWS: usize = 1 << 20;
 
 /// The window of a rate spec.
@@ -100,7 +106,10 @@ pub struct WindowMeter {
     origin: Instant,
     len: Duration,
     allowance: Duration,
-    windows: Vec<Tally>,
+    /// Windows `first..first + windows.len()`; those before `first` were
+    /// forgotten ([`WindowMeter::forget_before`]).
+    first: usize,
+    windows: VecDeque<Tally>,
 }
 
 impl WindowMeter {
@@ -113,14 +122,15 @@ impl WindowMeter {
             origin,
             len,
             allowance: len,
-            windows: Vec::new(),
+            first: 0,
+            windows: VecDeque::new(),
         }
     }
 
     /// The meter of a stream with this spec and delivery: 1 s windows for
     /// a rate spec, `t_w` for window and violation specs; the allowance is
-    /// the deadline of a deadline stream, else the window. `None` for best
-    /// effort.
+    /// the deadline of a deadline stream, else the window and at least 1 s.
+    /// `None` for best effort.
     pub fn for_spec(spec: &StreamSpec, delivery: Delivery, origin: Instant) -> Option<Self> {
         let (need, len) = match *spec {
             StreamSpec::MinRate { rate, .. } => (Need::Rate(rate), RATE_WINDOW),
@@ -132,7 +142,7 @@ impl WindowMeter {
         let meter = WindowMeter::new(need, origin, len);
         Some(match delivery {
             Delivery::Deadline { ttl } => meter.with_allowance(ttl),
-            _ => meter,
+            _ => meter.with_allowance(len.max(RATE_WINDOW)),
         })
     }
 
@@ -163,11 +173,28 @@ impl WindowMeter {
     }
 
     fn tally(&mut self, at: Instant) -> Option<&mut Tally> {
-        let k = self.index(at)?;
-        if self.windows.len() <= k {
-            self.windows.resize(k + 1, Tally::default());
+        let i = self.index(at)?.checked_sub(self.first)?;
+        if i >= MAX_WINDOWS {
+            return None;
         }
-        self.windows.get_mut(k)
+        if self.windows.len() <= i {
+            self.windows.resize(i + 1, Tally::default());
+        }
+        self.windows.get_mut(i)
+    }
+
+    /// The windows kept: `first..end` (empty before the first offer).
+    pub fn kept(&self) -> std::ops::Range<usize> {
+        self.first..self.first + self.windows.len()
+    }
+
+    /// Forgets windows before `k`: later offers and deliveries in them are
+    /// ignored, and [`WindowMeter::window`] reports them empty.
+    pub fn forget_before(&mut self, k: usize) {
+        while self.first < k {
+            self.windows.pop_front();
+            self.first += 1;
+        }
     }
 
     /// The application offered a message of `bytes` at `at`.
@@ -199,7 +226,11 @@ impl WindowMeter {
     /// Window `k`'s figures and verdict (module docs); a window nothing
     /// was offered in is met.
     pub fn window(&self, k: usize) -> MeteredWindow {
-        let t = self.windows.get(k).copied().unwrap_or_default();
+        let t = k
+            .checked_sub(self.first)
+            .and_then(|i| self.windows.get(i))
+            .copied()
+            .unwrap_or_default();
         let (needed, met) = match self.need {
             Need::Rate(rate) => {
                 let full =
@@ -220,6 +251,116 @@ impl WindowMeter {
             needed,
             met,
         }
+    }
+}
+
+/// A stream's windows judged as they are decided (module docs), for a
+/// session sink: only the windows still open are kept, so memory is
+/// bounded by the allowance, not the stream's length.
+///
+/// The sink sees the source's offer times (`sent_at`, the source's clock)
+/// and its own arrival times. A window is decided once the sink's clock,
+/// less the smallest transit seen (arrival − offer), has passed the
+/// window's end and its allowance: the messages still on their way by
+/// then could only be late. Offers the sink never sees (messages lost on
+/// the way) are counted from the gaps in the sequence numbers of streams
+/// that are not reliable (`offer_gap`).
+#[derive(Debug, Clone)]
+pub struct RollingMeter {
+    need: Need,
+    len: Duration,
+    allowance: Duration,
+    meter: Option<WindowMeter>,
+    transit: Option<Duration>,
+    judged: u64,
+    met: u64,
+    misses: u64,
+}
+
+impl RollingMeter {
+    /// The rolling meter of a stream with this spec and delivery (as
+    /// [`WindowMeter::for_spec`]); windows start at its first offer.
+    pub fn for_spec(spec: &StreamSpec, delivery: Delivery) -> Option<Self> {
+        let m = WindowMeter::for_spec(spec, delivery, Instant::ZERO)?;
+        Some(RollingMeter {
+            need: m.need,
+            len: m.len,
+            allowance: m.allowance,
+            meter: None,
+            transit: None,
+            judged: 0,
+            met: 0,
+            misses: 0,
+        })
+    }
+
+    fn meter(&mut self, at: Instant) -> &mut WindowMeter {
+        let (need, len, allowance) = (self.need, self.len, self.allowance);
+        self.meter
+            .get_or_insert_with(|| WindowMeter::new(need, at, len).with_allowance(allowance))
+    }
+
+    /// The source offered a message of `bytes` at `at` (its clock).
+    pub fn offer(&mut self, at: Instant, bytes: u64) {
+        self.meter(at).offer(at, bytes);
+    }
+
+    /// The source offered `n` messages of about `bytes` each near `at`
+    /// that never arrived (a gap in the sequence numbers).
+    pub fn offer_gap(&mut self, at: Instant, n: u64, bytes: u64) {
+        let m = self.meter(at);
+        for _ in 0..n.min(1 << 16) {
+            m.offer(at, bytes);
+        }
+    }
+
+    /// A message offered at `offered_at` reached the application at
+    /// `arrived_at` (the sink's clock).
+    pub fn deliver(&mut self, offered_at: Instant, arrived_at: Instant, bytes: u64) {
+        let transit = arrived_at.saturating_duration_since(offered_at);
+        self.transit = Some(self.transit.map_or(transit, |t| t.min(transit)));
+        self.meter(offered_at)
+            .deliver(offered_at, arrived_at, bytes);
+    }
+
+    /// Judges every kept window that is decided at `now` (the sink's
+    /// clock) and forgets it.
+    pub fn roll(&mut self, now: Instant) {
+        let Some(m) = self.meter.as_mut() else {
+            return;
+        };
+        let at = now
+            - self
+                .transit
+                .unwrap_or(Duration::ZERO)
+                .min(now.since_origin());
+        let kept = m.kept();
+        let mut k = kept.start;
+        while k < kept.end && m.decided(k, at) {
+            let w = m.window(k);
+            self.judged += 1;
+            self.met += u64::from(w.met);
+            self.misses += w.misses();
+            k += 1;
+        }
+        m.forget_before(k);
+    }
+
+    /// Windows judged so far.
+    pub fn judged(&self) -> u64 {
+        self.judged
+    }
+
+    /// The share of judged windows that met the spec (`None` before the
+    /// first is judged).
+    pub fn share_met(&self) -> Option<f64> {
+        (self.judged > 0).then(|| self.met as f64 / self.judged as f64)
+    }
+
+    /// The mean shortfall per judged window in messages (a violation
+    /// bound's realised E\[Z\]).
+    pub fn mean_misses(&self) -> Option<f64> {
+        (self.judged > 0).then(|| self.misses as f64 / self.judged as f64)
     }
 }
 
@@ -350,6 +491,14 @@ mod tests {
         assert_eq!((m.len(), m.allowance()), (S, ttl));
         let m = WindowMeter::for_spec(&rate, Delivery::Unreliable, Instant::ZERO).unwrap();
         assert_eq!((m.len(), m.allowance()), (S, S));
+        let tw = Duration::from_millis(100);
+        let window = StreamSpec::window(8, 10, tw, 1000, 0.9).unwrap();
+        let m = WindowMeter::for_spec(&window, Delivery::Unreliable, Instant::ZERO).unwrap();
+        assert_eq!(
+            (m.len(), m.allowance()),
+            (tw, S),
+            "no deadline: at least 1 s"
+        );
     }
 
     #[test]
@@ -365,5 +514,61 @@ mod tests {
         m.offer(at_ms(10), 100);
         m.offer(Instant::ZERO + S * (MAX_WINDOWS as u64 + 5), 100);
         assert!(m.windows.is_empty());
+    }
+
+    #[test]
+    fn a_rolling_meter_judges_as_windows_close_and_keeps_only_open_ones() {
+        let spec = StreamSpec::window(8, 10, Duration::from_millis(100), 1000, 0.9).unwrap();
+        let ttl = Duration::from_millis(50);
+        let mut r = RollingMeter::for_spec(&spec, Delivery::Deadline { ttl }).unwrap();
+        assert_eq!(r.share_met(), None);
+        // 30 s of 10 messages per 100 ms, 20 ms transit; every 10th window
+        // loses three messages on the way (a gap the sink counts).
+        for w in 0..300u64 {
+            for i in 0..10u64 {
+                let t = at_ms(5_000 + w * 100 + i * 10);
+                let lost = w % 10 == 0 && i >= 7;
+                if lost {
+                    continue;
+                }
+                if w % 10 == 0 && i == 6 {
+                    r.offer(t, 1000);
+                    r.deliver(t, t + Duration::from_millis(20), 1000);
+                    r.offer_gap(t, 3, 1000);
+                    continue;
+                }
+                r.offer(t, 1000);
+                r.deliver(t, t + Duration::from_millis(20), 1000);
+            }
+            r.roll(at_ms(5_000 + w * 100 + 100 + 20));
+            assert!(
+                r.meter.as_ref().unwrap().kept().len() <= 3,
+                "only open windows kept"
+            );
+        }
+        r.roll(at_ms(60_000));
+        assert_eq!(r.judged(), 300);
+        assert_eq!(r.share_met(), Some(0.9));
+        assert!((r.mean_misses().unwrap() - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_rolling_meter_waits_for_the_transit_and_the_allowance() {
+        let rate = StreamSpec::min_rate(Bandwidth::from_mbps(1), 0.9).unwrap();
+        let mut r = RollingMeter::for_spec(&rate, Delivery::Reliable).unwrap();
+        // Source clock 10 s ahead of ours would make every delay zero; here
+        // ours is 3 s ahead of the source's (plus 40 ms transit).
+        let skew = Duration::from_millis(3_040);
+        for i in 0..125u64 {
+            let t = at_ms(i * 8);
+            r.offer(t, 1000);
+            r.deliver(t, t + skew, 1000);
+        }
+        // Window 0 ends at 1 s of source time, its allowance at 2 s: decided
+        // at 2 s + 3.04 s of ours.
+        r.roll(at_ms(5_039));
+        assert_eq!(r.judged(), 0);
+        r.roll(at_ms(5_040));
+        assert_eq!(r.judged(), 1);
     }
 }

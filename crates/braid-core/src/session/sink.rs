@@ -23,11 +23,11 @@
 
 use super::error::CloseReason;
 use super::frame::{Frame, SessionId};
+use super::meter::RollingMeter;
 use super::source::{rate_of, violation};
 use super::stream::{Delivery, StreamConfig};
 use super::{Event, Session, StreamStats, CONTROL_STREAM, MAX_PATHS};
 use crate::id::{PathId, StreamId};
-use crate::scheduler::StreamSpec;
 use crate::time::{Duration, Instant};
 use crate::transport::{ConnectionHandle, SendOptions};
 use std::collections::{BTreeMap, BTreeSet};
@@ -77,22 +77,19 @@ pub(super) struct InStream {
     interval_bytes: u64,
     interval_messages: u64,
     delays_us: Vec<u64>,
-    spec_window: Duration,
-    window_origin: Option<Instant>,
-    window_index: u64,
-    window_bytes: u64,
-    window_messages: u64,
-    windows_total: u64,
-    windows_met: u64,
+    /// The spec's windows, judged by braid's one definition
+    /// ([`super::meter`]); none for best effort.
+    meter: Option<RollingMeter>,
+    /// Not reliable: the highest sequence number counted as offered (a
+    /// jump past it offers the gap: messages lost on the way).
+    offered_to: Option<u64>,
 }
 
 impl InStream {
     fn new(config: StreamConfig) -> Self {
-        let spec_window = match config.spec {
-            StreamSpec::Window { window, .. } | StreamSpec::ViolationBound { window, .. } => window,
-            _ => Duration::from_secs(1),
-        };
         InStream {
+            meter: RollingMeter::for_spec(&config.spec, config.delivery),
+            offered_to: None,
             config,
             next: 0,
             consumed: 0,
@@ -107,13 +104,6 @@ impl InStream {
             interval_bytes: 0,
             interval_messages: 0,
             delays_us: Vec::new(),
-            spec_window,
-            window_origin: None,
-            window_index: 0,
-            window_bytes: 0,
-            window_messages: 0,
-            windows_total: 0,
-            windows_met: 0,
         }
     }
 
@@ -126,45 +116,29 @@ impl InStream {
         }
     }
 
-    /// Whether the spec's window of `bytes` / `messages` met it.
-    fn window_ok(&self, bytes: u64, messages: u64) -> bool {
-        match self.config.spec {
-            StreamSpec::MinRate { rate, .. } => {
-                let need = rate.bps() as f64 * self.spec_window.as_secs_f64() / 8.0;
-                bytes as f64 >= need
-            }
-            StreamSpec::Window { x, .. } | StreamSpec::ViolationBound { x, .. } => {
-                messages >= u64::from(x)
-            }
-            _ => true,
-        }
-    }
-
-    /// Closes the spec windows that ended before `now`.
-    fn roll_windows(&mut self, now: Instant) {
-        let Some(origin) = self.window_origin else {
+    /// Counts a message that arrived (not a duplicate) as offered; on a
+    /// stream that is not reliable, a jump in sequence numbers offers the
+    /// messages skipped too (lost on the way), at this one's time and size.
+    fn count_offer(&mut self, m: &Delivered) {
+        let Some(meter) = self.meter.as_mut() else {
             return;
         };
-        let w = self.spec_window.as_nanos().max(1);
-        let idx = now.saturating_duration_since(origin).as_nanos() / w;
-        while self.window_index < idx {
-            self.windows_total += 1;
-            if self.window_ok(self.window_bytes, self.window_messages) {
-                self.windows_met += 1;
-            }
-            self.window_bytes = 0;
-            self.window_messages = 0;
-            self.window_index += 1;
+        let len = m.data.len() as u64;
+        if self.config.delivery.is_reliable() {
+            meter.offer(m.sent_at, len);
+            return;
         }
+        match self.offered_to {
+            Some(top) if m.seq <= top => return, // a gap, offered already
+            Some(top) => meter.offer_gap(m.sent_at, m.seq - top - 1, len),
+            None => meter.offer_gap(m.sent_at, m.seq, len),
+        }
+        meter.offer(m.sent_at, len);
+        self.offered_to = Some(m.seq);
     }
 
     fn count_arrival(&mut self, now: Instant, m: &Delivered) {
-        if self.window_origin.is_none() {
-            self.window_origin = Some(now);
-        }
-        self.roll_windows(now);
-        self.window_bytes += m.data.len() as u64;
-        self.window_messages += 1;
+        self.count_offer(m);
         self.interval_bytes += m.data.len() as u64;
         self.interval_messages += 1;
         self.received += 1;
@@ -201,6 +175,8 @@ impl Session {
                 matches!(s.config.delivery, Delivery::Deadline { ttl } if now > m.sent_at + ttl);
             if late {
                 s.lost += 1;
+            } else if let Some(meter) = s.meter.as_mut() {
+                meter.deliver(m.sent_at, now, m.data.len() as u64);
             }
             if reliable {
                 self.schedule_ack(now);
@@ -413,6 +389,7 @@ impl Session {
             if let Delivery::Deadline { ttl } = s.config.delivery {
                 if now > m.sent_at + ttl {
                     self.stats.expired += 1;
+                    s.count_offer(&m);
                     return Ok(());
                 }
             }
@@ -516,7 +493,9 @@ impl Session {
         self.inc
             .iter_mut()
             .map(|(&id, s)| {
-                s.roll_windows(now);
+                if let Some(m) = s.meter.as_mut() {
+                    m.roll(now);
+                }
                 // Others: what never arrived (gaps, late or overflowing
                 // arrivals) plus what expired before the application took it.
                 let lost = if s.config.delivery.is_reliable() {
@@ -534,11 +513,11 @@ impl Session {
                     interval,
                     rate: rate_of(s.interval_bytes, interval),
                     messages: s.interval_messages,
-                    windows_met: if s.windows_total == 0 {
-                        1.0
-                    } else {
-                        s.windows_met as f64 / s.windows_total as f64
-                    },
+                    windows_met: s
+                        .meter
+                        .as_ref()
+                        .and_then(RollingMeter::share_met)
+                        .unwrap_or(1.0),
                     lost,
                     delay_p95: Duration::from_micros(p95),
                     duplicates: s.duplicates,

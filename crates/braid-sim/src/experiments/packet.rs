@@ -136,6 +136,7 @@ pub fn run_pinned(
     let mut config = SessionConfig {
         scheduler,
         estimate_window: cfg.window_samples,
+        bulk_yield: cfg.bulk_yield,
         ..SessionConfig::default()
     };
     config.transport.stats_interval = cfg.sample;

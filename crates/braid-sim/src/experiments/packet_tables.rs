@@ -22,6 +22,9 @@ pub struct PacketOptions {
     pub cross: CrossTraces,
     /// Schedulers to run at packet level (default: PGOS, MSFQ, WFQ, min-RTT).
     pub schedulers: Vec<SchedulerKind>,
+    /// The sessions' `SessionConfig::bulk_yield` (default: its default;
+    /// `None` for the seed's rule, best effort up to the window).
+    pub bulk_yield: Option<braid_core::Duration>,
 }
 
 impl Default for PacketOptions {
@@ -34,6 +37,7 @@ impl Default for PacketOptions {
                 SchedulerKind::Wfq,
                 SchedulerKind::MinRtt,
             ],
+            bulk_yield: braid_core::session::SessionConfig::default().bulk_yield,
         }
     }
 }
@@ -143,7 +147,13 @@ pub fn table3_packet(
     let mut notes = String::new();
     let link = Bandwidth::from_mbps(100);
     for k in &opts.schedulers {
-        let res = packet::run(&paths, link, &streams, *k, &cfg)?;
+        let res = packet::run(
+            &paths,
+            link,
+            &streams,
+            *k,
+            &cfg.with_bulk_yield(opts.bulk_yield),
+        )?;
         let dropped: Vec<String> = streams
             .iter()
             .zip(&res)
@@ -248,7 +258,13 @@ pub fn table5_packet(
         if !matches!(k, SchedulerKind::Pgos(_)) {
             fair(&mut st)?;
         }
-        let res = packet::run(&inp.paths, link, &st, *k, &inp.cfg)?;
+        let res = packet::run(
+            &inp.paths,
+            link,
+            &st,
+            *k,
+            &inp.cfg.with_bulk_yield(opts.bulk_yield),
+        )?;
         rep.record(&format!("{}/packet", k.name()), &st, &res, |_| base_rate);
     }
     // What the base source offers over the measured span.
@@ -352,7 +368,13 @@ pub fn table4_packet(
         ("partitioned", SchedulerKind::Partitioned(11_400)),
         ("pgos", SchedulerKind::default()),
     ] {
-        let res = packet::run(&paths, link, &streams, kind, &cfg)?;
+        let res = packet::run(
+            &paths,
+            link,
+            &streams,
+            kind,
+            &cfg.with_bulk_yield(opts.bulk_yield),
+        )?;
         rep.record(&format!("{name}/packet"), &streams, &res, |s| s.target);
     }
     let mut t = String::new();
@@ -450,7 +472,7 @@ pub fn table2_packet(
             link,
             &streams,
             SchedulerKind::default(),
-            &cfg,
+            &cfg.with_bulk_yield(opts.bulk_yield),
             Some(j),
         )?;
         rep.record(&format!("{label}/packet"), &streams, &res, |s| s.target);
@@ -561,7 +583,13 @@ pub fn violation_packet(
             period: tw / u64::from(x.max(1)),
             target: rate,
         };
-        let res = packet::run(&paths, link, &[stream], SchedulerKind::default(), &cfg)?;
+        let res = packet::run(
+            &paths,
+            link,
+            &[stream],
+            SchedulerKind::default(),
+            &cfg.with_bulk_yield(opts.bulk_yield),
+        )?;
         let zs: Vec<f64> = res
             .first()
             .map(|r| {

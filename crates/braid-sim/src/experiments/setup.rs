@@ -53,6 +53,18 @@ pub struct HarnessConfig {
     pub max_backlog: Duration,
     /// OptSched's window (capacity oracle and feedback period).
     pub opt_window: Duration,
+    /// Packet level only: the sessions' `SessionConfig::bulk_yield`.
+    pub bulk_yield: Option<Duration>,
+}
+
+impl HarnessConfig {
+    /// The same with the packet-level sessions' `bulk_yield` set.
+    pub fn with_bulk_yield(&self, bulk_yield: Option<Duration>) -> HarnessConfig {
+        HarnessConfig {
+            bulk_yield,
+            ..self.clone()
+        }
+    }
 }
 
 /// A scheduler under test: the trait object, plus OptSched's oracle hook

@@ -265,6 +265,7 @@ pub(super) fn config(span: RunSpan) -> HarnessConfig {
         window_samples: 300,
         max_backlog: Duration::from_secs(2),
         opt_window: Duration::from_secs(1),
+        bulk_yield: braid_core::session::SessionConfig::default().bulk_yield,
     }
 }
 

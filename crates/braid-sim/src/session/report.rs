@@ -17,7 +17,7 @@
 //!   specs) that met the spec by braid's one definition
 //!   ([`braid_core::session::meter`]): of what the source application
 //!   generated in the window, what reached the sink application within
-//!   the allowance (the window, or a shorter deadline) carries at least
+//!   the allowance (the deadline, else the window and at least 1 s) carries at least
 //!   min(rate, offered) less one message, or min(x, offered) messages. A
 //!   window whose allowance runs past the end of the run is left out. The
 //!   guarantee **held** when that share is at least the spec's
