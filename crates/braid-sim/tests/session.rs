@@ -514,34 +514,43 @@ fn with_scheduled_first_a_guarantee_does_not_wait_behind_bulk_data() {
     );
 }
 
-/// One 20 Mbit/s path (20 ms one way) behind a 1 s drop-tail buffer: a
-/// 3 Mbit/s guarantee and greedy bulk, with bulk that yields or not.
-fn deep_buffer(bulk_yield: Option<Duration>) -> Simulation {
+/// Greedy best-effort bulk for `secs`.
+fn greedy_bulk(secs: u64) -> SourceStream {
+    stream(
+        "bulk",
+        StreamConfig::new(StreamSpec::best_effort(1).unwrap()),
+        Workload::Greedy { size: 1200 },
+        secs,
+    )
+}
+
+/// `streams` for `secs` over one 20 Mbit/s path (20 ms one way) behind a
+/// 1 s drop-tail buffer, with `config` applied.
+fn deep_buffer(
+    streams: Vec<SourceStream>,
+    secs: u64,
+    config: impl FnOnce(&mut SessionConfig),
+) -> Simulation {
     let mut p = path("a", 20, 20);
     p.hops[0].forward.queue_bytes = 20_000_000 / 8; // 1 s at 20 Mbit/s
-    let mut def = base(
-        vec![p],
-        vec![
-            stream("critical", StreamConfig::new(rate(3, 0.95)), cbr(3), 20),
-            stream(
-                "bulk",
-                StreamConfig::new(StreamSpec::best_effort(1).unwrap()),
-                Workload::Greedy { size: 1200 },
-                20,
-            ),
-        ],
-        20,
-    );
-    def.config.bulk_yield = bulk_yield;
+    let mut def = base(vec![p], streams, secs);
+    config(&mut def.config);
     let mut sim = build(&def).expect("valid config").sim;
-    sim.run_until(Instant::ZERO + Duration::from_secs(20));
+    sim.run_until(Instant::ZERO + Duration::from_secs(secs));
     sim
 }
 
 #[test]
 fn bulk_yields_before_the_queue_it_builds_costs_a_guarantee() {
-    let yielding = deep_buffer(SessionConfig::default().bulk_yield);
-    let greedy = deep_buffer(None);
+    // A 3 Mbit/s guarantee and greedy bulk, with bulk that yields or not.
+    let run_with = |bulk_yield| {
+        let critical = stream("critical", StreamConfig::new(rate(3, 0.95)), cbr(3), 20);
+        deep_buffer(vec![critical, greedy_bulk(20)], 20, |c| {
+            c.bulk_yield = bulk_yield;
+        })
+    };
+    let yielding = run_with(SessionConfig::default().bulk_yield);
+    let greedy = run_with(None);
     let figures = |sim: &Simulation| {
         let got = sink(sim).app().streams();
         let (c, b) = (&got[&StreamId(1)], &got[&StreamId(2)]);
@@ -568,25 +577,13 @@ fn bulk_yields_before_the_queue_it_builds_costs_a_guarantee() {
 fn without_guarantees_bulk_does_not_yield() {
     // MSFQ promises nothing, so nothing holds its bulk back: the same
     // deep buffer fills whatever `bulk_yield` says.
-    let run_msfq = |y: Option<Duration>| {
-        let mut p = path("a", 20, 20);
-        p.hops[0].forward.queue_bytes = 20_000_000 / 8;
-        let mut def = base(
-            vec![p],
-            vec![stream(
-                "bulk",
-                StreamConfig::new(StreamSpec::best_effort(1).unwrap()),
-                Workload::Greedy { size: 1200 },
-                10,
-            )],
-            10,
-        );
-        def.config.bulk_yield = y;
-        def.config.scheduler = braid_core::session::SchedulerKind::Msfq;
-        let mut sim = build(&def).expect("valid config").sim;
-        sim.run_until(Instant::ZERO + Duration::from_secs(10));
-        let got = sink(&sim).app().streams();
-        (got[&StreamId(1)].bytes, delay_ms(&got[&StreamId(1)], 0.5))
+    let run_msfq = |bulk_yield| {
+        let sim = deep_buffer(vec![greedy_bulk(10)], 10, |c| {
+            c.bulk_yield = bulk_yield;
+            c.scheduler = braid_core::session::SchedulerKind::Msfq;
+        });
+        let got = &sink(&sim).app().streams()[&StreamId(1)];
+        (got.bytes, delay_ms(got, 0.5))
     };
     let on = run_msfq(SessionConfig::default().bulk_yield);
     let off = run_msfq(None);

@@ -18,7 +18,7 @@
 //! rule) fills the deep buffers, and the window stream's messages wait in
 //! them past their deadline; under PGOS the bulk on paths that carry
 //! guarantees yields (`SessionConfig::bulk_yield`), so the queue the
-//! guarantees wait in stays near 20 ms while bulk still takes the capacity
+//! guarantees wait in stays near 30 ms while bulk still takes the capacity
 //! they leave. For every guarantee missed the demo says why. Same seed,
 //! same output; `--seed` or `BRAID_SIM_SEED` draws other cross traffic;
 //! `--format json` prints one object with a `runs` array of
@@ -213,7 +213,7 @@ fn render(scenario: &SessionScenario, reports: &[SessionReport]) -> String {
     );
     let _ = writeln!(
         o,
-        "  waits in them; under PGOS bulk yields where guarantees are carried (queueing held near 20 ms)."
+        "  waits in them; under PGOS bulk yields where guarantees are carried (queueing held near 30 ms)."
     );
     let _ = writeln!(
         o,

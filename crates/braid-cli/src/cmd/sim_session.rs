@@ -42,7 +42,7 @@ pub struct SessionArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// Best effort's queueing-delay target on paths that carry guarantees
-    /// (overrides the scenario's `bulk_yield`): a delay such as 20ms, or
+    /// (overrides the scenario's `bulk_yield`): a delay such as 30ms (the default), or
     /// `off` for the seed's rule (best effort takes what the congestion
     /// window allows).
     #[arg(long, value_name = "DELAY|off", value_parser = parse_bulk_yield)]

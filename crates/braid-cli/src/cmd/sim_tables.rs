@@ -45,9 +45,13 @@ pub struct TableArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// With --packet: best effort's queueing-delay target on paths that
-    /// carry guarantees (default 20ms), or `off` for the seed's rule.
+    /// carry guarantees (default 30ms), or `off` for the seed's rule.
     #[arg(long, value_name = "DELAY|off", value_parser = super::sim_session::parse_bulk_yield)]
     pub bulk_yield: Option<super::sim_session::BulkYield>,
+    /// With --packet: the bottleneck's drop-tail queue as a time at the
+    /// link rate (e.g. 100ms, 500ms; default the seed's 50 packets).
+    #[arg(long, value_name = "DELAY")]
+    pub queue: Option<braid_core::Duration>,
 }
 
 /// Output format of a table command.
@@ -95,6 +99,14 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
     };
     if let Some(super::sim_session::BulkYield(y)) = args.bulk_yield {
         opts.bulk_yield = y;
+    }
+    if let Some(q) = args.queue {
+        anyhow::ensure!(
+            (braid_core::Duration::from_millis(1)..=braid_core::Duration::from_secs(10))
+                .contains(&q),
+            "--queue {q} is outside 1ms..10s"
+        );
+        opts.queue = Some(q);
     }
     let report: TableReport = match (table, args.packet) {
         (Table::Two, true) => table2_packet(&args.data, span, &opts),

@@ -42,7 +42,12 @@ pub const INITIAL_WINDOW: u64 = 10 * 1400;
 
 /// The default queueing-delay target
 /// ([`SessionConfig::bulk_yield`](super::SessionConfig::bulk_yield)).
-pub const DEFAULT_TARGET: Duration = Duration::from_millis(20);
+/// Chosen on Table III at packet level behind 100 ms drop-tail queues
+/// (the seed's cross traffic through them): at 20 ms PGOS's critical
+/// streams reached 96 % of target at p95, at 30 ms 100 % (deviation ÷ 100
+/// against MSFQ's), at 50 ms 99.9–100 %; the demo held every guarantee on
+/// 20 of 20 seeds at 20 and 30 ms, 19 at 50 ms (docs/BENCHMARKS.md).
+pub const DEFAULT_TARGET: Duration = Duration::from_millis(30);
 
 /// Doublings (or halvings) of the window per round trip at full offset
 /// from the target. The delay it reacts to is a round trip old, so a gain
@@ -106,6 +111,8 @@ mod tests {
     use super::*;
 
     const MS: fn(u64) -> Duration = Duration::from_millis;
+    /// The target these cases are worked out for.
+    const T: Duration = Duration::from_millis(20);
 
     /// Runs `rounds` updates one `step` apart with a fixed queueing delay.
     fn run(
@@ -118,7 +125,7 @@ mod tests {
         let mut now = from;
         for _ in 0..rounds {
             now += step;
-            y.update(now, MS(40) + queue, MS(40), 1 << 20, DEFAULT_TARGET);
+            y.update(now, MS(40) + queue, MS(40), 1 << 20, T);
         }
         now
     }
@@ -127,7 +134,7 @@ mod tests {
     fn grows_while_the_queue_is_short_by_the_gain_per_rtt_when_empty() {
         let mut y = BulkYield::new(10_000);
         let t0 = Instant::ZERO;
-        y.update(t0, MS(40), MS(40), 1 << 20, DEFAULT_TARGET);
+        y.update(t0, MS(40), MS(40), 1 << 20, T);
         // Twenty updates across two 40 ms round trips, no queue: × 2^(2 GAIN).
         run(&mut y, t0, MS(4), 20, Duration::ZERO);
         let w = y.window() as f64;
@@ -138,14 +145,14 @@ mod tests {
     #[test]
     fn halves_per_rtt_at_twice_the_target_and_holds_at_the_target() {
         let mut y = BulkYield::new(80_000);
-        y.update(Instant::ZERO, MS(80), MS(40), 1 << 20, DEFAULT_TARGET);
+        y.update(Instant::ZERO, MS(80), MS(40), 1 << 20, T);
         let now = run(&mut y, Instant::ZERO, MS(6), 10, MS(40));
         // srtt 80 ms: 60 ms is three quarters of a round trip at off = −1.
         let w = y.window() as f64;
         let want = 80_000.0 * (-0.75 * GAIN).exp2();
         assert!((w - want).abs() < 200.0, "{w} vs {want}");
         let before = y.window();
-        run(&mut y, now, MS(5), 20, DEFAULT_TARGET);
+        run(&mut y, now, MS(5), 20, T);
         assert_eq!(y.window(), before, "on target the window stands still");
     }
 
@@ -156,12 +163,12 @@ mod tests {
         let mut now = Instant::ZERO;
         for _ in 0..1000 {
             now += MS(10);
-            y.update(now, MS(1040), MS(40), 1 << 20, DEFAULT_TARGET);
+            y.update(now, MS(1040), MS(40), 1 << 20, T);
         }
         assert_eq!(y.window(), MIN_WINDOW, "a full second of queue: the floor");
         for _ in 0..1000 {
             now += MS(10);
-            y.update(now, MS(40), MS(40), 50_000, DEFAULT_TARGET);
+            y.update(now, MS(40), MS(40), 50_000, T);
         }
         assert_eq!(y.window(), 50_000, "no queue: up to the congestion window");
     }
@@ -169,13 +176,13 @@ mod tests {
     #[test]
     fn a_long_gap_counts_as_one_round_trip_at_most() {
         let mut y = BulkYield::new(10_000);
-        y.update(Instant::ZERO, MS(40), MS(40), 1 << 20, DEFAULT_TARGET);
+        y.update(Instant::ZERO, MS(40), MS(40), 1 << 20, T);
         y.update(
             Instant::ZERO + Duration::from_secs(5),
             MS(40),
             MS(40),
             1 << 20,
-            DEFAULT_TARGET,
+            T,
         );
         assert_eq!(y.window(), (10_000.0 * GAIN.exp2()) as u64);
     }

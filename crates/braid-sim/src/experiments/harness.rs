@@ -216,6 +216,7 @@ mod tests {
             max_backlog: Duration::from_secs(2),
             opt_window: Duration::from_secs(1),
             bulk_yield: None,
+            queue: None,
         };
         let r = run(&paths, &streams, Algo::Online(Box::new(Msfq::new())), &cfg).unwrap();
         assert_eq!(r[0].throughput_mbps, vec![1.0; 10]);

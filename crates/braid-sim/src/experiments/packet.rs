@@ -90,7 +90,9 @@ pub fn run_pinned(
     let mut cross = Vec::new();
     for (i, p) in paths.iter().enumerate() {
         let mut fwd = LinkConfig::new(format!("{}:fwd", p.name), Capacity::Constant(link), p.delay);
-        fwd.queue_bytes = queue_bytes(link);
+        fwd.queue_bytes = cfg
+            .queue
+            .map_or_else(|| queue_bytes(link), |q| link.bytes_in(q));
         let back = LinkConfig::new(
             format!("{}:back", p.name),
             Capacity::Constant(link),

@@ -25,6 +25,9 @@ pub struct PacketOptions {
     /// The sessions' `SessionConfig::bulk_yield` (default: its default;
     /// `None` for the seed's rule, best effort up to the window).
     pub bulk_yield: Option<braid_core::Duration>,
+    /// The bottleneck's drop-tail queue as a time at the link rate
+    /// (default `None`: the seed's 50 packets).
+    pub queue: Option<braid_core::Duration>,
 }
 
 impl Default for PacketOptions {
@@ -38,6 +41,7 @@ impl Default for PacketOptions {
                 SchedulerKind::MinRtt,
             ],
             bulk_yield: braid_core::session::SessionConfig::default().bulk_yield,
+            queue: None,
         }
     }
 }
@@ -152,7 +156,7 @@ pub fn table3_packet(
             link,
             &streams,
             *k,
-            &cfg.with_bulk_yield(opts.bulk_yield),
+            &cfg.with_packet(opts.bulk_yield, opts.queue),
         )?;
         let dropped: Vec<String> = streams
             .iter()
@@ -263,7 +267,7 @@ pub fn table5_packet(
             link,
             &st,
             *k,
-            &inp.cfg.with_bulk_yield(opts.bulk_yield),
+            &inp.cfg.with_packet(opts.bulk_yield, opts.queue),
         )?;
         rep.record(&format!("{}/packet", k.name()), &st, &res, |_| base_rate);
     }
@@ -373,7 +377,7 @@ pub fn table4_packet(
             link,
             &streams,
             kind,
-            &cfg.with_bulk_yield(opts.bulk_yield),
+            &cfg.with_packet(opts.bulk_yield, opts.queue),
         )?;
         rep.record(&format!("{name}/packet"), &streams, &res, |s| s.target);
     }
@@ -472,7 +476,7 @@ pub fn table2_packet(
             link,
             &streams,
             SchedulerKind::default(),
-            &cfg.with_bulk_yield(opts.bulk_yield),
+            &cfg.with_packet(opts.bulk_yield, opts.queue),
             Some(j),
         )?;
         rep.record(&format!("{label}/packet"), &streams, &res, |s| s.target);
@@ -588,7 +592,7 @@ pub fn violation_packet(
             link,
             &[stream],
             SchedulerKind::default(),
-            &cfg.with_bulk_yield(opts.bulk_yield),
+            &cfg.with_packet(opts.bulk_yield, opts.queue),
         )?;
         let zs: Vec<f64> = res
             .first()

@@ -55,13 +55,22 @@ pub struct HarnessConfig {
     pub opt_window: Duration,
     /// Packet level only: the sessions' `SessionConfig::bulk_yield`.
     pub bulk_yield: Option<Duration>,
+    /// Packet level only: the bottleneck's drop-tail queue as a time at
+    /// the link's rate (`None`: the seed's 50 packets).
+    pub queue: Option<Duration>,
 }
 
 impl HarnessConfig {
-    /// The same with the packet-level sessions' `bulk_yield` set.
-    pub fn with_bulk_yield(&self, bulk_yield: Option<Duration>) -> HarnessConfig {
+    /// The same with the packet-level knobs of `opts` set: the sessions'
+    /// `bulk_yield` and the bottleneck queue.
+    pub fn with_packet(
+        &self,
+        bulk_yield: Option<Duration>,
+        queue: Option<Duration>,
+    ) -> HarnessConfig {
         HarnessConfig {
             bulk_yield,
+            queue,
             ..self.clone()
         }
     }

@@ -266,6 +266,7 @@ pub(super) fn config(span: RunSpan) -> HarnessConfig {
         max_backlog: Duration::from_secs(2),
         opt_window: Duration::from_secs(1),
         bulk_yield: braid_core::session::SessionConfig::default().bulk_yield,
+        queue: None,
     }
 }
 

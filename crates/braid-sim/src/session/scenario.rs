@@ -137,7 +137,7 @@ pub struct SessionScenario {
     /// The scheduler of the source.
     pub scheduler: SchedulerKind,
     /// Best effort's queueing-delay target on paths with guarantees
-    /// (`bulk_yield = "20ms"`, or `"off"`; [`SessionConfig::bulk_yield`]).
+    /// (`bulk_yield = "30ms"`, or `"off"`; [`SessionConfig::bulk_yield`]).
     pub bulk_yield: Option<Duration>,
     /// How the source answers an upcall (`on_infeasible = "lower"`, the
     /// default as in `braid stream`; `"accept"`: best effort; `"drop"`).
