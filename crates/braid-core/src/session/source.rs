@@ -578,10 +578,13 @@ impl Session {
             // Room for unscheduled traffic: not while it would hold the
             // queue that the path's guarantees wait in above the target
             // (`bulk_yield`), nor beyond the spare estimate (if capped).
+            // (A path that guards nothing leaves its window where it was:
+            // an update covers at most one round trip, so it resumes from
+            // there when guarantees come.)
             let yields = self.config.bulk_yield.is_some_and(|target| {
                 self.paths.get_mut(&path).is_some_and(|p| {
-                    let room = p.bulk.update(now, srtt, min_rtt, cwnd, target);
-                    (p.promised_bps > 0 || unmapped) && queued >= room
+                    (p.promised_bps > 0 || unmapped)
+                        && queued >= p.bulk.update(now, srtt, min_rtt, cwnd, target)
                 })
             });
             // Holding best effort back is not having none: the interval's
