@@ -8,27 +8,27 @@
 //! re-sent, which releases a reliable stream in bursts. Both cost
 //! guarantees that the path has the capacity to hold.
 //!
-//! [`BulkYield`] is a delay-based window for a path's *unscheduled*
-//! traffic (best effort, excess, another path's backlog), in the manner of
-//! LEDBAT (RFC 6817) and LEDBAT++: it watches the connection's queueing
-//! delay (smoothed RTT less the smallest RTT seen) and lets unscheduled
-//! messages into the connection only while less than its window is
-//! queued there. What the scheduler owes the path is never held by it.
-//! The window grows while the queueing delay is below the target and
-//! shrinks, multiplicatively, above it: at no queue it doubles per round
-//! trip at full gain, at twice the target it halves (with the gain of
-//! [`GAIN`], by √2 per round trip), in between the exponent is proportional to how far off target the delay is. So the
-//! bottleneck queue stays near the target whatever the buffer, the link
-//! stays busy (best effort still takes what the guarantees leave), and a
-//! dip in capacity, which shows as a growing queue within a round trip,
-//! takes the bulk out of the way before the guaranteed streams' windows
-//! fail.
+//! `BulkYield` (crate-internal) is a delay-based window for a path's
+//! *unscheduled* traffic (best effort, excess, another path's backlog), in
+//! the manner of LEDBAT (RFC 6817) and LEDBAT++: it watches the
+//! connection's queueing delay (smoothed RTT less the smallest RTT seen)
+//! and lets unscheduled messages into the connection only while less than
+//! its window is queued there. What the scheduler owes the path is never
+//! held by it. The window grows while the queueing delay is below the
+//! target and shrinks, multiplicatively, above it: with no queue it grows
+//! by √2 per round trip, at twice the target it shrinks by as much, and in
+//! between the exponent is proportional to how far off target the delay
+//! is (the gain, `GAIN`, is one half). So the bottleneck queue stays near
+//! the target whatever the buffer, the link stays busy (best effort still
+//! takes what the guarantees leave), and a dip in capacity, which shows as
+//! a growing queue within a round trip, takes the bulk out of the way
+//! before the guaranteed streams' windows fail.
 //!
 //! The window never falls below [`MIN_WINDOW`] (best effort keeps
 //! moving and the path keeps being measured) nor grows past the
 //! connection's congestion window.
 //!
-//! Driving: [`BulkYield::update`] with the connection's RTT figures each
+//! Driving: `BulkYield::update` with the connection's RTT figures each
 //! time the source is about to hand the path unscheduled traffic; it
 //! returns the bytes such traffic may keep queued.
 

@@ -30,7 +30,7 @@
 //! | `source` | the source side: stream queues, dispatch, session acks, failover |
 //! | `sink` | the sink side: reassembly, duplicates, deadlines, acks, statistics |
 //! | [`bulk_yield`] | best effort that yields to guarantees: a delay-based window for unscheduled traffic |
-//! | [`meter`] | [`meter::RateMeter`]: when a window meets a rate spec, the one definition of every report |
+//! | [`meter`] | [`meter::WindowMeter`], [`meter::RollingMeter`]: when a window meets its spec, the one definition of every report |
 //! | [`probe`] | [`probe::ProbeConfig`]: padding that measures paths the application leaves idle |
 //! | [`route`] | [`route::Route`] and [`route::HopReport`]: where a relayed path goes, what its relays measure |
 //! | [`relay`] | [`relay::Relay`]: forwards a path's messages hop by hop, each hop its own connection |
