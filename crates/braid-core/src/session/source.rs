@@ -28,7 +28,7 @@ use super::{CloseCode, CloseReason, Event, Session, StreamStats, CONTROL_STREAM}
 use crate::id::{PathId, StreamId, MAX_STREAMS};
 use crate::scheduler::{Class, Dispatch, SchedError, StreamSpec};
 use crate::time::{Duration, Instant};
-use crate::transport::SendOptions;
+use crate::transport::{ConnectionHandle, SendOptions};
 use crate::units::Bandwidth;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -574,25 +574,10 @@ impl Session {
                 return;
             }
             let full = queued >= limit;
-            let (srtt, min_rtt, cwnd) = (c.rtt().srtt(), c.rtt().min(), c.window());
             // Room for unscheduled traffic: not while it would hold the
-            // queue that the path's guarantees wait in above the target
-            // (`bulk_yield`), nor beyond the spare estimate (if capped).
-            // (A path that guards nothing leaves its window where it was:
-            // an update covers at most one round trip, so it resumes from
-            // there when guarantees come.)
-            let yields = self.config.bulk_yield.is_some_and(|target| {
-                self.paths.get_mut(&path).is_some_and(|p| {
-                    (p.promised_bps > 0 || unmapped)
-                        && queued >= p.bulk.update(now, srtt, min_rtt, cwnd, target)
-                })
-            });
-            // Holding best effort back is not having none: the interval's
-            // sample still measures the path.
-            let holding = yields && self.out.values().any(|s| !s.queue.is_empty());
-            if let Some(c) = self.endpoint.connection_mut(h) {
-                c.set_holding(holding);
-            }
+            // queue the path's guarantees wait in above the target, nor
+            // beyond the spare estimate (if capped).
+            let yields = self.bulk_yields(now, path, h, queued, unmapped);
             let cap = self.config.cap_unscheduled;
             let spare = !full
                 && !yields
@@ -621,6 +606,36 @@ impl Session {
                 return;
             }
         }
+    }
+
+    /// Whether unscheduled traffic waits on `path` now: it guards a promise
+    /// (or an unmapped guarantee) and its connection (`h`, `queued` bytes)
+    /// holds the delay window of `SessionConfig::bulk_yield` already. Tells
+    /// the connection whether it is holding data back, so that the
+    /// interval's sample still measures the path. A path that guards
+    /// nothing leaves its window where it was: an update covers at most
+    /// one round trip, so it resumes from there when guarantees come.
+    fn bulk_yields(
+        &mut self,
+        now: Instant,
+        path: PathId,
+        h: ConnectionHandle,
+        queued: u64,
+        unmapped: bool,
+    ) -> bool {
+        let (Some(target), Some(c)) = (self.config.bulk_yield, self.endpoint.connection(h)) else {
+            return false;
+        };
+        let (srtt, min_rtt, cwnd) = (c.rtt().srtt(), c.rtt().min(), c.window());
+        let yields = self.paths.get_mut(&path).is_some_and(|p| {
+            (p.promised_bps > 0 || unmapped)
+                && queued >= p.bulk.update(now, srtt, min_rtt, cwnd, target)
+        });
+        let holding = yields && self.out.values().any(|s| !s.queue.is_empty());
+        if let Some(c) = self.endpoint.connection_mut(h) {
+            c.set_holding(holding);
+        }
+        yields
     }
 
     /// Whether PGOS has an open guaranteed stream that it has not mapped
