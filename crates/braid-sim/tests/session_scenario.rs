@@ -281,6 +281,7 @@ fn the_example_session_scenarios_load() {
         "session_100mbit.toml",
         "session_two_paths.toml",
         "session_deep_buffer.toml",
+        "session_deep_path.toml",
     ] {
         let path = scenarios_dir().join(f);
         match SessionScenario::from_path(&path) {

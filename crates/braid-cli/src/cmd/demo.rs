@@ -100,6 +100,11 @@ pub struct DemoArgs {
     /// schedulers) to this SVG file.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
+    /// Best effort's queueing-delay target on paths that carry guarantees
+    /// (default 30ms), or `off` for the seed's rule: what PGOS holds
+    /// without bulk that yields.
+    #[arg(long, value_name = "DELAY|off", value_parser = super::sim_session::parse_bulk_yield)]
+    pub bulk_yield: Option<super::sim_session::BulkYield>,
     /// Output format: text tables, or one JSON object with a `runs` array
     /// (one `braid sim session --format json` object per scheduler).
     #[arg(long, value_enum, default_value_t = SessionFormat::Text)]
@@ -128,6 +133,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let seed =
         resolve_seed(args.seed, env.as_deref(), scenario.seed).map_err(anyhow::Error::msg)?;
     let mut scenario = scenario.with_seed(seed);
+    if let Some(super::sim_session::BulkYield(y)) = args.bulk_yield {
+        scenario = scenario.with_bulk_yield(y);
+    }
     for s in &mut scenario.streams {
         s.stop = braid_core::Instant::ZERO + args.duration;
     }

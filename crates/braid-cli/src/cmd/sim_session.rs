@@ -53,16 +53,10 @@ pub struct SessionArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BulkYield(pub Option<braid_core::Duration>);
 
-/// Parses `--bulk-yield`: `off` or a delay from 1ms to 10s.
+/// Parses `--bulk-yield`: `off` or a delay from 1ms to 10s
+/// ([`braid_core::session::bulk_yield::parse_target`], as the scenario key).
 pub fn parse_bulk_yield(s: &str) -> Result<BulkYield, String> {
-    if s.trim() == "off" {
-        return Ok(BulkYield(None));
-    }
-    let d: braid_core::Duration = s.parse().map_err(|e| format!("{e} (or `off`)"))?;
-    if d < braid_core::Duration::from_millis(1) || d > braid_core::Duration::from_secs(10) {
-        return Err(format!("{s} is outside 1ms..10s (or `off`)"));
-    }
-    Ok(BulkYield(Some(d)))
+    braid_core::session::bulk_yield::parse_target(s).map(BulkYield)
 }
 
 /// Parses a scheduler name for clap.

@@ -49,6 +49,31 @@ pub const INITIAL_WINDOW: u64 = 10 * 1400;
 /// 20 of 20 seeds at 20 and 30 ms, 19 at 50 ms (docs/BENCHMARKS.md).
 pub const DEFAULT_TARGET: Duration = Duration::from_millis(30);
 
+/// The targets a configuration may give (`1ms..=10s`).
+pub const TARGET_RANGE: std::ops::RangeInclusive<Duration> =
+    Duration::from_millis(1)..=Duration::from_secs(10);
+
+/// Reads a `bulk_yield` setting as the scenario key and the CLI flag spell
+/// it: `off` (`None`) or a delay within [`TARGET_RANGE`].
+///
+/// # Errors
+/// A delay that does not parse or lies outside the range, in one line.
+pub fn parse_target(s: &str) -> Result<Option<Duration>, String> {
+    let s = s.trim();
+    if s == "off" {
+        return Ok(None);
+    }
+    let d: Duration = s
+        .parse()
+        .map_err(|e| format!("bulk yield `{s}`: {e} (expected a delay such as 30ms, or `off`)"))?;
+    if !TARGET_RANGE.contains(&d) {
+        return Err(format!(
+            "bulk yield `{s}` must be `off` or a delay between 1ms and 10s"
+        ));
+    }
+    Ok(Some(d))
+}
+
 /// Doublings (or halvings) of the window per round trip at full offset
 /// from the target. The delay it reacts to is a round trip old, so a gain
 /// of one overshoots: on one 20 Mbit/s path with a 40 ms RTT it swung the
@@ -171,6 +196,16 @@ mod tests {
             y.update(now, MS(40), MS(40), 50_000, T);
         }
         assert_eq!(y.window(), 50_000, "no queue: up to the congestion window");
+    }
+
+    #[test]
+    fn targets_read_as_off_or_a_delay_in_range() {
+        assert_eq!(parse_target("off"), Ok(None));
+        assert_eq!(parse_target(" 30ms "), Ok(Some(MS(30))));
+        for bad in ["0s", "11s", "fast", ""] {
+            let e = parse_target(bad).unwrap_err();
+            assert!(e.contains("bulk yield") && e.contains("off"), "{bad}: {e}");
+        }
     }
 
     #[test]

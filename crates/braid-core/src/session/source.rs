@@ -558,7 +558,7 @@ impl Session {
         let Some(h) = self.paths.get(&path).and_then(|p| p.conn) else {
             return;
         };
-        let unmapped = self.guarantee_unmapped();
+        let unmapped = self.config.bulk_yield.is_some() && self.guarantee_unmapped();
         loop {
             let Some(c) = self.endpoint.connection(h) else {
                 return;

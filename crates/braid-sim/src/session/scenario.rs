@@ -327,18 +327,8 @@ impl Session<'_> {
         };
         let bulk_yield = match &raw.bulk_yield {
             None => SessionConfig::default().bulk_yield,
-            Some(s) if s.get_ref().trim() == "off" => None,
-            Some(s) => {
-                let d = b.duration(s, "bulk_yield")?;
-                if d < Duration::from_millis(1) || d > Duration::from_secs(10) {
-                    return Err(b.err(
-                        sp(s),
-                        K::Value,
-                        "bulk_yield must be \"off\" or a delay between 1ms and 10s",
-                    ));
-                }
-                Some(d)
-            }
+            Some(s) => braid_core::session::bulk_yield::parse_target(s.get_ref())
+                .map_err(|e| b.err(sp(s), K::Value, e))?,
         };
         let on_infeasible = match &raw.on_infeasible {
             None => Infeasible::default(),
