@@ -269,6 +269,64 @@ fn bulk_yield_and_on_infeasible_are_read_and_checked() {
     assert_error(&text, K::Value, "on_infeasible", "lower, accept or drop");
 }
 
+#[test]
+fn calibration_is_read_and_checked() {
+    let s = parse(GOOD).unwrap();
+    assert_eq!(
+        s.calibration,
+        braid_core::session::SessionConfig::default().calibration
+    );
+    let text = edited("warmup = \"2s\"", "warmup = \"2s\"\ncalibration = \"off\"");
+    assert_eq!(parse(&text).unwrap().calibration, None);
+    let text = edited("warmup = \"2s\"", "warmup = \"2s\"\ncalibration = \"0.2\"");
+    assert_eq!(parse(&text).unwrap().calibration, Some(0.2));
+    let text = edited("warmup = \"2s\"", "warmup = \"2s\"\ncalibration = \"2\"");
+    assert_error(&text, K::Value, "calibration", "(0, 1]");
+}
+
+/// A delay bound keeps the stream off the path whose one-way delay is
+/// above it (a: 80 ms one way, and behind cross traffic; b: two hops of
+/// 15 ms), the report gives the share of messages within the bound, and
+/// the streams are mapped within the first two seconds.
+#[test]
+fn a_delay_bound_is_honoured_and_reported() {
+    let text = GOOD
+        .replacen("duration = \"8s\"", "duration = \"20s\"", 1)
+        .replacen("delay = \"10ms\"", "delay = \"80ms\"", 1)
+        .replacen(
+            "probability = 0.9\n",
+            "probability = 0.9\ndelay = { max = \"120ms\", probability = 0.95 }\n",
+            1,
+        );
+    let s = parse(&text).unwrap();
+    let b = s.streams[0].config.delay.expect("the bound is read");
+    assert_eq!(b.max, braid_core::Duration::from_millis(120));
+    let r = run(&s).unwrap();
+    let c = r.stream("critical").unwrap();
+    let met = c.delay_bound_met.expect("reported");
+    assert!(met >= 0.95, "{met}");
+    assert!(c.delay_p95_ms <= 120.0, "{}", c.delay_p95_ms);
+    assert_eq!(c.guarantee_held, Some(true));
+    assert!(
+        c.mapped_at_s.is_some_and(|t| t <= 2.0),
+        "{:?}",
+        c.mapped_at_s
+    );
+    // Only the pinned control stream is promised on a.
+    assert!(
+        r.paths[0].promised_mbps < 0.5,
+        "{}",
+        r.paths[0].promised_mbps
+    );
+    assert_eq!(r.paths[0].unmeasured_at_s, None);
+    assert!(r.stream("bulk").unwrap().delay_bound_met.is_none());
+    let text = edited(
+        "probability = 0.9\n",
+        "probability = 0.9\ndelay = { max = \"40ms\", probability = 1.5 }\n",
+    );
+    assert_error(&text, K::Value, "delay = {", "probability");
+}
+
 fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
 }

@@ -105,6 +105,10 @@ pub struct DemoArgs {
     /// without bulk that yields.
     #[arg(long, value_name = "DELAY|off", value_parser = super::sim_session::parse_bulk_yield)]
     pub bulk_yield: Option<super::sim_session::BulkYield>,
+    /// Step size of the promises' correction from the guarantees'
+    /// outcomes (default 0.05), or `off`.
+    #[arg(long, value_name = "GAMMA|off", value_parser = super::sim_session::parse_calibration)]
+    pub calibration: Option<super::sim_session::Calibration>,
     /// Output format: text tables, or one JSON object with a `runs` array
     /// (one `braid sim session --format json` object per scheduler).
     #[arg(long, value_enum, default_value_t = SessionFormat::Text)]
@@ -135,6 +139,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let mut scenario = scenario.with_seed(seed);
     if let Some(super::sim_session::BulkYield(y)) = args.bulk_yield {
         scenario = scenario.with_bulk_yield(y);
+    }
+    if let Some(super::sim_session::Calibration(g)) = args.calibration {
+        scenario = scenario.with_calibration(g);
     }
     for s in &mut scenario.streams {
         s.stop = braid_core::Instant::ZERO + args.duration;

@@ -47,6 +47,12 @@ pub struct SessionArgs {
     /// window allows).
     #[arg(long, value_name = "DELAY|off", value_parser = parse_bulk_yield)]
     pub bulk_yield: Option<BulkYield>,
+    /// Step size of the promises' correction from the outcomes of the
+    /// guarantees (overrides the scenario's `calibration`): a number in
+    /// (0, 1] such as 0.05 (the default), or `off` to promise from the
+    /// estimate alone.
+    #[arg(long, value_name = "GAMMA|off", value_parser = parse_calibration)]
+    pub calibration: Option<Calibration>,
 }
 
 /// A `--bulk-yield` value: a target delay, or off.
@@ -57,6 +63,16 @@ pub struct BulkYield(pub Option<braid_core::Duration>);
 /// ([`braid_core::session::bulk_yield::parse_target`], as the scenario key).
 pub fn parse_bulk_yield(s: &str) -> Result<BulkYield, String> {
     braid_core::session::bulk_yield::parse_target(s).map(BulkYield)
+}
+
+/// A `--calibration` value: a step size, or off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration(pub Option<f64>);
+
+/// Parses `--calibration`: `off` or a step size in (0, 1]
+/// ([`braid_core::estimate::parse_gamma`], as the scenario key).
+pub fn parse_calibration(s: &str) -> Result<Calibration, String> {
+    braid_core::estimate::parse_gamma(s).map(Calibration)
 }
 
 /// Parses a scheduler name for clap.
@@ -80,6 +96,9 @@ pub fn run(args: SessionArgs) -> anyhow::Result<()> {
     }
     if let Some(BulkYield(y)) = args.bulk_yield {
         scenario = scenario.with_bulk_yield(y);
+    }
+    if let Some(Calibration(g)) = args.calibration {
+        scenario = scenario.with_calibration(g);
     }
     let report = run_session(&scenario)?;
     let text = match args.format {

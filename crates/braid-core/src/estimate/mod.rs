@@ -23,6 +23,9 @@
 //! - [`CalibratedLevel`] — the promise's quantile level corrected online
 //!   from kept and broken promises (adaptive conformal inference, Gibbs and
 //!   Candès, NeurIPS 2021).
+//! - [`PromiseScale`] — the same correction as one factor on a whole
+//!   path's distribution, driven by the outcomes of the guarantees a
+//!   session mapped onto it.
 //! - [`PathEstimate`] — a sampler feeding a window, for one path: the object
 //!   a scheduler asks; [`WindowPolicy`] picks the fixed or the adaptive
 //!   window.
@@ -41,6 +44,7 @@ pub mod guarantee;
 mod path;
 mod predictor;
 mod sampler;
+pub mod scale;
 pub mod study;
 mod tree;
 mod window;
@@ -50,11 +54,12 @@ pub use adaptive::{
     AdaptiveStats, AdaptiveWindow, AdwinConfig, DEFAULT_ADWIN_DELTA, DEFAULT_MAX_WINDOW,
     DEFAULT_MIN_WINDOW, DEFAULT_MIN_WINDOW_DEN, DEFAULT_MIN_WINDOW_NUM, SPLIT_GROWTH_DIV,
 };
-pub use path::{PathEstimate, PathEstimateStats, WindowPolicy};
+pub use path::{PathEstimate, PathEstimateStats, WindowPolicy, MAX_SCALE};
 pub use predictor::{
     Ewma, MovingAverage, PercentilePredictor, Predictor, Sma, DEFAULT_EWMA_ALPHA, DEFAULT_MA_LEN,
 };
 pub use sampler::{Closing, RateSample, RateSampler, SamplerStats, DEFAULT_SAMPLE_QUEUE};
+pub use scale::{parse_gamma, PromiseScale, DEFAULT_SCALE_GAMMA, MIN_SCALE};
 pub use study::{run_study, StudyConfig, StudyError, StudyReport};
 
 pub use window::{quantile_rank, SlidingWindow, MAX_WINDOW};

@@ -51,7 +51,7 @@ pub mod spec;
 pub use crate::id::{PathId, StreamId, MAX_STREAMS};
 pub use mapping::{BestAchievable, Combine, MapperConfig, Mapping, Part};
 pub use optsched::{OptSched, OptSchedConfig};
-pub use path::{EmpiricalDistribution, PathDistribution, PathView};
+pub use path::{EmpiricalDistribution, PathDistribution, PathView, ScaledDistribution};
 pub use pgos::{Pgos, PgosConfig, PgosStats, UpcallAnswer};
 pub use queues::{DEFAULT_MAX_BACKLOG, MAX_STREAM_PATHS};
 pub use simple::{MinRtt, Msfq, RoundRobin, Wfq};

@@ -183,6 +183,61 @@ impl PathDistribution for crate::estimate::AdaptiveWindow {
     }
 }
 
+/// A distribution with every sample multiplied by `factor` (a path's
+/// [`PromiseScale`](crate::estimate::PromiseScale)): B' = c·B, so
+/// F'⁻¹(q) = c·F⁻¹(q), P(B' ≥ r) = P(B ≥ r/c) and
+/// E\[(r − B')⁺\] = c·E\[(r/c − B)⁺\] — exact, with no copy of the samples.
+#[derive(Debug, Clone)]
+pub struct ScaledDistribution {
+    inner: Arc<dyn PathDistribution>,
+    factor: f64,
+}
+
+impl ScaledDistribution {
+    /// `inner` scaled by `factor`, clamped to \[1e-6, 1\] (NaN reads as 1).
+    pub fn new(inner: Arc<dyn PathDistribution>, factor: f64) -> Self {
+        let factor = if factor.is_nan() {
+            1.0
+        } else {
+            factor.clamp(1e-6, 1.0)
+        };
+        ScaledDistribution { inner, factor }
+    }
+
+    /// The factor.
+    pub fn factor(&self) -> f64 {
+        self.factor
+    }
+
+    fn unscale(&self, rate: Bandwidth) -> Bandwidth {
+        Bandwidth::from_bps_f64(rate.bps() as f64 / self.factor)
+    }
+}
+
+impl PathDistribution for ScaledDistribution {
+    fn rate_at_probability(&self, p: f64) -> Option<Bandwidth> {
+        let r = self.inner.rate_at_probability(p)?;
+        Some(Bandwidth::from_bps_f64(r.bps() as f64 * self.factor))
+    }
+
+    fn probability_at_least(&self, rate: Bandwidth) -> f64 {
+        self.inner.probability_at_least(self.unscale(rate))
+    }
+
+    fn expected_shortfall_bps(&self, rate: Bandwidth) -> f64 {
+        self.factor * self.inner.expected_shortfall_bps(self.unscale(rate))
+    }
+
+    fn mean(&self) -> Option<Bandwidth> {
+        let m = self.inner.mean()?;
+        Some(Bandwidth::from_bps_f64(m.bps() as f64 * self.factor))
+    }
+
+    fn samples(&self) -> usize {
+        self.inner.samples()
+    }
+}
+
 /// One path as the scheduler sees it: a distribution and an RTT.
 #[derive(Debug, Clone)]
 pub struct PathView {
@@ -217,6 +272,18 @@ impl PathView {
     /// Mean rate, zero without samples.
     pub fn mean(&self) -> Bandwidth {
         self.distribution.mean().unwrap_or(Bandwidth::ZERO)
+    }
+
+    /// This view with its distribution scaled by `factor` (see
+    /// [`ScaledDistribution`]); the same view when `factor` is 1.
+    pub fn scaled(self, factor: f64) -> PathView {
+        if factor >= 1.0 || factor.is_nan() {
+            return self;
+        }
+        PathView {
+            distribution: Arc::new(ScaledDistribution::new(self.distribution, factor)),
+            rtt: self.rtt,
+        }
     }
 }
 
@@ -282,6 +349,35 @@ mod tests {
             let (a, b) = (w.expected_shortfall_bps(rate), e.expected_shortfall_bps(rate));
             proptest::prop_assert!((a - b).abs() <= 1e-6 * b.max(1.0));
         }
+    }
+
+    /// A scaled view reads like the distribution of the scaled samples.
+    #[test]
+    fn scaled_view_is_the_scaled_samples() {
+        let d = one_to_hundred();
+        let v = PathView::new(d, Duration::from_millis(20)).scaled(0.5);
+        let half =
+            EmpiricalDistribution::from_samples((1..=100).map(|m| Bandwidth::from_kbps(m * 500)));
+        let s = &v.distribution;
+        for p in [0.5, 0.9, 0.95, 1.0] {
+            assert_eq!(
+                s.rate_at_probability(p),
+                half.rate_at_probability(p),
+                "p {p}"
+            );
+        }
+        for kbps in [400, 3_000, 3_250, 10_000, 60_000] {
+            let r = Bandwidth::from_kbps(kbps);
+            assert_eq!(
+                s.probability_at_least(r),
+                half.probability_at_least(r),
+                "r {kbps}"
+            );
+            let (a, b) = (s.expected_shortfall_bps(r), half.expected_shortfall_bps(r));
+            assert!((a - b).abs() <= 1e-6 * b.max(1.0), "shortfall {a} vs {b}");
+        }
+        assert_eq!(s.mean(), half.mean());
+        assert_eq!(s.samples(), 100);
     }
 
     #[test]

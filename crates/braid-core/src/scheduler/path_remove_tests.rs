@@ -85,8 +85,11 @@ fn pgos_remaps_a_stream_off_a_removed_path() {
     );
 }
 
+/// With every path gone the paths are out, not short: the stream is
+/// unmapped without an upcall (issue 28: an outage of the only path used to
+/// lower a guarantee for good), and mapped again when a path is back.
 #[test]
-fn pgos_raises_an_upcall_when_the_last_path_goes() {
+fn pgos_unmaps_without_an_upcall_when_the_last_path_goes() {
     let mut s = Pgos::new(PgosConfig::default());
     let t = Instant::ZERO;
     s.handle_path_update(PathId(1), steady(10.0), t);
@@ -97,13 +100,64 @@ fn pgos_raises_an_upcall_when_the_last_path_goes() {
     while s.poll_event().is_some() {}
     s.handle_path_remove(PathId(1), t).unwrap();
     let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
-    assert!(events
+    assert!(!events
         .iter()
-        .any(|e| matches!(e, SchedulerEvent::Upcall { stream, .. } if *stream == StreamId(1))));
+        .any(|e| matches!(e, SchedulerEvent::Upcall { .. })));
+    assert!(events.iter().any(
+        |e| matches!(e, SchedulerEvent::Mapped { stream, parts } if *stream == StreamId(1) && parts.is_empty())
+    ));
     // A decision handed back after its path went is queued again.
     s.handle_blocked(x, t);
     assert_eq!(s.backlog(StreamId(1)), 1);
     assert!(s.poll_dispatch(t).is_none(), "no path left");
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert!(events.iter().any(
+        |e| matches!(e, SchedulerEvent::Mapped { stream, parts } if *stream == StreamId(1) && !parts.is_empty())
+    ));
+}
+
+/// A spec lowered after an upcall is restored once the paths carry the
+/// asked one again, and only then.
+#[test]
+fn pgos_restores_a_lowered_spec_when_the_paths_carry_it_again() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let mut t = Instant::ZERO;
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    let spec = StreamSpec::min_rate(Bandwidth::from_mbps(12), 0.9).unwrap();
+    s.handle_stream_open(StreamId(1), spec, t).unwrap();
+    let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+    let best = events
+        .iter()
+        .find_map(|e| match e {
+            SchedulerEvent::Upcall { best, .. } => Some(*best),
+            _ => None,
+        })
+        .expect("12 Mbit/s does not fit a 10 Mbit/s path");
+    let lowered = best.lowered(&spec).unwrap();
+    s.handle_upcall_answer(StreamId(1), UpcallAnswer::Lower(lowered), t)
+        .unwrap();
+    while s.poll_event().is_some() {}
+    // Retries while the path is as it was change nothing.
+    t += Duration::from_secs(6);
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    assert_eq!(s.stats().restored, 0);
+    while s.poll_event().is_some() {}
+    // The path grows: the asked 12 Mbit/s maps again and is restored.
+    t += Duration::from_secs(6);
+    s.handle_path_update(PathId(1), steady(20.0), t);
+    assert_eq!(s.stats().restored, 1);
+    let events: Vec<_> = std::iter::from_fn(|| s.poll_event()).collect();
+    let mapped: u64 = events
+        .iter()
+        .find_map(|e| match e {
+            SchedulerEvent::Mapped { stream, parts } if *stream == StreamId(1) => {
+                Some(parts.iter().map(|p| p.rate.bps()).sum())
+            }
+            _ => None,
+        })
+        .expect("mapped again");
+    assert_eq!(mapped, 12_000_000);
 }
 
 #[test]

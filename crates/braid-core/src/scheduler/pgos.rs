@@ -99,6 +99,9 @@ pub struct PgosStats {
     pub stale: u64,
     /// Events dropped because the queue was full.
     pub events_dropped: u64,
+    /// Lowered specs restored to what the application asked for, once
+    /// every guarantee mapped with them again.
+    pub restored: u64,
 }
 
 /// Where a guaranteed stream stands.
@@ -138,6 +141,10 @@ struct PartState {
 #[derive(Debug, Clone)]
 struct StreamState {
     status: Status,
+    /// The spec the application asked for, while it runs a lowered one
+    /// (an upcall answered [`UpcallAnswer::Lower`]): every re-map tries it
+    /// again and restores it when every guarantee then maps.
+    asked: Option<StreamSpec>,
     parts: Vec<PartState>,
     /// Window constraint scaled to u32 (higher first on ties).
     wc: u32,
@@ -288,20 +295,14 @@ impl Pgos {
             }
             UpcallAnswer::Lower(spec) => {
                 spec.validate()?;
-                let (bytes, paths): (Vec<u32>, _) = self
-                    .queues
-                    .get(slot)
-                    .map(|s| (s.queue.iter().copied().collect(), s.paths.clone()))
-                    .unwrap_or_default();
-                self.queues.close(stream)?;
-                self.streams[slot] = None;
-                let new = self.queues.open(stream, spec)?;
-                // The restriction outlives the spec change.
-                self.queues.set_paths(stream, paths)?;
-                self.streams.resize(self.queues.capacity(), None);
-                self.streams[new] = Some(Self::fresh_state(&spec));
-                for b in bytes {
-                    self.queues.push(stream, b)?;
+                let current = self.queues.get(slot).map(|s| s.spec);
+                let asked = self.streams[slot]
+                    .as_ref()
+                    .and_then(|st| st.asked)
+                    .or(current);
+                let new = self.respec(stream, spec)?;
+                if let Some(st) = self.streams[new].as_mut() {
+                    st.asked = asked.filter(|a| *a != spec);
                 }
                 self.remap(now, RemapReason::StreamsChanged);
                 Ok(())
@@ -309,9 +310,93 @@ impl Pgos {
         }
     }
 
+    /// Gives `stream` a new spec, keeping its queue and path restriction;
+    /// returns its new slot (its state starts afresh).
+    fn respec(&mut self, stream: StreamId, spec: StreamSpec) -> Result<usize, SchedError> {
+        let slot = self.queues.slot_of(stream)?;
+        let (bytes, paths): (Vec<u32>, _) = self
+            .queues
+            .get(slot)
+            .map(|s| (s.queue.iter().copied().collect(), s.paths.clone()))
+            .unwrap_or_default();
+        self.queues.close(stream)?;
+        self.streams[slot] = None;
+        let new = self.queues.open(stream, spec)?;
+        // The restriction outlives the spec change.
+        self.queues.set_paths(stream, paths)?;
+        self.streams.resize(self.queues.capacity(), None);
+        self.streams[new] = Some(Self::fresh_state(&spec));
+        for b in bytes {
+            self.queues.push(stream, b)?;
+        }
+        Ok(new)
+    }
+
+    /// If some streams run lowered specs and every guarantee maps with
+    /// the specs they asked for, restores those specs and returns that
+    /// mapping.
+    fn try_restore(&mut self) -> Option<Mapping> {
+        let asked: Vec<(StreamId, StreamSpec)> = self
+            .queues
+            .iter()
+            .filter_map(|(i, s)| Some((s.id, self.streams[i].as_ref()?.asked?)))
+            .collect();
+        if asked.is_empty() {
+            return None;
+        }
+        let mut requests = self.requests();
+        for r in &mut requests {
+            if let Some((_, a)) = asked.iter().find(|(id, _)| *id == r.id) {
+                r.spec = *a;
+            }
+        }
+        let views = self.path_views();
+        let all_asked = mapping::map_streams(&requests, &views, &self.cfg.mapper);
+        // Candidates: the lowered streams that map at their asked spec.
+        let asked: Vec<(StreamId, StreamSpec)> = asked
+            .into_iter()
+            .filter(|(id, _)| all_asked.parts(*id).is_some())
+            .collect();
+        if asked.is_empty() {
+            return None;
+        }
+        // Restore the candidates only (the rest keep their lowered specs),
+        // and only if nothing that maps today is pushed out.
+        let mut requests = self.requests();
+        for r in &mut requests {
+            if let Some((_, a)) = asked.iter().find(|(id, _)| *id == r.id) {
+                r.spec = *a;
+            }
+        }
+        let mapping = mapping::map_streams(&requests, &views, &self.cfg.mapper);
+        drop(views);
+        let displaced = self.queues.iter().any(|(i, s)| {
+            let mapped_now = self.streams[i]
+                .as_ref()
+                .is_some_and(|st| st.status == Status::Mapped);
+            let restored = asked.iter().any(|(id, _)| *id == s.id);
+            (mapped_now || restored) && mapping.parts(s.id).is_none()
+        });
+        if displaced {
+            return None;
+        }
+        for (id, spec) in asked {
+            tracing::debug!(
+                stream = id.0,
+                ?spec,
+                "pgos: the asked spec maps again; restored"
+            );
+            // The stream is open (it was just listed), so this cannot fail.
+            let _ = self.respec(id, spec);
+            self.stats.restored += 1;
+        }
+        Some(mapping)
+    }
+
     fn fresh_state(spec: &StreamSpec) -> StreamState {
         StreamState {
             status: Status::New,
+            asked: None,
             parts: Vec::new(),
             wc: (spec.window_constraint() * f64::from(u32::MAX >> 1)) as u32,
             weight: spec.fair_weight().max(1),
@@ -355,8 +440,13 @@ impl Pgos {
 
     /// Recompute the mapping and rebuild the dispatch heaps.
     fn remap(&mut self, now: Instant, reason: RemapReason) {
-        let requests = self.requests();
-        let mapping = mapping::map_streams(&requests, &self.path_views(), &self.cfg.mapper);
+        let mapping = match self.try_restore() {
+            Some(m) => m,
+            None => {
+                let requests = self.requests();
+                mapping::map_streams(&requests, &self.path_views(), &self.cfg.mapper)
+            }
+        };
         self.stats.remaps += 1;
         self.last_remap = Some(now);
         self.last_retry = Some(now);
@@ -368,6 +458,7 @@ impl Pgos {
             }
         }
         self.be.clear();
+        let no_paths = self.paths.is_empty();
         let slots: Vec<(usize, StreamId, StreamSpec)> =
             self.queues.iter().map(|(i, s)| (i, s.id, s.spec)).collect();
         let mut events = Vec::new();
@@ -415,7 +506,19 @@ impl Pgos {
                 st.status = Status::Mapped;
             } else {
                 st.parts.clear();
-                if let Some((_, best)) = mapping.infeasible.iter().find(|(s, _)| *s == id) {
+                if no_paths {
+                    // Every path is down: an outage, not a spec the paths
+                    // cannot carry. No upcall; mapped again when a path
+                    // is back.
+                    if st.status == Status::Mapped {
+                        st.status = Status::New;
+                        self.stats.mapping_changes += 1;
+                        events.push(SchedulerEvent::Mapped {
+                            stream: id,
+                            parts: Vec::new(),
+                        });
+                    }
+                } else if let Some((_, best)) = mapping.infeasible.iter().find(|(s, _)| *s == id) {
                     if matches!(st.status, Status::New | Status::Mapped) {
                         st.status = Status::AwaitingAnswer;
                         self.stats.upcalls += 1;
@@ -467,13 +570,17 @@ impl Pgos {
         self.paths.iter().position(|p| p.id == path)
     }
 
+    /// A guaranteed stream is not mapped, or runs a lowered spec: worth a
+    /// retry.
     fn has_unmapped_guaranteed(&self) -> bool {
-        self.streams.iter().flatten().any(|s| {
-            matches!(
-                s.status,
-                Status::AwaitingAnswer | Status::Accepted | Status::New
-            )
-        }) && self.queues.iter().any(|(_, s)| s.spec.is_guaranteed())
+        let lowered = self.streams.iter().flatten().any(|s| s.asked.is_some());
+        lowered
+            || self.streams.iter().flatten().any(|s| {
+                matches!(
+                    s.status,
+                    Status::AwaitingAnswer | Status::Accepted | Status::New
+                )
+            }) && self.queues.iter().any(|(_, s)| s.spec.is_guaranteed())
     }
 }
 

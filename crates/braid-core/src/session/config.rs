@@ -93,10 +93,22 @@ pub struct SessionConfig {
     pub transport: TransportConfig,
     /// Samples in each path's estimate window (and RTT / loss histories).
     pub estimate_window: usize,
+    /// The time scale of each path's estimate: the connection's samples
+    /// (one per `transport.stats_interval`) enter it as means over this
+    /// long, so that the promise at P is the rate at P over windows of
+    /// this length — 1 s, the windows a rate guarantee is judged over
+    /// (`PathEstimate::with_scale`). At most the interval: the samples as
+    /// they are (the seed's rule; what braid did before issue 28).
+    pub estimate_scale: Duration,
     /// Samples a path needs before upcalls are believed: until every path
     /// has them, an infeasible stream runs best effort quietly and is
     /// re-mapped when they are in.
     pub min_samples: usize,
+    /// Longest a path that is up may keep upcalls waiting for its
+    /// `min_samples`: past it the path is named in
+    /// [`Event::PathUnmeasured`](super::Event::PathUnmeasured) and the
+    /// session warms up without it.
+    pub warmup_limit: Duration,
     /// The scheduler.
     pub scheduler: SchedulerKind,
     /// Lower bound of the silence that takes a path down (with 3 × SRTT).
@@ -145,6 +157,11 @@ pub struct SessionConfig {
     /// (every path under MSFQ, WFQ, round-robin and min-RTT) are never
     /// held.
     pub bulk_yield: Option<Duration>,
+    /// Correct each path's promises from the outcomes of the guarantees
+    /// mapped onto it (the sink's judged windows), with this step size γ
+    /// ([`crate::estimate::PromiseScale`]; 0 < γ ≤ 1). `None`: promise
+    /// from the estimate alone, as before issue 28.
+    pub calibration: Option<f64>,
 }
 
 impl Default for SessionConfig {
@@ -152,7 +169,9 @@ impl Default for SessionConfig {
         SessionConfig {
             transport: TransportConfig::default(),
             estimate_window: 100,
+            estimate_scale: Duration::from_secs(1),
             min_samples: 10,
+            warmup_limit: Duration::from_secs(3),
             scheduler: SchedulerKind::default(),
             down_min: Duration::from_millis(200),
             reconnect_after: Duration::from_secs(1),
@@ -165,6 +184,7 @@ impl Default for SessionConfig {
             cap_unscheduled: None,
             scheduled_first: false,
             bulk_yield: Some(super::bulk_yield::DEFAULT_TARGET),
+            calibration: Some(crate::estimate::DEFAULT_SCALE_GAMMA),
         }
     }
 }

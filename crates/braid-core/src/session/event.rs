@@ -46,6 +46,11 @@ pub struct StreamStats {
     /// Share of the stream's spec windows (of `t_w`, or 1 s for rate specs)
     /// that met the spec, since the stream opened (sink; 1.0 on the source).
     pub windows_met: f64,
+    /// Windows judged since the stream opened (sink; 0 on the source and
+    /// for streams without a guarantee).
+    pub windows_judged: u64,
+    /// Of them, windows that missed the spec (sink).
+    pub windows_missed: u64,
     /// Messages lost or dropped late, since the stream opened (sink); on
     /// the source, messages of a window-constrained stream dropped at
     /// dispatch because their window had passed.
@@ -99,6 +104,19 @@ pub enum Event {
         spec: StreamSpec,
         /// What could be had.
         best: BestAchievable,
+    },
+    /// Source: a path has been up for [`SessionConfig::warmup_limit`]
+    /// without giving the estimator `min_samples` usable samples (it
+    /// carried too little, or only app-limited traffic, to be measured).
+    /// Upcalls no longer wait for it: guarantees are mapped and judged on
+    /// the paths that were measured. Raised once per path.
+    ///
+    /// [`SessionConfig::warmup_limit`]: super::SessionConfig::warmup_limit
+    PathUnmeasured {
+        /// The path.
+        path: PathId,
+        /// Usable samples it gave.
+        samples: u64,
     },
     /// The scheduler re-ran its mapping.
     Remapped {

@@ -23,7 +23,7 @@ use crate::wire::{WireError, MAX_REASON_LEN, MAX_TTL_US};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The session frame format this code speaks.
-pub const SESSION_VERSION: u8 = 1;
+pub const SESSION_VERSION: u8 = 2;
 /// Largest path id on the wire.
 pub const MAX_PATH_ID: u32 = 1 << 20;
 /// Largest message sequence number on the wire (2^62 − 1, the varint bound).
@@ -118,6 +118,11 @@ pub enum Frame<'a> {
         rate: Bandwidth,
         /// Messages lost or dropped late, since the stream opened.
         lost: u64,
+        /// Windows judged since the stream opened (version 2).
+        windows_judged: u64,
+        /// Of them, windows that missed the spec (≤ `windows_judged`): the
+        /// outcomes that calibrate the source's promises.
+        windows_missed: u64,
     },
     /// Source → sink: padding a probe sends (see [`super::probe`]); the
     /// payload is this many zero bytes, and the sink drops it.
@@ -208,13 +213,22 @@ impl<'a> Frame<'a> {
             }
             T_ROUTE => Frame::Route(Route::decode(&mut r)?),
             T_HOP_REPORT => Frame::HopReport(HopReport::decode(&mut r)?),
-            T_STREAM_REPORT => Frame::StreamReport {
-                stream: stream_id(&mut r)?,
+            T_STREAM_REPORT => {
+                let stream = stream_id(&mut r)?;
                 // 10^6 fits in u32; the bound makes the cast exact.
-                windows_met_ppm: r.varint_max(1_000_000, "windows met")? as u32,
-                rate: Bandwidth::from_bps(r.varint()?),
-                lost: r.varint()?,
-            },
+                let windows_met_ppm = r.varint_max(1_000_000, "windows met")? as u32;
+                let rate = Bandwidth::from_bps(r.varint()?);
+                let lost = r.varint()?;
+                let windows_judged = r.varint()?;
+                Frame::StreamReport {
+                    stream,
+                    windows_met_ppm,
+                    rate,
+                    lost,
+                    windows_judged,
+                    windows_missed: r.varint_max(windows_judged, "windows missed")?,
+                }
+            }
             T_PAD => Frame::Pad(r.rest().len()),
             other => return Err(FrameError::UnknownType(other)),
         };
@@ -277,12 +291,17 @@ impl<'a> Frame<'a> {
                 windows_met_ppm,
                 rate,
                 lost,
+                windows_judged,
+                windows_missed,
             } => {
                 out.push(T_STREAM_REPORT);
                 put_varint(out, u64::from(stream.0));
                 put_varint(out, u64::from((*windows_met_ppm).min(1_000_000)));
                 put_varint(out, rate.bps().min(crate::wire::VARINT_MAX));
                 put_varint(out, (*lost).min(crate::wire::VARINT_MAX));
+                let judged = (*windows_judged).min(crate::wire::VARINT_MAX);
+                put_varint(out, judged);
+                put_varint(out, (*windows_missed).min(judged));
             }
             Frame::Pad(n) => {
                 out.push(T_PAD);
@@ -358,7 +377,8 @@ const FLAG_RTT: u8 = 1;
 const FLAG_LOSS: u8 = 2;
 const FLAG_PINNED: u8 = 4;
 const FLAG_NAME: u8 = 8;
-const FLAGS_KNOWN: u8 = FLAG_RTT | FLAG_LOSS | FLAG_PINNED | FLAG_NAME;
+const FLAG_DELAY: u8 = 16;
+const FLAGS_KNOWN: u8 = FLAG_RTT | FLAG_LOSS | FLAG_PINNED | FLAG_NAME | FLAG_DELAY;
 
 fn encode_config(c: &StreamConfig, out: &mut Vec<u8>) {
     match c.spec {
@@ -419,6 +439,9 @@ fn encode_config(c: &StreamConfig, out: &mut Vec<u8>) {
     if c.name.is_some() {
         flags |= FLAG_NAME;
     }
+    if c.delay.is_some() {
+        flags |= FLAG_DELAY;
+    }
     out.push(flags);
     if let Some(b) = c.rtt {
         put_varint(out, b.max.as_micros());
@@ -426,6 +449,10 @@ fn encode_config(c: &StreamConfig, out: &mut Vec<u8>) {
     }
     if let Some(b) = c.loss {
         out.extend_from_slice(&b.max.to_bits().to_be_bytes());
+        out.extend_from_slice(&b.probability.to_bits().to_be_bytes());
+    }
+    if let Some(b) = c.delay {
+        put_varint(out, b.max.as_micros());
         out.extend_from_slice(&b.probability.to_bits().to_be_bytes());
     }
     if let Some(p) = &c.pinned {
@@ -494,6 +521,14 @@ fn decode_config(r: &mut Reader<'_>) -> Result<StreamConfig, FrameError> {
     } else {
         None
     };
+    let delay = if flags & FLAG_DELAY != 0 {
+        Some(PathBound {
+            max: duration_us(r, "delay bound")?,
+            probability: f64_field(r)?,
+        })
+    } else {
+        None
+    };
     let pinned = if flags & FLAG_PINNED != 0 {
         let n = r.varint_max(MAX_PINNED as u64, "pinned paths")?;
         let mut v = Vec::with_capacity(n as usize);
@@ -509,6 +544,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<StreamConfig, FrameError> {
         delivery,
         rtt,
         loss,
+        delay,
         pinned,
         copies: r.u8()?,
         window: u32_field(r, "window")?,
@@ -616,6 +652,7 @@ mod tests {
                 ttl: Duration::from_millis(150),
             })
             .with_rtt(Duration::from_millis(80), 0.95)
+            .with_delay(Duration::from_millis(150), 0.9)
             .with_loss(0.01, 0.9)
             .pinned_to(vec![PathId(1), PathId(7)])
             .with_copies(2)
@@ -652,6 +689,8 @@ mod tests {
                 windows_met_ppm: 987_654,
                 rate: Bandwidth::from_bps(3_200_000),
                 lost: 12,
+                windows_judged: 300,
+                windows_missed: 4,
             },
             Frame::HopReport(HopReport {
                 index: 1,
@@ -721,8 +760,8 @@ mod tests {
         }
         .to_vec();
         let mut v = ok.clone();
-        v[0] = 2;
-        assert_eq!(Frame::decode(&v), Err(FrameError::Version(2)));
+        v[0] = 1;
+        assert_eq!(Frame::decode(&v), Err(FrameError::Version(1)));
         let mut v = ok.clone();
         v[1] = 0x7f;
         assert_eq!(Frame::decode(&v), Err(FrameError::UnknownType(0x7f)));

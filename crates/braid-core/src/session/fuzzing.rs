@@ -141,7 +141,7 @@ mod tests {
             p.now,
             PathId(0),
             CONTROL_STREAM,
-            vec![1, 0x7f],
+            vec![super::super::SESSION_VERSION, 0x7f],
             SendOptions::RELIABLE,
         );
         p.step(Duration::from_millis(5));
@@ -220,7 +220,12 @@ mod tests {
             reason: b"why",
         }
         .to_vec();
-        let frames = [open.clone(), data.clone(), close, vec![1, 5, 1, 2]];
+        let frames = [
+            open.clone(),
+            data.clone(),
+            close,
+            vec![super::super::SESSION_VERSION, 5, 1, 2],
+        ];
         std::fs::create_dir_all(root.join("session_frame")).unwrap();
         for (i, f) in frames.iter().enumerate() {
             std::fs::write(root.join("session_frame").join(format!("seed{i}")), f).unwrap();

@@ -78,6 +78,7 @@ impl Session {
             return;
         }
         p.established = true;
+        p.established_at = Some(now);
         p.down_since = None;
         self.ever_up = true;
         self.push_event(Event::PathUp { path: id });

@@ -351,6 +351,11 @@ impl RollingMeter {
         self.judged
     }
 
+    /// Windows judged so far that missed the spec.
+    pub fn missed(&self) -> u64 {
+        self.judged - self.met
+    }
+
     /// The share of judged windows that met the spec (`None` before the
     /// first is judged).
     pub fn share_met(&self) -> Option<f64> {

@@ -69,6 +69,8 @@
 //! message through today.
 
 pub mod bulk_yield;
+#[cfg(test)]
+mod calibration_tests;
 mod config;
 pub mod error;
 pub mod event;
@@ -283,6 +285,11 @@ impl Session {
         secret: [u8; 32],
         now: Instant,
     ) -> Result<Self, ConfigError> {
+        if let Some(g) = config.calibration {
+            if crate::estimate::PromiseScale::new(g).is_err() {
+                return Err(ConfigError::Invalid("calibration: a step size in (0, 1]"));
+            }
+        }
         let endpoint = Endpoint::new(config.transport.clone(), secret, role == Role::Sink)?;
         Ok(Session {
             role,
@@ -440,15 +447,23 @@ impl Session {
         let interval = self.config.transport.stats_interval;
         // The transport validated stats_interval (non-zero) and the window
         // is at least 1, so the estimate cannot be refused.
+        let scale = self.config.estimate_scale.as_nanos() / interval.as_nanos().max(1);
         let estimate = PathEstimate::new(interval, self.config.estimate_window.max(1), now)
-            .expect("a valid interval and a non-empty window");
-        PathState::new(
+            .expect("a valid interval and a non-empty window")
+            .with_scale(usize::try_from(scale).unwrap_or(usize::MAX));
+        let mut p = PathState::new(
             id,
             addr,
             estimate,
             self.config.estimate_window.max(1),
             self.config.transport.initial_rtt,
-        )
+        );
+        // Validated in `Session::new`.
+        p.scale = self
+            .config
+            .calibration
+            .and_then(|g| crate::estimate::PromiseScale::new(g).ok());
+        p
     }
 
     fn connect(&mut self, now: Instant, id: PathId) -> Result<(), SessionError> {
@@ -849,6 +864,9 @@ impl Session {
                 }
             }
         }
+        if !self.warmed_up {
+            self.name_unmeasured_paths(now);
+        }
         if !self.warmed_up && self.paths_warm() {
             self.warmed_up = true;
             // Ask again, now that every path has its samples: the upcall
@@ -878,15 +896,45 @@ impl Session {
         }
     }
 
-    /// Every up path has `min_samples` usable samples.
+    /// Every up path has `min_samples` usable samples, or has been named
+    /// unmeasured; at least one path is measured.
     fn paths_warm(&self) -> bool {
-        let mut any = false;
+        let mut measured = false;
         for p in self.paths.values().filter(|p| p.is_up()) {
-            any = true;
-            if p.samples() < self.config.min_samples {
+            if p.usable_samples() >= self.config.min_samples as u64 {
+                measured = true;
+            } else if !p.unmeasured {
                 return false;
             }
         }
-        any
+        measured
+    }
+
+    /// Names every up path that has been up for `warmup_limit` without
+    /// its `min_samples` ([`Event::PathUnmeasured`], once per path).
+    fn name_unmeasured_paths(&mut self, now: Instant) {
+        let (limit, min) = (self.config.warmup_limit, self.config.min_samples as u64);
+        let mut named = Vec::new();
+        for p in self
+            .paths
+            .values_mut()
+            .filter(|p| p.is_up() && !p.unmeasured)
+        {
+            let late = p
+                .established_at
+                .is_some_and(|t| now.saturating_duration_since(t) >= limit);
+            if late && p.usable_samples() < min {
+                p.unmeasured = true;
+                named.push((p.id, p.usable_samples()));
+            }
+        }
+        for (path, samples) in named {
+            tracing::debug!(
+                path = path.0,
+                samples,
+                "session: path unmeasured after the warm-up limit"
+            );
+            self.push_event(Event::PathUnmeasured { path, samples });
+        }
     }
 }

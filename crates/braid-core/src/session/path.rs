@@ -19,7 +19,7 @@
 //! acknowledgement arrives after it went down.
 
 use super::route::HopReport;
-use crate::estimate::{PathEstimate, RateSample};
+use crate::estimate::{PathEstimate, PromiseScale, RateSample};
 use crate::id::PathId;
 use crate::scheduler::PathView;
 use crate::time::{Duration, Instant};
@@ -42,6 +42,9 @@ pub struct PathInfo {
     pub mean: Option<Bandwidth>,
     /// Its smoothed RTT.
     pub srtt: Duration,
+    /// The factor its promises are scaled by (1: the estimate as it is;
+    /// lower after guarantees mapped here missed windows).
+    pub promise_scale: f64,
 }
 
 #[derive(Debug)]
@@ -54,10 +57,14 @@ pub(crate) struct PathState {
     pub established: bool,
     /// Down since this instant.
     pub down_since: Option<Instant>,
+    /// Established at this instant (source: greeted).
+    pub established_at: Option<Instant>,
+    /// Named in `Event::PathUnmeasured` (warm-up no longer waits for it).
+    pub unmeasured: bool,
     /// The scheduler knows this path.
     pub in_scheduler: bool,
-    /// The estimate version the scheduler last saw.
-    pub pushed_version: u64,
+    /// The view version ([`Self::view_version`]) the scheduler last saw.
+    pub pushed_version: (u64, u64),
     pub estimate: PathEstimate,
     pub rtt_us: VecDeque<u64>,
     pub loss: VecDeque<f64>,
@@ -93,6 +100,11 @@ pub(crate) struct PathState {
     /// The delay-based window of unscheduled traffic
     /// (`SessionConfig::bulk_yield`).
     pub bulk: super::bulk_yield::BulkYield,
+    /// Source: the factor on this path's promises, corrected from the
+    /// outcomes of the guarantees mapped onto it
+    /// (`SessionConfig::calibration`), and how often it moved.
+    pub scale: Option<PromiseScale>,
+    pub scale_moves: u64,
 }
 
 /// A hop report older than this no longer counts (its relay stopped
@@ -113,8 +125,10 @@ impl PathState {
             conn: None,
             established: false,
             down_since: None,
+            established_at: None,
+            unmeasured: false,
             in_scheduler: false,
-            pushed_version: 0,
+            pushed_version: (0, 0),
             estimate,
             rtt_us: VecDeque::with_capacity(history),
             loss: VecDeque::with_capacity(history),
@@ -135,7 +149,32 @@ impl PathState {
             spare_tokens: 0.0,
             spare_at: None,
             bulk: super::bulk_yield::BulkYield::new(super::bulk_yield::INITIAL_WINDOW),
+            scale: None,
+            scale_moves: 0,
         }
+    }
+
+    /// One window's outcome of a guarantee mapped onto this path at
+    /// `probability` (see [`PromiseScale`]); moves the factor the
+    /// scheduler's view is scaled by.
+    pub fn handle_outcome(&mut self, probability: f64, missed: bool) {
+        if let Some(s) = self.scale.as_mut() {
+            let before = s.factor();
+            s.handle_outcome(probability, missed);
+            if s.factor() != before {
+                self.scale_moves += 1;
+            }
+        }
+    }
+
+    /// The factor on this path's promises (1 without calibration).
+    pub fn promise_scale(&self) -> f64 {
+        self.scale.map_or(1.0, |s| s.factor())
+    }
+
+    /// Changes whenever [`Self::view`] would: a new sample or a new factor.
+    pub fn view_version(&self) -> (u64, u64) {
+        (self.estimate.version(), self.scale_moves)
     }
 
     /// Takes a relay's report on a hop of this path (ignored unless the
@@ -231,18 +270,46 @@ impl PathState {
         }
     }
 
-    /// The scheduler's view of the path.
+    /// The scheduler's view of the path: its estimate, scaled by the
+    /// calibrated factor.
     pub fn view(&self) -> PathView {
-        PathView::new(self.estimate.window().clone(), self.path_srtt())
+        PathView::new(self.estimate.window().clone(), self.path_srtt()).scaled(self.promise_scale())
     }
 
     pub fn samples(&self) -> usize {
         self.estimate.window().len()
     }
 
+    /// Usable (not app-limited) samples the path has given since it
+    /// started: what warm-up counts (a window at a longer time scale
+    /// empties once, see `PathEstimate::with_scale`).
+    pub fn usable_samples(&self) -> u64 {
+        self.estimate.stats().samples_used
+    }
+
     /// The `p`-quantile of the RTT history; `None` without samples.
     pub fn rtt_quantile(&self, p: f64) -> Option<Duration> {
         quantile_u64(&self.rtt_us, p).map(Duration::from_micros)
+    }
+
+    /// The one-way delay at `p`: the RTT history's `p`-quantile less half
+    /// its smallest value (propagation one way plus the queue, which forms
+    /// on the way out); `None` without samples.
+    pub fn delay_quantile(&self, p: f64) -> Option<Duration> {
+        let q = quantile_u64(&self.rtt_us, p)?;
+        let min = self.rtt_us.iter().copied().min().unwrap_or(q);
+        Some(Duration::from_micros(q.saturating_sub(min / 2)))
+    }
+
+    /// How long `bytes` queued at the source take to leave at the
+    /// estimate's mean rate (zero without an estimate).
+    pub fn drain_time(&self, bytes: u64) -> Duration {
+        match self.estimate.window().mean() {
+            Some(bps) if bps >= 1.0 => {
+                Duration::from_secs_f64((bytes as f64 * 8.0 / bps).min(3600.0))
+            }
+            _ => Duration::ZERO,
+        }
     }
 
     /// The `p`-quantile of the loss history; `None` without samples.
@@ -288,6 +355,7 @@ impl PathState {
                 .mean()
                 .map(|m| Bandwidth::from_bps(m as u64)),
             srtt: self.path_srtt(),
+            promise_scale: self.promise_scale(),
         }
     }
 }

@@ -69,7 +69,7 @@ impl Session {
             return;
         };
         if p.probe_until.is_none_or(|u| now >= u) {
-            let warming = p.samples() < min_samples;
+            let warming = p.usable_samples() < min_samples as u64;
             let due = warming || p.next_probe.is_none_or(|t| now >= t);
             if !(due && p.last_app_limited) {
                 return;

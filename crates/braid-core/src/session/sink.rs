@@ -518,6 +518,8 @@ impl Session {
                         .as_ref()
                         .and_then(RollingMeter::share_met)
                         .unwrap_or(1.0),
+                    windows_judged: s.meter.as_ref().map_or(0, RollingMeter::judged),
+                    windows_missed: s.meter.as_ref().map_or(0, RollingMeter::missed),
                     lost,
                     delay_p95: Duration::from_micros(p95),
                     duplicates: s.duplicates,
@@ -551,6 +553,8 @@ impl Session {
                     windows_met_ppm: (stats.windows_met.clamp(0.0, 1.0) * 1e6).round() as u32,
                     rate: stats.rate,
                     lost: stats.lost,
+                    windows_judged: stats.windows_judged,
+                    windows_missed: stats.windows_missed,
                 };
                 // Best effort: a report lost or refused is replaced next interval.
                 let _ = c.send(now, CONTROL_STREAM, f.to_vec(), SendOptions::UNRELIABLE);

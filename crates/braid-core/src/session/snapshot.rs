@@ -131,6 +131,9 @@ pub(super) struct StreamLedger {
     pub unmet: Option<BestAchievable>,
     /// Source: the sink's last STREAM_REPORT (windows met, rate, lost).
     pub reported: Option<(f64, Bandwidth, u64)>,
+    /// Source: windows the sink had judged and found missed at its last
+    /// report (the calibration's place in the outcomes).
+    pub judged: (u64, u64),
     pub messages: u64,
     pub bytes: u64,
     pub finished: bool,
@@ -145,6 +148,7 @@ impl StreamLedger {
             promises: Vec::new(),
             unmet: None,
             reported: None,
+            judged: (0, 0),
             messages: 0,
             bytes: 0,
             finished: false,

@@ -32,6 +32,10 @@ use crate::transport::{ConnectionHandle, SendOptions};
 use crate::units::Bandwidth;
 use std::collections::{BTreeMap, VecDeque};
 
+/// Most window outcomes one STREAM_REPORT may feed to the promise factors
+/// (a report covers one statistics interval: a few windows at most).
+const MAX_OUTCOMES_PER_REPORT: u64 = 64;
+
 /// Bytes a path's connection may hold beyond its congestion window before
 /// the scheduler stops handing it messages: about one packet more, so the
 /// transport never sits on data another path could carry now.
@@ -276,15 +280,63 @@ impl Session {
                 windows_met_ppm,
                 rate,
                 lost,
+                windows_judged,
+                windows_missed,
             } => {
                 if let Some(l) = self.ledger.get_mut(&stream) {
                     l.reported = Some((f64::from(windows_met_ppm) / 1e6, rate, lost));
                 }
+                self.calibrate(stream, windows_judged, windows_missed);
                 Ok(())
             }
             other => Err(violation(format!(
                 "a sink sent a frame only a source may send: {other:?}"
             ))),
+        }
+    }
+
+    /// Feeds the windows the sink judged since its last report to the
+    /// promise factor of every path the stream is mapped on (see
+    /// [`crate::estimate::PromiseScale`]). Counts are cumulative, so a
+    /// lost report loses nothing; counts that go back are ignored, and at
+    /// most [`MAX_OUTCOMES_PER_REPORT`] windows are taken from one report.
+    fn calibrate(&mut self, stream: StreamId, judged: u64, missed: u64) {
+        let Some(l) = self.ledger.get_mut(&stream) else {
+            return;
+        };
+        let (j0, m0) = l.judged;
+        if judged < j0 || missed < m0 || missed > judged {
+            return;
+        }
+        l.judged = (judged, missed);
+        // The outcome is the stream's, so the target is the stream's
+        // 1 − P (not its parts' higher probabilities); a violation bound
+        // (no probability) is not calibrated here.
+        let Some(prob) = l.config.spec.probability() else {
+            return;
+        };
+        // The sink judges the spec the stream was opened with: its
+        // outcomes speak for the paths' promises only while those carry
+        // all of it (not while it is unmapped, or mapped at a lowered
+        // spec after an upcall).
+        let promised: u64 = l.promises.iter().map(|p| p.rate.bps()).sum();
+        let asked = l.config.spec.required_rate().map_or(u64::MAX, |r| r.bps());
+        if u128::from(promised) * 100 < u128::from(asked) * 99 {
+            return;
+        }
+        let new_missed = (missed - m0).min(MAX_OUTCOMES_PER_REPORT);
+        let new_kept = ((judged - j0) - (missed - m0)).min(MAX_OUTCOMES_PER_REPORT - new_missed);
+        for pr in &l.promises {
+            let Some(p) = self.paths.get_mut(&pr.path) else {
+                continue;
+            };
+            // Kept first: a report with both ends on the cautious side.
+            for _ in 0..new_kept {
+                p.handle_outcome(prob, false);
+            }
+            for _ in 0..new_missed {
+                p.handle_outcome(prob, true);
+            }
         }
     }
 
@@ -415,7 +467,7 @@ impl Session {
         for p in self.paths.values_mut() {
             let sched = self.sched.get();
             if p.is_up() {
-                let version = p.estimate.version();
+                let version = p.view_version();
                 if !p.in_scheduler || p.pushed_version != version {
                     sched.handle_path_update(p.id, p.view(), now);
                     p.in_scheduler = true;
@@ -448,7 +500,8 @@ impl Session {
             return;
         }
         let c = &s.config;
-        let constrained = c.pinned.is_some() || c.rtt.is_some() || c.loss.is_some();
+        let constrained =
+            c.pinned.is_some() || c.rtt.is_some() || c.loss.is_some() || c.delay.is_some();
         let allowed = constrained.then(|| {
             self.paths
                 .values()
@@ -460,6 +513,18 @@ impl Session {
                 .filter(|p| {
                     c.loss
                         .is_none_or(|b| p.loss_quantile(b.probability).is_none_or(|l| l <= b.max))
+                })
+                .filter(|p| {
+                    c.delay.is_none_or(|b| {
+                        // What waits in the path's connection at the source
+                        // is part of a message's delay too.
+                        let queued = p
+                            .conn
+                            .and_then(|h| self.endpoint.connection(h))
+                            .map_or(0, |c| c.queued_bytes());
+                        p.delay_quantile(b.probability)
+                            .is_none_or(|d| d + p.drain_time(queued) <= b.max)
+                    })
                 })
                 .map(|p| p.id)
                 .collect::<Vec<PathId>>()

@@ -18,6 +18,7 @@
 //! | `copies=N` | 1 (default) or 2: each message also on the best other path |
 //! | `rtt<=D@P` | only paths whose RTT is ≤ D with probability P (`rtt<=80ms@0.95`) |
 //! | `loss<=L@P` | only paths whose loss ratio is ≤ L with probability P; L as a ratio or a percentage (`loss<=1%@0.9`) |
+//! | `delay<=D@P` | only paths whose one-way delay is ≤ D with probability P (`delay<=150ms@0.95`) |
 //! | `window-msgs=N` | messages in flight, at most (default 4096) |
 //!
 //! RATE uses [`Bandwidth`]'s units (`10mbit`, `1.5gbit`, `12MB/s`), D and
@@ -44,7 +45,7 @@ pub enum SpecStrError {
     #[error("empty spec: expected e.g. rate=3.2mbit@0.95 or best-effort")]
     Empty,
     /// A term that is not one of the forms.
-    #[error("unknown spec term {0:?}: expected rate=, window=, violation=, best-effort, reliable, unreliable, deadline=, copies=, rtt<=, loss<= or window-msgs=")]
+    #[error("unknown spec term {0:?}: expected rate=, window=, violation=, best-effort, reliable, unreliable, deadline=, copies=, rtt<=, loss<=, delay<= or window-msgs=")]
     UnknownTerm(String),
     /// A known term whose value does not read.
     #[error("spec term {term:?}: {reason} (expected {expected})")]
@@ -80,6 +81,7 @@ const DEADLINE_FORM: &str = "deadline=DURATION, e.g. deadline=150ms";
 const COPIES_FORM: &str = "copies=1 or copies=2";
 const RTT_FORM: &str = "rtt<=DURATION@P, e.g. rtt<=80ms@0.95";
 const LOSS_FORM: &str = "loss<=RATIO@P or loss<=PERCENT%@P, e.g. loss<=1%@0.9";
+const DELAY_FORM: &str = "delay<=DURATION@P, e.g. delay<=150ms@0.95";
 const WINDOW_MSGS_FORM: &str = "window-msgs=MESSAGES, e.g. window-msgs=1024";
 
 /// Splits `text` into a spec string and what follows the `:` that ends it,
@@ -133,6 +135,7 @@ impl FromStr for StreamConfig {
         let mut copies: Option<u8> = None;
         let mut rtt: Option<PathBound<Duration>> = None;
         let mut loss: Option<PathBound<f64>> = None;
+        let mut delay: Option<PathBound<Duration>> = None;
         let mut window: Option<u32> = None;
         for term in text.split(',').map(str::trim) {
             let (key, value) = split_term(term);
@@ -159,6 +162,19 @@ impl FromStr for StreamConfig {
                     let (max, p) = bound_term(term, value, RTT_FORM)?;
                     let max = parse_duration(term, max, RTT_FORM)?;
                     if rtt
+                        .replace(PathBound {
+                            max,
+                            probability: p,
+                        })
+                        .is_some()
+                    {
+                        return Err(repeated());
+                    }
+                }
+                "delay" => {
+                    let (max, p) = bound_term(term, value, DELAY_FORM)?;
+                    let max = parse_duration(term, max, DELAY_FORM)?;
+                    if delay
                         .replace(PathBound {
                             max,
                             probability: p,
@@ -201,6 +217,7 @@ impl FromStr for StreamConfig {
         config.copies = copies.unwrap_or(config.copies);
         config.rtt = rtt;
         config.loss = loss;
+        config.delay = delay;
         config.window = window.unwrap_or(config.window);
         config.validate().map_err(|source| SpecStrError::Invalid {
             text: text.to_string(),
@@ -466,6 +483,9 @@ impl fmt::Display for StreamConfig {
         if let Some(b) = self.loss {
             write!(f, ",loss<={}@{}", Loss(b.max), b.probability)?;
         }
+        if let Some(b) = self.delay {
+            write!(f, ",delay<={}@{}", Exact(b.max), b.probability)?;
+        }
         if self.window != DEFAULT_STREAM_WINDOW {
             write!(f, ",window-msgs={}", self.window)?;
         }
@@ -596,6 +616,13 @@ mod tests {
         assert_eq!(c.loss.map(|b| b.max), Some(0.01));
         assert_eq!(c.window, 512);
         assert_eq!(
+            parse("rate=3mbit@0.95,delay<=150ms@0.9").delay,
+            Some(PathBound {
+                max: Duration::from_millis(150),
+                probability: 0.9
+            })
+        );
+        assert_eq!(
             parse("unreliable, best-effort").delivery,
             Delivery::Unreliable
         );
@@ -609,6 +636,7 @@ mod tests {
             "violation=8:100ms:1000B<=0.5,unreliable",
             "best-effort",
             "best-effort=7,deadline=1500ms,rtt<=80ms@0.95,loss<=1%@0.9,window-msgs=16",
+            "rate=3mbit@0.95,delay<=150ms@0.95",
             "rate=1.5gbit@0.5",
             "window=1/1:1s:64KiB@0.9",
         ] {
@@ -718,21 +746,24 @@ mod properties {
             (0.0f64..=1.0, 0.001f64..0.999)
                 .prop_map(|(max, probability)| PathBound { max, probability }),
         );
+        let delay = rtt.clone();
         (
             spec(),
             delivery,
             1u8..=2,
             rtt,
             loss,
+            delay,
             1u32..=super::super::stream::MAX_STREAM_WINDOW,
         )
-            .prop_map(|(spec, delivery, copies, rtt, loss, window)| {
+            .prop_map(|(spec, delivery, copies, rtt, loss, delay, window)| {
                 let mut c = StreamConfig::new(spec)
                     .with_delivery(delivery)
                     .with_copies(copies)
                     .with_window(window);
                 c.rtt = rtt;
                 c.loss = loss;
+                c.delay = delay;
                 c
             })
     }

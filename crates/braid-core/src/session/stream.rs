@@ -13,6 +13,9 @@
 //! * `rtt` / `loss`: a path may carry the stream only while its RTT at
 //!   probability P stays ≤ d (its loss ratio at P ≤ l) — the session
 //!   measures both and narrows the stream's path set;
+//! * `delay`: the same for the one-way delay at probability P (≤ d),
+//!   estimated from the path's RTT history: the RTT at P less half the
+//!   smallest RTT seen (the propagation one way, plus the queue);
 //! * `pinned`: only these named paths;
 //! * `copies`: 1, or 2 for small critical streams (each message on the two
 //!   best allowed paths; the first copy wins, the sink drops the other).
@@ -117,6 +120,9 @@ pub struct StreamConfig {
     pub rtt: Option<PathBound<Duration>>,
     /// Loss ratio ≤ l with probability P on every path that carries it.
     pub loss: Option<PathBound<f64>>,
+    /// One-way delay ≤ d with probability P on every path that carries it
+    /// (issue 28; see the module docs for the estimate).
+    pub delay: Option<PathBound<Duration>>,
     /// Only these paths (`None`: any).
     pub pinned: Option<Vec<PathId>>,
     /// 1, or 2 for redundant delivery.
@@ -138,6 +144,7 @@ impl StreamConfig {
             delivery: Delivery::Reliable,
             rtt: None,
             loss: None,
+            delay: None,
             pinned: None,
             copies: 1,
             window: DEFAULT_STREAM_WINDOW,
@@ -166,6 +173,12 @@ impl StreamConfig {
     /// With a loss bound: loss ratio ≤ `max` with `probability`.
     pub fn with_loss(mut self, max: f64, probability: f64) -> Self {
         self.loss = Some(PathBound { max, probability });
+        self
+    }
+
+    /// With a one-way delay bound: delay ≤ `max` with `probability`.
+    pub fn with_delay(mut self, max: Duration, probability: f64) -> Self {
+        self.delay = Some(PathBound { max, probability });
         self
     }
 
@@ -213,6 +226,11 @@ impl StreamConfig {
         if let Some(b) = self.loss {
             if !p_ok(b.probability) || !(0.0..=1.0).contains(&b.max) {
                 return Err(StreamConfigError::Bound("loss"));
+            }
+        }
+        if let Some(b) = self.delay {
+            if !p_ok(b.probability) || b.max.is_zero() {
+                return Err(StreamConfigError::Bound("delay"));
             }
         }
         if let Some(p) = &self.pinned {

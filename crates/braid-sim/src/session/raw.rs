@@ -18,6 +18,7 @@ pub(crate) struct RawSession {
     pub warmup: Option<Spanned<String>>,
     pub scheduler: Option<Spanned<String>>,
     pub bulk_yield: Option<Spanned<String>>,
+    pub calibration: Option<Spanned<String>>,
     pub on_infeasible: Option<Spanned<String>>,
     #[serde(default, rename = "path")]
     pub paths: Vec<RawPath>,
@@ -84,6 +85,7 @@ pub(crate) struct RawStream {
     pub deadline: Option<Spanned<String>>,
     pub rtt: Option<Spanned<RawRttBound>>,
     pub loss: Option<Spanned<RawLossBound>>,
+    pub delay: Option<Spanned<RawRttBound>>,
     pub pin: Option<Spanned<Vec<Spanned<String>>>>,
     pub copies: Option<Spanned<u8>>,
     pub inflight: Option<Spanned<u32>>,
@@ -92,7 +94,8 @@ pub(crate) struct RawStream {
     pub stop: Option<Spanned<String>>,
 }
 
-/// `rtt = { max = "60ms", probability = 0.9 }`.
+/// `rtt = { max = "60ms", probability = 0.9 }` (and `delay = …`, the
+/// one-way delay bound).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRttBound {

@@ -100,6 +100,10 @@ pub struct StreamReport {
     pub delay_p95_ms: f64,
     /// 99th percentile of one-way message delay (ms), whole run.
     pub delay_p99_ms: f64,
+    /// With a delay bound in the spec (`delay<=D@P`): the share of
+    /// delivered messages whose one-way delay was at most D, whole run.
+    /// `guarantee_held` needs it at P as well.
+    pub delay_bound_met: Option<f64>,
     /// Redundant copies the sink session dropped.
     pub duplicates: u64,
     /// Messages the application got twice, out of order or after their
@@ -113,6 +117,9 @@ pub struct StreamReport {
     /// (Mbit/s); none when the scheduler never mapped it (MSFQ, WFQ,
     /// round-robin and min-RTT promise nothing).
     pub promised_mbps: Option<f64>,
+    /// When the scheduler first mapped it onto a path (s); none when it
+    /// never did.
+    pub mapped_at_s: Option<f64>,
     /// Delivered Mbit/s per 1 s window over the whole run (for plots).
     #[serde(skip)]
     pub series_mbps: Vec<f64>,
@@ -145,6 +152,9 @@ pub struct PathReport {
     pub delivered_mbps: f64,
     /// Times the source saw it go down.
     pub down: u64,
+    /// When the source named it unmeasured (`Event::PathUnmeasured`: no
+    /// usable samples within the warm-up limit), if it did (s).
+    pub unmeasured_at_s: Option<f64>,
 }
 
 /// A session run, summarised (see the module docs).
@@ -281,10 +291,17 @@ impl SessionReport {
         let mut upcalls: BTreeMap<StreamId, u64> = BTreeMap::new();
         let mut unmet: BTreeMap<StreamId, UnmetReport> = BTreeMap::new();
         let mut down = vec![0u64; def.paths.len()];
+        let mut unmeasured = vec![None; def.paths.len()];
+        let mut mapped_at: BTreeMap<StreamId, f64> = BTreeMap::new();
         let sent = source.map(|s| s.app().sent()).unwrap_or_default();
         for (at, e) in source.map(|s| s.app().events()).unwrap_or_default() {
             match e {
                 Event::StreamMapped { stream, paths } => {
+                    if !paths.is_empty() {
+                        mapped_at
+                            .entry(*stream)
+                            .or_insert(r4(at.since_origin().as_secs_f64()));
+                    }
                     promised.insert(
                         *stream,
                         paths.iter().map(|p| (p.path.0 as usize, p.rate)).collect(),
@@ -301,6 +318,11 @@ impl SessionReport {
                             best_expected_misses: best.expected_misses.map(r4),
                         },
                     );
+                }
+                Event::PathUnmeasured { path, .. } => {
+                    if let Some(u) = unmeasured.get_mut(path.0 as usize) {
+                        *u = Some(r4(at.since_origin().as_secs_f64()));
+                    }
                 }
                 Event::PathDown { path, .. } => {
                     if let Some(d) = down.get_mut(path.0 as usize) {
@@ -371,6 +393,15 @@ impl SessionReport {
                     .unwrap_or(0);
                 r4(us as f64 / 1e3)
             };
+            let delay_bound_met = s.config.delay.map(|b| {
+                let max = b.max.as_micros();
+                let within = delays.partition_point(|&d| d <= max);
+                within as f64 / delays.len().max(1) as f64
+            });
+            let delay_held = match (s.config.delay, delay_bound_met) {
+                (Some(b), Some(m)) => m + 1e-9 >= b.probability,
+                _ => true,
+            };
             streams.push(StreamReport {
                 name: s.name.clone(),
                 kind: kind.into(),
@@ -399,7 +430,8 @@ impl SessionReport {
                         },
                     ) => Some(z <= *max_expected_misses + 1e-9),
                     _ => None,
-                },
+                }
+                .map(|held| held && delay_held),
                 sent: sent_n,
                 delivered: rec.messages,
                 dropped_at_source: dropped,
@@ -408,6 +440,7 @@ impl SessionReport {
                 delay_p50_ms: delay_ms(50),
                 delay_p95_ms: delay_ms(95),
                 delay_p99_ms: delay_ms(99),
+                delay_bound_met: delay_bound_met.map(r4),
                 duplicates: stats.duplicates,
                 errors: rec.duplicates + rec.out_of_order + rec.late + rec.corrupt,
                 upcalls: upcalls.get(&id).copied().unwrap_or(0),
@@ -415,6 +448,7 @@ impl SessionReport {
                 promised_mbps: promised
                     .get(&id)
                     .map(|v| r4(v.iter().map(|(_, r)| r.bps() as f64 / 1e6).sum::<f64>() + 0.0)),
+                mapped_at_s: mapped_at.get(&id).copied(),
                 series_mbps: series.iter().map(|&m| r4(m)).collect(),
             });
         }
@@ -443,6 +477,7 @@ impl SessionReport {
                 promised_mbps: r4(promise),
                 delivered_mbps: r4(delivered),
                 down: down[i],
+                unmeasured_at_s: unmeasured[i],
             });
         }
         SessionReport {

@@ -20,6 +20,9 @@
 //! warmup = "5s"               # optional: 1 s windows before it are left out of the report
 //!                             # (default 5 s, at most a quarter of the run)
 //! scheduler = "pgos"          # optional: pgos | msfq | wfq | rr | minrtt (--scheduler overrides)
+//! bulk_yield = "30ms"         # optional: best effort's delay target on paths with guarantees, or "off"
+//! calibration = "0.05"        # optional: step of the promises' correction from outcomes, or "off"
+//! on_infeasible = "lower"     # optional: how the source answers an upcall: lower | accept | drop
 //!
 //! [[path]]
 //! name = "a"
@@ -47,6 +50,7 @@
 //! delivery = "reliable"       # reliable (default) | unreliable | deadline (+ deadline = "150ms")
 //! rtt = { max = "60ms", probability = 0.9 }     # optional per-path bounds
 //! loss = { max = 0.01, probability = 0.9 }
+//! delay = { max = "150ms", probability = 0.95 } # one-way delay bound (`delay<=D@P`)
 //! pin = ["a"]                 # optional: only these paths
 //! copies = 2                  # optional: 1 (default) or 2
 //! inflight = 4096             # optional: messages in flight (StreamConfig::window)
@@ -139,6 +143,9 @@ pub struct SessionScenario {
     /// Best effort's queueing-delay target on paths with guarantees
     /// (`bulk_yield = "30ms"`, or `"off"`; [`SessionConfig::bulk_yield`]).
     pub bulk_yield: Option<Duration>,
+    /// The step size of the promises' correction from outcomes
+    /// (`calibration = "0.05"`, or `"off"`; [`SessionConfig::calibration`]).
+    pub calibration: Option<f64>,
     /// How the source answers an upcall (`on_infeasible = "lower"`, the
     /// default as in `braid stream`; `"accept"`: best effort; `"drop"`).
     pub on_infeasible: Infeasible,
@@ -195,6 +202,12 @@ impl SessionScenario {
     /// (`None`: best effort does not yield).
     pub fn with_bulk_yield(mut self, target: Option<Duration>) -> Self {
         self.bulk_yield = target;
+        self
+    }
+
+    /// The same scenario with the promises' correction set (`None`: off).
+    pub fn with_calibration(mut self, gamma: Option<f64>) -> Self {
+        self.calibration = gamma;
         self
     }
 
@@ -272,6 +285,7 @@ impl SessionScenario {
             config: SessionConfig {
                 scheduler: self.scheduler,
                 bulk_yield: self.bulk_yield,
+                calibration: self.calibration,
                 ..SessionConfig::default()
             },
             on_infeasible: Some(self.on_infeasible),
@@ -330,6 +344,11 @@ impl Session<'_> {
             Some(s) => braid_core::session::bulk_yield::parse_target(s.get_ref())
                 .map_err(|e| b.err(sp(s), K::Value, e))?,
         };
+        let calibration = match &raw.calibration {
+            None => SessionConfig::default().calibration,
+            Some(s) => braid_core::estimate::parse_gamma(s.get_ref())
+                .map_err(|e| b.err(sp(s), K::Value, e))?,
+        };
         let on_infeasible = match &raw.on_infeasible {
             None => Infeasible::default(),
             Some(s) => s
@@ -381,6 +400,7 @@ impl Session<'_> {
             warmup,
             scheduler,
             bulk_yield,
+            calibration,
             on_infeasible,
             paths,
             streams,

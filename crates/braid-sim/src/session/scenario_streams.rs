@@ -146,6 +146,13 @@ impl Session<'_> {
                 open_probability(b, &r.probability, &format!("{ctx} rtt probability"))?,
             );
         }
+        if let Some(d) = &s.delay {
+            let d = d.get_ref();
+            config = config.with_delay(
+                b.duration(&d.max, &format!("{ctx} delay max"))?,
+                open_probability(b, &d.probability, &format!("{ctx} delay probability"))?,
+            );
+        }
         if let Some(l) = &s.loss {
             let l = l.get_ref();
             let max = *l.max.get_ref();
