@@ -327,6 +327,35 @@ fn a_delay_bound_is_honoured_and_reported() {
     assert_error(&text, K::Value, "delay = {", "probability");
 }
 
+/// A dip detected within its bound in virtual time (issue 28 §3): path
+/// `a` falls from 30 to 1 Mbit/s at 20 s; the source sees it two 100 ms
+/// intervals later, moves the 3 Mbit/s guarantee and what it had in
+/// flight to `b`, and every window holds. Waiting for the estimate
+/// instead loses windows and seconds of delay.
+#[test]
+fn a_capacity_dip_is_detected_within_two_intervals_and_the_guarantee_moves() {
+    let s = SessionScenario::from_path(scenarios_dir().join("session_dip.toml")).unwrap();
+    let r = run(&s).unwrap();
+    let a = &r.paths[0];
+    assert_eq!(a.dips, 1);
+    let after = a.dip_detected_after_ms.expect("detected");
+    assert!(after <= 200.0 + 1e-9, "{after} ms");
+    let c = r.stream("critical").unwrap();
+    assert_eq!(c.guarantee_held, Some(true), "{:?}", c.windows_met);
+    assert!(c.delay_p95_ms < 200.0, "{}", c.delay_p95_ms);
+    let mut waiting = s.clone();
+    waiting.react_to_dips = false;
+    let w = run(&waiting).unwrap();
+    let wc = w.stream("critical").unwrap();
+    assert_eq!(w.paths[0].dips, 0);
+    assert!(wc.windows_met < c.windows_met, "{:?}", wc.windows_met);
+    assert!(
+        wc.delay_p95_ms > 5.0 * c.delay_p95_ms,
+        "{}",
+        wc.delay_p95_ms
+    );
+}
+
 fn scenarios_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
 }

@@ -584,6 +584,19 @@ impl Pgos {
     }
 }
 
+impl Pgos {
+    /// A capacity dip on `path` (the session's [`crate::session::dip`]):
+    /// takes its `view` and re-maps now, without waiting for the
+    /// minimum re-map interval.
+    pub fn handle_path_dip(&mut self, path: PathId, view: PathView, now: Instant) {
+        let Some(j) = self.path_index(path) else {
+            return;
+        };
+        self.paths[j].view = view;
+        self.remap(now, RemapReason::PathDegraded(path));
+    }
+}
+
 impl Scheduler for Pgos {
     fn name(&self) -> &'static str {
         "pgos"

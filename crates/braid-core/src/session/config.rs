@@ -162,6 +162,10 @@ pub struct SessionConfig {
     /// ([`crate::estimate::PromiseScale`]; 0 < γ ≤ 1). `None`: promise
     /// from the estimate alone, as before issue 28.
     pub calibration: Option<f64>,
+    /// React to capacity dips ([`super::dip`]): a path that delivers less
+    /// than half its promise for two intervals is re-mapped at once, its
+    /// view scaled to what it delivers. `false`: wait for the estimate.
+    pub react_to_dips: bool,
 }
 
 impl Default for SessionConfig {
@@ -185,6 +189,7 @@ impl Default for SessionConfig {
             scheduled_first: false,
             bulk_yield: Some(super::bulk_yield::DEFAULT_TARGET),
             calibration: Some(crate::estimate::DEFAULT_SCALE_GAMMA),
+            react_to_dips: true,
         }
     }
 }

@@ -118,6 +118,24 @@ pub enum Event {
         /// Usable samples it gave.
         samples: u64,
     },
+    /// Source: a path that carries guarantees delivers less than half of
+    /// its promise (see [`super::dip`]). With another path up, the
+    /// guarantees are re-mapped at once.
+    PathDip {
+        /// The path.
+        path: PathId,
+        /// What it delivers in the dip.
+        delivered: Bandwidth,
+        /// What was promised on it.
+        promised: Bandwidth,
+        /// From the dip's first short interval to its detection.
+        detected_after: Duration,
+    },
+    /// Source: the dip on this path is over.
+    PathRecovered {
+        /// The path.
+        path: PathId,
+    },
     /// The scheduler re-ran its mapping.
     Remapped {
         /// Why.

@@ -72,6 +72,7 @@ pub mod bulk_yield;
 #[cfg(test)]
 mod calibration_tests;
 mod config;
+pub mod dip;
 pub mod error;
 pub mod event;
 pub mod frame;
@@ -687,6 +688,7 @@ impl Session {
                 .copied()
                 .chain(self.pending.iter().copied()),
         );
+        let mut dips = Vec::new();
         'conns: for &h in &handles {
             while let Some(m) = self.endpoint.connection_mut(h).and_then(|c| c.recv(now)) {
                 if let Err(e) = self.handle_message(now, h, m.data) {
@@ -723,6 +725,12 @@ impl Session {
                 if let Some(p) = self.paths.get_mut(&id) {
                     for (s, srtt) in samples {
                         p.handle_sample(s, srtt);
+                        if self.role == Role::Source && self.config.react_to_dips {
+                            let promised = crate::units::Bandwidth::from_bps(p.promised_bps);
+                            if let Some(ch) = p.dip.handle_sample(now, &s, promised) {
+                                dips.push((id, ch));
+                            }
+                        }
                     }
                     if closed.is_some() {
                         p.last_error = closed.clone();
@@ -737,6 +745,9 @@ impl Session {
             }
         }
         self.scratch_conns = handles;
+        for (path, change) in dips {
+            self.handle_dip(now, path, change);
+        }
     }
 
     /// Closes connection `h`, which is not a path, for breaking the

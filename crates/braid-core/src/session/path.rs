@@ -105,6 +105,10 @@ pub(crate) struct PathState {
     /// (`SessionConfig::calibration`), and how often it moved.
     pub scale: Option<PromiseScale>,
     pub scale_moves: u64,
+    /// Source: the capacity-dip detector, and the factor a dip in
+    /// progress scales the view by (1 otherwise; see `super::dip`).
+    pub dip: super::dip::DipDetector,
+    pub dip_factor: f64,
 }
 
 /// A hop report older than this no longer counts (its relay stopped
@@ -151,6 +155,8 @@ impl PathState {
             bulk: super::bulk_yield::BulkYield::new(super::bulk_yield::INITIAL_WINDOW),
             scale: None,
             scale_moves: 0,
+            dip: super::dip::DipDetector::default(),
+            dip_factor: 1.0,
         }
     }
 
@@ -170,6 +176,19 @@ impl PathState {
     /// The factor on this path's promises (1 without calibration).
     pub fn promise_scale(&self) -> f64 {
         self.scale.map_or(1.0, |s| s.factor())
+    }
+
+    /// Sets the factor a capacity dip scales the view by (1: no dip).
+    pub fn set_dip_factor(&mut self, factor: f64) {
+        let f = if factor.is_nan() {
+            1.0
+        } else {
+            factor.clamp(1e-3, 1.0)
+        };
+        if f != self.dip_factor {
+            self.dip_factor = f;
+            self.scale_moves += 1;
+        }
     }
 
     /// Changes whenever [`Self::view`] would: a new sample or a new factor.
@@ -273,7 +292,8 @@ impl PathState {
     /// The scheduler's view of the path: its estimate, scaled by the
     /// calibrated factor.
     pub fn view(&self) -> PathView {
-        PathView::new(self.estimate.window().clone(), self.path_srtt()).scaled(self.promise_scale())
+        PathView::new(self.estimate.window().clone(), self.path_srtt())
+            .scaled(self.promise_scale() * self.dip_factor)
     }
 
     pub fn samples(&self) -> usize {

@@ -21,8 +21,11 @@
 //! and its unacknowledged reliable messages go back to the head of their
 //! streams, in order, to be sent on the remaining paths.
 
+use super::config::Sched;
+use super::dip::DipChange;
 use super::error::{SendRefusal, SendRefused, SessionError};
 use super::frame::{data_frame, Frame};
+use super::path::PathState;
 use super::stream::{Delivery, StreamConfig};
 use super::{CloseCode, CloseReason, Event, Session, StreamStats, CONTROL_STREAM};
 use crate::id::{PathId, StreamId, MAX_STREAMS};
@@ -464,9 +467,13 @@ impl Session {
     /// estimates, and each stream's allowed set with its bounds.
     pub(super) fn refresh_scheduler_paths(&mut self, now: Instant) {
         let mut changed = false;
+        let any_up = self.paths.values().any(PathState::is_up);
         for p in self.paths.values_mut() {
             let sched = self.sched.get();
-            if p.is_up() {
+            // With no path up, a silent path that is still established
+            // stays schedulable: there is nowhere else to send, and its
+            // connection holds what it is given until it answers.
+            if p.is_up() || (!any_up && p.established) {
                 let version = p.view_version();
                 if !p.in_scheduler || p.pushed_version != version {
                     sched.handle_path_update(p.id, p.view(), now);
@@ -500,12 +507,24 @@ impl Session {
             return;
         }
         let c = &s.config;
-        let constrained =
-            c.pinned.is_some() || c.rtt.is_some() || c.loss.is_some() || c.delay.is_some();
+        // A path in a capacity dip carries no guarantee while another
+        // path is up and not dipped (see `super::dip`).
+        let avoid_dips = c.spec.is_guaranteed()
+            && self.paths.values().any(|p| p.dip_factor < 1.0)
+            && self
+                .paths
+                .values()
+                .any(|p| p.is_up() && p.dip_factor >= 1.0);
+        let constrained = c.pinned.is_some()
+            || c.rtt.is_some()
+            || c.loss.is_some()
+            || c.delay.is_some()
+            || avoid_dips;
         let allowed = constrained.then(|| {
             self.paths
                 .values()
                 .filter(|p| c.pinned.as_ref().is_none_or(|v| v.contains(&p.id)))
+                .filter(|p| !avoid_dips || p.dip_factor >= 1.0)
                 .filter(|p| {
                     c.rtt
                         .is_none_or(|b| p.rtt_quantile(b.probability).is_none_or(|r| r <= b.max))
@@ -546,18 +565,43 @@ impl Session {
     /// them, and sending them again on the same path when it answers would
     /// only add a second copy to its queue.
     pub(super) fn failover(&mut self, now: Instant, path: PathId) -> u64 {
+        if !self.paths.values().any(|p| p.id != path && p.is_up()) {
+            // The last path: it stays with the scheduler (see
+            // `refresh_scheduler_paths`), and its messages with it.
+            return 0;
+        }
         if let Some(p) = self.paths.get_mut(&path) {
             if p.in_scheduler {
                 let _ = self.sched.get().handle_path_remove(path, now);
                 p.in_scheduler = false;
             }
         }
-        if !self.paths.values().any(|p| p.id != path && p.is_up()) {
-            return 0;
+        let moved = self.move_unacked(now, path, false);
+        let ids: Vec<StreamId> = self.out.keys().copied().collect();
+        for s in ids {
+            self.refresh_stream_paths(now, s);
         }
+        moved
+    }
+
+    fn refresh_all_stream_paths(&mut self, now: Instant) {
+        let ids: Vec<StreamId> = self.out.keys().copied().collect();
+        for s in ids {
+            self.refresh_stream_paths(now, s);
+        }
+    }
+
+    /// Moves the unacknowledged reliable messages sent on `path` (of
+    /// guaranteed streams only, if `guaranteed_only`) back to the head of
+    /// their streams; returns how many. Should `path` deliver its copies
+    /// after all, the sink drops them as duplicates.
+    fn move_unacked(&mut self, now: Instant, path: PathId, guaranteed_only: bool) -> u64 {
         let mut moved = 0;
         let sched = self.sched.get();
         for (&id, s) in self.out.iter_mut() {
+            if guaranteed_only && !s.config.spec.is_guaranteed() {
+                continue;
+            }
             let seqs: Vec<u64> = s
                 .unacked
                 .iter()
@@ -591,11 +635,53 @@ impl Session {
             }
         }
         self.stats.resent += moved;
-        let ids: Vec<StreamId> = self.out.keys().copied().collect();
-        for s in ids {
-            self.refresh_stream_paths(now, s);
-        }
         moved
+    }
+
+    /// A capacity dip began or ended on `path` (see [`super::dip`]).
+    pub(super) fn handle_dip(&mut self, now: Instant, path: PathId, change: DipChange) {
+        let others_up = self.paths.values().any(|p| p.id != path && p.is_up());
+        let Some(p) = self.paths.get_mut(&path) else {
+            return;
+        };
+        match change {
+            DipChange::Began(d) => {
+                tracing::debug!(path = path.0, delivered = %d.delivered, promised = %d.promised, "session: capacity dip");
+                self.push_event(Event::PathDip {
+                    path,
+                    delivered: d.delivered,
+                    promised: d.promised,
+                    detected_after: d.detected.saturating_duration_since(d.since),
+                });
+                let Some(p) = self.paths.get_mut(&path) else {
+                    return;
+                };
+                if !others_up || !p.in_scheduler {
+                    // Nowhere to move to: reported only.
+                    return;
+                }
+                // The view's mean becomes what the path delivers now.
+                let mean = p.estimate.window().mean().unwrap_or(0.0);
+                if mean > 0.0 {
+                    p.set_dip_factor(d.delivered.bps() as f64 / (mean * p.promise_scale()));
+                }
+                let (view, version) = (p.view(), p.view_version());
+                p.pushed_version = version;
+                if let Sched::Pgos(s) = &mut self.sched {
+                    s.handle_path_dip(path, view, now);
+                }
+                // What the guarantees already sent waits behind the dip:
+                // send it again on the paths they moved to, and keep them
+                // off the dipped path until it recovers.
+                self.move_unacked(now, path, true);
+                self.refresh_all_stream_paths(now);
+            }
+            DipChange::Ended => {
+                p.set_dip_factor(1.0);
+                self.push_event(Event::PathRecovered { path });
+                self.refresh_all_stream_paths(now);
+            }
+        }
     }
 
     // ---- dispatch -------------------------------------------------------
@@ -607,10 +693,11 @@ impl Session {
         }
         let mut ids = std::mem::take(&mut self.scratch_paths);
         ids.clear();
+        let any_up = self.paths.values().any(PathState::is_up);
         ids.extend(
             self.paths
                 .values()
-                .filter(|p| p.is_up() && p.in_scheduler)
+                .filter(|p| p.in_scheduler && (p.is_up() || (!any_up && p.established)))
                 .map(|p| p.id),
         );
         for &path in &ids {

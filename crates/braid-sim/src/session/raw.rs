@@ -19,6 +19,7 @@ pub(crate) struct RawSession {
     pub scheduler: Option<Spanned<String>>,
     pub bulk_yield: Option<Spanned<String>>,
     pub calibration: Option<Spanned<String>>,
+    pub react_to_dips: Option<bool>,
     pub on_infeasible: Option<Spanned<String>>,
     #[serde(default, rename = "path")]
     pub paths: Vec<RawPath>,

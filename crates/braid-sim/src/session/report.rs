@@ -155,6 +155,10 @@ pub struct PathReport {
     /// When the source named it unmeasured (`Event::PathUnmeasured`: no
     /// usable samples within the warm-up limit), if it did (s).
     pub unmeasured_at_s: Option<f64>,
+    /// Capacity dips the source detected on it (`Event::PathDip`).
+    pub dips: u64,
+    /// The first dip: from its first short interval to its detection (ms).
+    pub dip_detected_after_ms: Option<f64>,
 }
 
 /// A session run, summarised (see the module docs).
@@ -292,6 +296,7 @@ impl SessionReport {
         let mut unmet: BTreeMap<StreamId, UnmetReport> = BTreeMap::new();
         let mut down = vec![0u64; def.paths.len()];
         let mut unmeasured = vec![None; def.paths.len()];
+        let mut dips = vec![(0u64, None); def.paths.len()];
         let mut mapped_at: BTreeMap<StreamId, f64> = BTreeMap::new();
         let sent = source.map(|s| s.app().sent()).unwrap_or_default();
         for (at, e) in source.map(|s| s.app().events()).unwrap_or_default() {
@@ -318,6 +323,16 @@ impl SessionReport {
                             best_expected_misses: best.expected_misses.map(r4),
                         },
                     );
+                }
+                Event::PathDip {
+                    path,
+                    detected_after,
+                    ..
+                } => {
+                    if let Some((n, first)) = dips.get_mut(path.0 as usize) {
+                        *n += 1;
+                        first.get_or_insert(r4(detected_after.as_secs_f64() * 1e3));
+                    }
                 }
                 Event::PathUnmeasured { path, .. } => {
                     if let Some(u) = unmeasured.get_mut(path.0 as usize) {
@@ -478,6 +493,8 @@ impl SessionReport {
                 delivered_mbps: r4(delivered),
                 down: down[i],
                 unmeasured_at_s: unmeasured[i],
+                dips: dips[i].0,
+                dip_detected_after_ms: dips[i].1,
             });
         }
         SessionReport {

@@ -23,6 +23,7 @@
 //! bulk_yield = "30ms"         # optional: best effort's delay target on paths with guarantees, or "off"
 //! calibration = "0.05"        # optional: step of the promises' correction from outcomes, or "off"
 //! on_infeasible = "lower"     # optional: how the source answers an upcall: lower | accept | drop
+//! react_to_dips = true        # optional: re-map at once when a path dips below half its promise
 //!
 //! [[path]]
 //! name = "a"
@@ -146,6 +147,10 @@ pub struct SessionScenario {
     /// The step size of the promises' correction from outcomes
     /// (`calibration = "0.05"`, or `"off"`; [`SessionConfig::calibration`]).
     pub calibration: Option<f64>,
+    /// Re-map at once when a path dips below half its promise
+    /// (`react_to_dips = false` to wait for the estimate;
+    /// [`SessionConfig::react_to_dips`]).
+    pub react_to_dips: bool,
     /// How the source answers an upcall (`on_infeasible = "lower"`, the
     /// default as in `braid stream`; `"accept"`: best effort; `"drop"`).
     pub on_infeasible: Infeasible,
@@ -286,6 +291,7 @@ impl SessionScenario {
                 scheduler: self.scheduler,
                 bulk_yield: self.bulk_yield,
                 calibration: self.calibration,
+                react_to_dips: self.react_to_dips,
                 ..SessionConfig::default()
             },
             on_infeasible: Some(self.on_infeasible),
@@ -401,6 +407,9 @@ impl Session<'_> {
             scheduler,
             bulk_yield,
             calibration,
+            react_to_dips: raw
+                .react_to_dips
+                .unwrap_or(SessionConfig::default().react_to_dips),
             on_infeasible,
             paths,
             streams,
