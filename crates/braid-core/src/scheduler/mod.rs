@@ -231,10 +231,13 @@ pub trait Scheduler: fmt::Debug {
     /// `path` can take one packet now: which message? `None` if nothing
     /// should go on it.
     fn poll_dispatch_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch>;
-    /// As [`Scheduler::poll_dispatch_on`], but only a message the path owes
-    /// a guarantee ([`Class::Scheduled`] or [`Class::OtherPath`]): what a
-    /// driver asks when the path has no room left for unscheduled traffic.
-    /// Schedulers without guarantees have none (the default).
+    /// As [`Scheduler::poll_dispatch_on`], but never a best-effort
+    /// stream's message: what the path owes a guarantee
+    /// ([`Class::Scheduled`] or [`Class::OtherPath`]), then the traffic of
+    /// guarantees the paths could not carry whole (an unmapped guarantee,
+    /// a lowered spec's excess; as [`Class::Unscheduled`]). What a driver asks
+    /// when the path has no room left for best effort. Schedulers without
+    /// guarantees have none (the default).
     fn poll_dispatch_scheduled_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {
         let _ = (path, now);
         None

@@ -120,13 +120,17 @@ impl Pgos {
         (id, bytes)
     }
 
-    /// The decision for path `j` (Table I); only classes 1 and 2 when
-    /// `scheduled_only`.
+    /// The decision for path `j` (Table I); with `guarantees_only`, no
+    /// best-effort stream: classes 1 and 2, then the traffic of guarantees
+    /// the paths could not carry whole (an unmapped guarantee, a lowered
+    /// spec's excess), which a path's bulk yield does not hold (issue 28:
+    /// such a guarantee was starved with the bulk). A fully mapped
+    /// stream's excess waits with the bulk.
     pub(super) fn decide(
         &mut self,
         j: usize,
         now: Instant,
-        scheduled_only: bool,
+        guarantees_only: bool,
     ) -> Option<Dispatch> {
         self.undo_part = None;
         let horizon = now.as_nanos().saturating_add(self.cfg.window.as_nanos());
@@ -169,14 +173,17 @@ impl Pgos {
                 class: Class::OtherPath,
             });
         }
-        if scheduled_only {
-            return None;
-        }
         // 3a. Unscheduled, beyond its mapped rate: a stream mapped on this
         // path that has run a window ahead (Table I 3.2: guaranteed streams
         // have the higher window constraint). Its tag is not advanced, so
         // its guaranteed share is not borrowed from.
-        if let Some((_, slot, _)) = self.clean_vs(j) {
+        // Under `guarantees_only`, only a stream running a lowered spec
+        // (its excess is what the paths could not promise it); a fully
+        // mapped stream's excess waits with the bulk.
+        if let Some((_, slot, _)) = self
+            .clean_vs(j)
+            .filter(|&(_, slot, _)| !guarantees_only || self.is_lowered(slot))
+        {
             if let Some((stream, bytes)) = self.queues.pop(slot) {
                 self.stats.decisions[2] += 1;
                 return Some(Dispatch {
@@ -188,8 +195,11 @@ impl Pgos {
             }
         }
         // 3b. Unscheduled: best-effort and unmapped streams by SCFQ tag.
-        if let Some(t) = self.decide_best_effort(path, now) {
+        if let Some(t) = self.decide_best_effort(path, now, guarantees_only) {
             return Some(t);
+        }
+        if guarantees_only {
+            return None;
         }
         // 3c. Mapped streams' backlog on other paths, earliest deadline
         // first, so that no path idles.
@@ -212,18 +222,37 @@ impl Pgos {
         })
     }
 
+    /// The stream in `slot` runs a spec lowered after an upcall.
+    fn is_lowered(&self, slot: usize) -> bool {
+        self.streams
+            .get(slot)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| s.asked.is_some())
+    }
+
     /// Class 3b for `path`: the best-effort (or unmapped) stream with the
-    /// smallest SCFQ finish tag that may use `path`. Entries of streams the
+    /// smallest SCFQ finish tag that may use `path` (only unmapped
+    /// guaranteed streams with `guarantees_only`). Entries of streams the
     /// path may not take are set aside and put back.
-    fn decide_best_effort(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {
-        let t = self.pop_best_effort(path, now);
+    fn decide_best_effort(
+        &mut self,
+        path: PathId,
+        now: Instant,
+        guarantees_only: bool,
+    ) -> Option<Dispatch> {
+        let t = self.pop_best_effort(path, now, guarantees_only);
         if !self.be_skipped.is_empty() {
             self.be.extend(self.be_skipped.drain(..));
         }
         t
     }
 
-    fn pop_best_effort(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {
+    fn pop_best_effort(
+        &mut self,
+        path: PathId,
+        now: Instant,
+        guarantees_only: bool,
+    ) -> Option<Dispatch> {
         while let Some(Reverse((key, slot, gen))) = self.be.pop() {
             let slot = slot as usize;
             let live = self
@@ -233,6 +262,15 @@ impl Pgos {
                 .is_some_and(|s| s.heap3_gen == gen && s.status != Status::Mapped);
             if !live {
                 self.stats.stale += 1;
+                continue;
+            }
+            if guarantees_only
+                && self
+                    .queues
+                    .get(slot)
+                    .is_some_and(|s| !s.spec.is_guaranteed())
+            {
+                self.be_skipped.push(Reverse((key, slot as u32, gen)));
                 continue;
             }
             if let Some(s) = self.queues.get(slot).filter(|s| !s.allows(path)) {

@@ -76,6 +76,16 @@ fn scheduled_only_dispatch_holds_unscheduled_traffic_back() {
     // The held best effort still goes when asked without the limit.
     let b = s.poll_dispatch_on(PathId(1), t).unwrap();
     assert_eq!((b.stream, b.class), (StreamId(2), Class::Unscheduled));
+    // A guarantee the path cannot carry (unmapped, running best effort
+    // until answered) is not held with the bulk: it is a guarantee's
+    // traffic, and comes before best effort.
+    let big = StreamSpec::min_rate(mb(40.0), 0.9).unwrap();
+    s.handle_stream_open(StreamId(3), big, t).unwrap();
+    s.handle_enqueue(StreamId(2), 1000, t).unwrap();
+    s.handle_enqueue(StreamId(3), 1000, t).unwrap();
+    let c = s.poll_dispatch_scheduled_on(PathId(1), t).unwrap();
+    assert_eq!((c.stream, c.class), (StreamId(3), Class::Unscheduled));
+    assert!(s.poll_dispatch_scheduled_on(PathId(1), t).is_none());
 }
 
 #[test]

@@ -25,7 +25,6 @@ use super::config::Sched;
 use super::dip::DipChange;
 use super::error::{SendRefusal, SendRefused, SessionError};
 use super::frame::{data_frame, Frame};
-use super::path::PathState;
 use super::stream::{Delivery, StreamConfig};
 use super::{CloseCode, CloseReason, Event, Session, StreamStats, CONTROL_STREAM};
 use crate::id::{PathId, StreamId, MAX_STREAMS};
@@ -467,13 +466,13 @@ impl Session {
     /// estimates, and each stream's allowed set with its bounds.
     pub(super) fn refresh_scheduler_paths(&mut self, now: Instant) {
         let mut changed = false;
-        let any_up = self.paths.values().any(PathState::is_up);
+        let only = self.paths.len() == 1;
         for p in self.paths.values_mut() {
             let sched = self.sched.get();
-            // With no path up, a silent path that is still established
-            // stays schedulable: there is nowhere else to send, and its
+            // A session's only path stays schedulable while silent, if
+            // still established: there is nowhere else to send, and its
             // connection holds what it is given until it answers.
-            if p.is_up() || (!any_up && p.established) {
+            if p.is_up() || (only && p.established) {
                 let version = p.view_version();
                 if !p.in_scheduler || p.pushed_version != version {
                     sched.handle_path_update(p.id, p.view(), now);
@@ -565,8 +564,8 @@ impl Session {
     /// them, and sending them again on the same path when it answers would
     /// only add a second copy to its queue.
     pub(super) fn failover(&mut self, now: Instant, path: PathId) -> u64 {
-        if !self.paths.values().any(|p| p.id != path && p.is_up()) {
-            // The last path: it stays with the scheduler (see
+        if self.paths.len() == 1 {
+            // The only path: it stays with the scheduler (see
             // `refresh_scheduler_paths`), and its messages with it.
             return 0;
         }
@@ -575,6 +574,9 @@ impl Session {
                 let _ = self.sched.get().handle_path_remove(path, now);
                 p.in_scheduler = false;
             }
+        }
+        if !self.paths.values().any(|p| p.id != path && p.is_up()) {
+            return 0;
         }
         let moved = self.move_unacked(now, path, false);
         let ids: Vec<StreamId> = self.out.keys().copied().collect();
@@ -693,11 +695,11 @@ impl Session {
         }
         let mut ids = std::mem::take(&mut self.scratch_paths);
         ids.clear();
-        let any_up = self.paths.values().any(PathState::is_up);
+        let only = self.paths.len() == 1;
         ids.extend(
             self.paths
                 .values()
-                .filter(|p| p.in_scheduler && (p.is_up() || (!any_up && p.established)))
+                .filter(|p| p.in_scheduler && (p.is_up() || (only && p.established)))
                 .map(|p| p.id),
         );
         for &path in &ids {
