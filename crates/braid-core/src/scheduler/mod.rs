@@ -233,9 +233,9 @@ pub trait Scheduler: fmt::Debug {
     fn poll_dispatch_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch>;
     /// As [`Scheduler::poll_dispatch_on`], but never a best-effort
     /// stream's message: what the path owes a guarantee
-    /// ([`Class::Scheduled`] or [`Class::OtherPath`]), then the traffic of
-    /// guarantees the paths could not carry whole (an unmapped guarantee,
-    /// a lowered spec's excess; as [`Class::Unscheduled`]). What a driver asks
+    /// ([`Class::Scheduled`] or [`Class::OtherPath`]), then the excess of
+    /// a guarantee the paths could not carry whole (a spec lowered after
+    /// an upcall; as [`Class::Unscheduled`]). What a driver asks
     /// when the path has no room left for best effort. Schedulers without
     /// guarantees have none (the default).
     fn poll_dispatch_scheduled_on(&mut self, path: PathId, now: Instant) -> Option<Dispatch> {

@@ -76,16 +76,33 @@ fn scheduled_only_dispatch_holds_unscheduled_traffic_back() {
     // The held best effort still goes when asked without the limit.
     let b = s.poll_dispatch_on(PathId(1), t).unwrap();
     assert_eq!((b.stream, b.class), (StreamId(2), Class::Unscheduled));
-    // A guarantee the path cannot carry (unmapped, running best effort
-    // until answered) is not held with the bulk: it is a guarantee's
-    // traffic, and comes before best effort.
+    // A guarantee the path could carry only in part (lowered after its
+    // upcall) is not held with the bulk: its excess comes before best
+    // effort.
+    s.handle_stream_close(StreamId(1), t).unwrap();
     let big = StreamSpec::min_rate(mb(40.0), 0.9).unwrap();
     s.handle_stream_open(StreamId(3), big, t).unwrap();
+    let best = std::iter::from_fn(|| s.poll_event())
+        .find_map(|e| match e {
+            SchedulerEvent::Upcall { best, .. } => Some(best),
+            _ => None,
+        })
+        .expect("40 Mbit/s does not fit a 10 Mbit/s path");
+    s.handle_upcall_answer(
+        StreamId(3),
+        UpcallAnswer::Lower(best.lowered(&big).unwrap()),
+        t,
+    )
+    .unwrap();
     s.handle_enqueue(StreamId(2), 1000, t).unwrap();
-    s.handle_enqueue(StreamId(3), 1000, t).unwrap();
-    let c = s.poll_dispatch_scheduled_on(PathId(1), t).unwrap();
-    assert_eq!((c.stream, c.class), (StreamId(3), Class::Unscheduled));
-    assert!(s.poll_dispatch_scheduled_on(PathId(1), t).is_none());
+    // 2 MB: more than its lowered rate's deadlines within the window.
+    for _ in 0..2000 {
+        s.handle_enqueue(StreamId(3), 1000, t).unwrap();
+    }
+    let got: Vec<Dispatch> =
+        std::iter::from_fn(|| s.poll_dispatch_scheduled_on(PathId(1), t)).collect();
+    assert!(got.iter().all(|d| d.stream == StreamId(3)));
+    assert!(got.iter().any(|d| d.class == Class::Unscheduled));
 }
 
 #[test]
