@@ -332,9 +332,20 @@ impl Pgos {
         Ok(new)
     }
 
-    /// If some streams run lowered specs and every guarantee maps with
-    /// the specs they asked for, restores those specs and returns that
-    /// mapping.
+    /// The mapping requests, with `specs` in place of the streams' own.
+    fn requests_with(&self, specs: &[(StreamId, StreamSpec)]) -> Vec<MapRequest> {
+        let mut requests = self.requests();
+        for r in &mut requests {
+            if let Some((_, a)) = specs.iter().find(|(id, _)| *id == r.id) {
+                r.spec = *a;
+            }
+        }
+        requests
+    }
+
+    /// Restores the asked specs of the lowered streams that map with them
+    /// again, if no stream that maps today (or is restored) is pushed out;
+    /// returns that mapping.
     fn try_restore(&mut self) -> Option<Mapping> {
         let asked: Vec<(StreamId, StreamSpec)> = self
             .queues
@@ -344,14 +355,8 @@ impl Pgos {
         if asked.is_empty() {
             return None;
         }
-        let mut requests = self.requests();
-        for r in &mut requests {
-            if let Some((_, a)) = asked.iter().find(|(id, _)| *id == r.id) {
-                r.spec = *a;
-            }
-        }
         let views = self.path_views();
-        let all_asked = mapping::map_streams(&requests, &views, &self.cfg.mapper);
+        let all_asked = mapping::map_streams(&self.requests_with(&asked), &views, &self.cfg.mapper);
         // Candidates: the lowered streams that map at their asked spec.
         let asked: Vec<(StreamId, StreamSpec)> = asked
             .into_iter()
@@ -362,13 +367,7 @@ impl Pgos {
         }
         // Restore the candidates only (the rest keep their lowered specs),
         // and only if nothing that maps today is pushed out.
-        let mut requests = self.requests();
-        for r in &mut requests {
-            if let Some((_, a)) = asked.iter().find(|(id, _)| *id == r.id) {
-                r.spec = *a;
-            }
-        }
-        let mapping = mapping::map_streams(&requests, &views, &self.cfg.mapper);
+        let mapping = mapping::map_streams(&self.requests_with(&asked), &views, &self.cfg.mapper);
         drop(views);
         let displaced = self.queues.iter().any(|(i, s)| {
             let mapped_now = self.streams[i]

@@ -469,6 +469,21 @@ fn encode_config(c: &StreamConfig, out: &mut Vec<u8>) {
     }
 }
 
+/// A duration bound (`varint max_us, f64 probability`) if `present`.
+fn duration_bound(
+    r: &mut Reader<'_>,
+    present: bool,
+    what: &'static str,
+) -> Result<Option<PathBound<Duration>>, FrameError> {
+    if !present {
+        return Ok(None);
+    }
+    Ok(Some(PathBound {
+        max: duration_us(r, what)?,
+        probability: f64_field(r)?,
+    }))
+}
+
 fn decode_config(r: &mut Reader<'_>) -> Result<StreamConfig, FrameError> {
     let spec = match r.u8()? {
         SPEC_MIN_RATE => StreamSpec::MinRate {
@@ -505,14 +520,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<StreamConfig, FrameError> {
     if flags & !FLAGS_KNOWN != 0 {
         return Err(FrameError::UnknownValue("stream config flag"));
     }
-    let rtt = if flags & FLAG_RTT != 0 {
-        Some(PathBound {
-            max: duration_us(r, "rtt bound")?,
-            probability: f64_field(r)?,
-        })
-    } else {
-        None
-    };
+    let rtt = duration_bound(r, flags & FLAG_RTT != 0, "rtt bound")?;
     let loss = if flags & FLAG_LOSS != 0 {
         Some(PathBound {
             max: f64_field(r)?,
@@ -521,14 +529,7 @@ fn decode_config(r: &mut Reader<'_>) -> Result<StreamConfig, FrameError> {
     } else {
         None
     };
-    let delay = if flags & FLAG_DELAY != 0 {
-        Some(PathBound {
-            max: duration_us(r, "delay bound")?,
-            probability: f64_field(r)?,
-        })
-    } else {
-        None
-    };
+    let delay = duration_bound(r, flags & FLAG_DELAY != 0, "delay bound")?;
     let pinned = if flags & FLAG_PINNED != 0 {
         let n = r.varint_max(MAX_PINNED as u64, "pinned paths")?;
         let mut v = Vec::with_capacity(n as usize);

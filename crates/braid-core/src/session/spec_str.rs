@@ -158,23 +158,15 @@ impl FromStr for StreamConfig {
                         return Err(repeated());
                     }
                 }
-                "rtt" => {
-                    let (max, p) = bound_term(term, value, RTT_FORM)?;
-                    let max = parse_duration(term, max, RTT_FORM)?;
-                    if rtt
-                        .replace(PathBound {
-                            max,
-                            probability: p,
-                        })
-                        .is_some()
-                    {
-                        return Err(repeated());
-                    }
-                }
-                "delay" => {
-                    let (max, p) = bound_term(term, value, DELAY_FORM)?;
-                    let max = parse_duration(term, max, DELAY_FORM)?;
-                    if delay
+                "rtt" | "delay" => {
+                    let (slot, form) = if key == "rtt" {
+                        (&mut rtt, RTT_FORM)
+                    } else {
+                        (&mut delay, DELAY_FORM)
+                    };
+                    let (max, p) = bound_term(term, value, form)?;
+                    let max = parse_duration(term, max, form)?;
+                    if slot
                         .replace(PathBound {
                             max,
                             probability: p,
