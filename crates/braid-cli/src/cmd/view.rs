@@ -9,7 +9,7 @@
 //! [`Names`] (how paths are called), [`LiveView`] (redraws on a terminal).
 
 use braid_core::scheduler::BestAchievable;
-use braid_core::session::{PathSnapshot, Role, Snapshot, StreamSnapshot};
+use braid_core::session::{PathSnapshot, Role, Snapshot, StreamSnapshot, StreamStats};
 use braid_core::{Bandwidth, PathId};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -113,16 +113,17 @@ pub fn render(snap: &Snapshot, names: &Names) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<14} {:<34} {:>13} {:>7}  PATHS",
-        "STREAM", "SPEC", "RATE", "MET"
+        "{:<14} {:<34} {:>13} {:>7} {:>9}  PATHS",
+        "STREAM", "SPEC", "RATE", "MET", "DELAY p95"
     );
     for s in &snap.streams {
         let mut line = format!(
-            "{:<14} {:<34} {:>13} {:>7}  {}",
+            "{:<14} {:<34} {:>13} {:>7} {:>9}  {}",
             stream_name(s),
             s.config.to_string(),
             s.last.rate.to_string(),
             pct(s.windows_met),
+            delay(snap.role, &s.last, |d| d.delay_p95).unwrap_or_else(|| "-".into()),
             mapped(s)
         );
         if let Some(best) = &s.unmet {
@@ -173,6 +174,29 @@ pub fn render(snap: &Snapshot, names: &Names) -> String {
     out
 }
 
+/// A sink's delay figure of the last interval (`None` on the source, or
+/// when nothing arrived in it).
+fn delay(
+    role: Role,
+    last: &StreamStats,
+    pick: impl Fn(&StreamStats) -> braid_core::Duration,
+) -> Option<String> {
+    (role == Role::Sink && last.messages > 0).then(|| pick(last).to_string())
+}
+
+/// The sink's p50/p95/p99 delays of the last interval, as `a/b/c`.
+fn delays(role: Role, last: &StreamStats) -> Option<String> {
+    let p50 = delay(role, last, |d| d.delay_p50)?;
+    let p95 = delay(role, last, |d| d.delay_p95)?;
+    let p99 = delay(role, last, |d| d.delay_p99)?;
+    Some(format!("{p50}/{p95}/{p99}"))
+}
+
+/// [`delay`] in milliseconds, for JSON.
+fn delay_ms(role: Role, last: &StreamStats, d: braid_core::Duration) -> Option<f64> {
+    (role == Role::Sink && last.messages > 0).then(|| d.as_secs_f64() * 1e3)
+}
+
 /// The same figures as [`render`], one line per stream and per path, each
 /// starting with the time: for logs and pipes.
 pub fn plain_lines(snap: &Snapshot, names: &Names) -> String {
@@ -190,6 +214,9 @@ pub fn plain_lines(snap: &Snapshot, names: &Names) -> String {
             s.messages,
             s.bytes
         );
+        if let Some(d) = delays(snap.role, &s.last) {
+            let _ = write!(out, " delay_p50/p95/p99={d}");
+        }
         if let Some(best) = &s.unmet {
             let _ = write!(out, " {}", unmet_text(best));
         }
@@ -261,6 +288,13 @@ pub struct JsonStream {
     pub rate_bps: u64,
     /// Share of windows that met the spec (`null` before the first report).
     pub windows_met: Option<f64>,
+    /// Sink: median one-way delay of the messages delivered in the last
+    /// interval, ms (`null` on the source and before anything arrived).
+    pub delay_p50_ms: Option<f64>,
+    /// Sink: their 95th percentile, ms.
+    pub delay_p95_ms: Option<f64>,
+    /// Sink: their 99th percentile, ms.
+    pub delay_p99_ms: Option<f64>,
     /// What each path promises it.
     pub paths: Vec<JsonPromise>,
     /// The guarantee cannot be met: the best achievable (`null` when met).
@@ -359,6 +393,9 @@ impl JsonLine {
                     spec: s.config.to_string(),
                     rate_bps: s.last.rate.bps(),
                     windows_met: s.windows_met,
+                    delay_p50_ms: delay_ms(snap.role, &s.last, s.last.delay_p50),
+                    delay_p95_ms: delay_ms(snap.role, &s.last, s.last.delay_p95),
+                    delay_p99_ms: delay_ms(snap.role, &s.last, s.last.delay_p99),
                     paths: s
                         .paths
                         .iter()

@@ -59,7 +59,7 @@ pub use predictor::{
     Ewma, MovingAverage, PercentilePredictor, Predictor, Sma, DEFAULT_EWMA_ALPHA, DEFAULT_MA_LEN,
 };
 pub use sampler::{Closing, RateSample, RateSampler, SamplerStats, DEFAULT_SAMPLE_QUEUE};
-pub use scale::{parse_gamma, PromiseScale, DEFAULT_SCALE_GAMMA, MIN_SCALE};
+pub use scale::{parse_gamma, PromiseScale, DEFAULT_SCALE_GAMMA, MIN_SCALE, MISS_GAIN};
 pub use study::{run_study, StudyConfig, StudyError, StudyReport};
 
 pub use window::{quantile_rank, SlidingWindow, MAX_WINDOW};

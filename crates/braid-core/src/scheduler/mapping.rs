@@ -754,7 +754,7 @@ pub fn map_streams(
 
 #[path = "mapping_health.rs"]
 mod health;
-pub use health::{check_health, MappingHealth};
+pub use health::{check_health, expected_misses, MappingHealth};
 
 #[cfg(test)]
 #[path = "mapping_tests.rs"]

@@ -274,6 +274,20 @@ impl Pgos {
         &self.mapping
     }
 
+    /// The spec `stream` runs under now: the one it was opened with, or a
+    /// lowered one after an upcall answered [`UpcallAnswer::Lower`].
+    pub fn spec_of(&self, stream: StreamId) -> Option<StreamSpec> {
+        let slot = self.queues.slot_of(stream).ok()?;
+        self.queues.get(slot).map(|s| s.spec)
+    }
+
+    /// What the mapping of violation-bound `stream` promises on the current
+    /// path views: Lemma 2's E\[Z\] per window (`None` for other specs and
+    /// unmapped streams).
+    pub fn expected_misses(&self, stream: StreamId) -> Option<f64> {
+        mapping::expected_misses(&self.mapping, &self.requests(), &self.path_views(), stream)
+    }
+
     /// Answer an upcall for `stream`.
     ///
     /// # Errors
@@ -296,6 +310,15 @@ impl Pgos {
             UpcallAnswer::Lower(spec) => {
                 spec.validate()?;
                 let current = self.queues.get(slot).map(|s| s.spec);
+                if current == Some(spec) {
+                    // The spec that could not be met, again: mapping it
+                    // again would raise the same upcall. Run best effort
+                    // (retried on later re-maps) as for Accept.
+                    if let Some(Some(s)) = self.streams.get_mut(slot) {
+                        s.status = Status::Accepted;
+                    }
+                    return Ok(());
+                }
                 let asked = self.streams[slot]
                     .as_ref()
                     .and_then(|st| st.asked)
@@ -314,21 +337,11 @@ impl Pgos {
     /// returns its new slot (its state starts afresh).
     fn respec(&mut self, stream: StreamId, spec: StreamSpec) -> Result<usize, SchedError> {
         let slot = self.queues.slot_of(stream)?;
-        let (bytes, paths): (Vec<u32>, _) = self
-            .queues
-            .get(slot)
-            .map(|s| (s.queue.iter().copied().collect(), s.paths.clone()))
-            .unwrap_or_default();
-        self.queues.close(stream)?;
+        // The queue and the path restriction outlive the spec change.
+        let new = self.queues.respec(stream, spec)?;
         self.streams[slot] = None;
-        let new = self.queues.open(stream, spec)?;
-        // The restriction outlives the spec change.
-        self.queues.set_paths(stream, paths)?;
         self.streams.resize(self.queues.capacity(), None);
         self.streams[new] = Some(Self::fresh_state(&spec));
-        for b in bytes {
-            self.queues.push(stream, b)?;
-        }
         Ok(new)
     }
 

@@ -213,6 +213,41 @@ fn infeasible_stream_upcalls_and_runs_best_effort_until_answered() {
     );
 }
 
+/// An answer that "lowers" to the spec that could not be met (a best
+/// achievable no better than the ask) runs the stream best effort instead
+/// of mapping the same spec again: each attempt would raise the same
+/// upcall, and an application that answers every upcall at once would
+/// never return.
+#[test]
+fn lowering_to_the_same_spec_raises_no_new_upcall() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let t = Instant::ZERO;
+    let samples: Vec<f64> = (1..=100).map(f64::from).collect();
+    s.handle_path_update(
+        PathId(1),
+        PathView::new(EmpiricalDistribution::from_mbps(&samples), Duration::ZERO),
+        t,
+    );
+    events(&mut s);
+    let spec = StreamSpec::min_rate(mb(50.0), 0.99).unwrap();
+    s.handle_stream_open(StreamId(9), spec, t).unwrap();
+    assert!(events(&mut s)
+        .iter()
+        .any(|e| matches!(e, SchedulerEvent::Upcall { .. })));
+    s.handle_upcall_answer(StreamId(9), UpcallAnswer::Lower(spec), t)
+        .unwrap();
+    assert!(
+        !events(&mut s)
+            .iter()
+            .any(|e| matches!(e, SchedulerEvent::Upcall { .. })),
+        "no second upcall for the same spec"
+    );
+    assert_eq!(s.spec_of(StreamId(9)), Some(spec));
+    s.handle_enqueue(StreamId(9), 1000, t).unwrap();
+    let x = s.poll_dispatch_on(PathId(1), t).unwrap();
+    assert_eq!(x.class, Class::Unscheduled, "best effort meanwhile");
+}
+
 /// Feed a stationary noisy path for `secs` seconds (a 500-sample window
 /// updated every 100 ms); return the mapping changes after the first mapping.
 fn remaps_on_stationary_path(cfg: PgosConfig, seed: u64, secs: u64) -> u64 {

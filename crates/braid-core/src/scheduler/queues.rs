@@ -108,6 +108,26 @@ impl StreamQueues {
         Ok(idx)
     }
 
+    /// Gives stream `id` a new spec, keeping its queue and path
+    /// restriction (moved, not copied); returns its slot, which has a new
+    /// generation (entries that name the old one are stale).
+    pub fn respec(&mut self, id: StreamId, spec: StreamSpec) -> Result<usize, SchedError> {
+        spec.validate()?;
+        let idx = self.slot_of(id)?;
+        let old = self.slots[idx]
+            .take()
+            .ok_or(SchedError::UnknownStream(id))?;
+        self.index.remove(&id);
+        // Cannot fail: the spec is valid, the id was open and its slot is free.
+        let new = self.open(id, spec)?;
+        if let Some(slot) = self.slots[new].as_mut() {
+            slot.queue = old.queue;
+            slot.queued_bytes = old.queued_bytes;
+            slot.paths = old.paths;
+        }
+        Ok(new)
+    }
+
     /// Restrict stream `id` to `paths` (`None`: any path). Returns its slot
     /// and whether the restriction changed.
     pub fn set_paths(

@@ -42,8 +42,8 @@ pub enum SpecError {
     /// The message size is zero.
     #[error("message size is zero")]
     ZeroMessageSize,
-    /// The violation bound is negative or NaN.
-    #[error("violation bound {0} is negative or NaN")]
+    /// The violation bound is negative, infinite or NaN.
+    #[error("violation bound {0} is not a finite number ≥ 0")]
     ViolationBound(f64),
     /// A best-effort weight of zero.
     #[error("best-effort weight is zero")]
@@ -210,7 +210,7 @@ impl StreamSpec {
                 if message_size == 0 {
                     return Err(SpecError::ZeroMessageSize);
                 }
-                if max_expected_misses.is_nan() || max_expected_misses < 0.0 {
+                if !max_expected_misses.is_finite() || max_expected_misses < 0.0 {
                     return Err(SpecError::ViolationBound(max_expected_misses));
                 }
             }
@@ -253,6 +253,17 @@ impl StreamSpec {
             StreamSpec::MinRate { probability, .. } | StreamSpec::Window { probability, .. } => {
                 Some(probability)
             }
+            _ => None,
+        }
+    }
+
+    /// The bound E\[Z\] of a violation-bound spec; `None` otherwise.
+    pub fn max_expected_misses(&self) -> Option<f64> {
+        match *self {
+            StreamSpec::ViolationBound {
+                max_expected_misses,
+                ..
+            } => Some(max_expected_misses),
             _ => None,
         }
     }
@@ -336,6 +347,10 @@ mod tests {
         assert_eq!(
             StreamSpec::violation_bound(3, Duration::from_millis(40), 1000, -0.5),
             Err(SpecError::ViolationBound(-0.5))
+        );
+        assert_eq!(
+            StreamSpec::violation_bound(10, Duration::from_secs(1), 1500, f64::INFINITY),
+            Err(SpecError::ViolationBound(f64::INFINITY))
         );
         assert_eq!(StreamSpec::best_effort(0), Err(SpecError::ZeroWeight));
         // Hand-built values go through the same checks.

@@ -51,13 +51,21 @@ pub struct StreamStats {
     pub windows_judged: u64,
     /// Of them, windows that missed the spec (sink).
     pub windows_missed: u64,
+    /// Messages short of the spec over the judged windows (sink; a
+    /// violation bound's Σ Z, 0 for rate specs).
+    pub messages_missed: u64,
     /// Messages lost or dropped late, since the stream opened (sink); on
     /// the source, messages of a window-constrained stream dropped at
     /// dispatch because their window had passed.
     pub lost: u64,
-    /// 95th percentile of one-way delay in the interval (sink; source clock
-    /// to sink clock, exact when both share an origin as in braid-sim).
+    /// Median one-way delay of the messages delivered in the interval
+    /// (sink; source clock to sink clock, exact when both share an origin
+    /// as in braid-sim; zero when nothing arrived).
+    pub delay_p50: Duration,
+    /// 95th percentile of the same delays.
     pub delay_p95: Duration,
+    /// 99th percentile of the same delays.
+    pub delay_p99: Duration,
     /// Duplicate copies dropped, since the stream opened (sink).
     pub duplicates: u64,
     /// Messages re-sent on another path after a path failure (source).

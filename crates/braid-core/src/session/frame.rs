@@ -23,7 +23,7 @@ use crate::wire::{WireError, MAX_REASON_LEN, MAX_TTL_US};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The session frame format this code speaks.
-pub const SESSION_VERSION: u8 = 2;
+pub const SESSION_VERSION: u8 = 3;
 /// Largest path id on the wire.
 pub const MAX_PATH_ID: u32 = 1 << 20;
 /// Largest message sequence number on the wire (2^62 − 1, the varint bound).
@@ -123,6 +123,9 @@ pub enum Frame<'a> {
         /// Of them, windows that missed the spec (≤ `windows_judged`): the
         /// outcomes that calibrate the source's promises.
         windows_missed: u64,
+        /// Messages short of the spec over those windows (a violation
+        /// bound's Σ Z; 0 for rate specs) (version 3).
+        messages_missed: u64,
     },
     /// Source → sink: padding a probe sends (see [`super::probe`]); the
     /// payload is this many zero bytes, and the sink drops it.
@@ -227,6 +230,7 @@ impl<'a> Frame<'a> {
                     lost,
                     windows_judged,
                     windows_missed: r.varint_max(windows_judged, "windows missed")?,
+                    messages_missed: r.varint()?,
                 }
             }
             T_PAD => Frame::Pad(r.rest().len()),
@@ -293,6 +297,7 @@ impl<'a> Frame<'a> {
                 lost,
                 windows_judged,
                 windows_missed,
+                messages_missed,
             } => {
                 out.push(T_STREAM_REPORT);
                 put_varint(out, u64::from(stream.0));
@@ -302,6 +307,7 @@ impl<'a> Frame<'a> {
                 let judged = (*windows_judged).min(crate::wire::VARINT_MAX);
                 put_varint(out, judged);
                 put_varint(out, (*windows_missed).min(judged));
+                put_varint(out, (*messages_missed).min(crate::wire::VARINT_MAX));
             }
             Frame::Pad(n) => {
                 out.push(T_PAD);
@@ -692,6 +698,7 @@ mod tests {
                 lost: 12,
                 windows_judged: 300,
                 windows_missed: 4,
+                messages_missed: 17,
             },
             Frame::HopReport(HopReport {
                 index: 1,

@@ -340,7 +340,9 @@ impl RollingMeter {
             let w = m.window(k);
             self.judged += 1;
             self.met += u64::from(w.met);
-            self.misses += w.misses();
+            if matches!(self.need, Need::Messages(_)) {
+                self.misses += w.misses();
+            }
             k += 1;
         }
         m.forget_before(k);
@@ -354,6 +356,13 @@ impl RollingMeter {
     /// Windows judged so far that missed the spec.
     pub fn missed(&self) -> u64 {
         self.judged - self.met
+    }
+
+    /// Messages short of the spec over the windows judged so far: the sum
+    /// of a violation bound's `Z` (0 for a rate spec, whose windows are
+    /// judged in bytes).
+    pub fn misses(&self) -> u64 {
+        self.misses
     }
 
     /// The share of judged windows that met the spec (`None` before the

@@ -173,6 +173,19 @@ impl PathState {
         }
     }
 
+    /// One window's outcome of a violation bound mapped onto this path:
+    /// `misses` of its `x` messages missed where `predicted` were (see
+    /// [`PromiseScale::handle_misses`]).
+    pub fn handle_misses(&mut self, misses: f64, predicted: f64, x: f64) {
+        if let Some(s) = self.scale.as_mut() {
+            let before = s.factor();
+            s.handle_misses(misses, predicted, x);
+            if s.factor() != before {
+                self.scale_moves += 1;
+            }
+        }
+    }
+
     /// The factor on this path's promises (1 without calibration).
     pub fn promise_scale(&self) -> f64 {
         self.scale.map_or(1.0, |s| s.factor())

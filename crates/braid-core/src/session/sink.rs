@@ -505,10 +505,13 @@ impl Session {
                 };
                 let mut d = std::mem::take(&mut s.delays_us);
                 d.sort_unstable();
-                let p95 = d
-                    .get((d.len() * 95).div_ceil(100).saturating_sub(1))
-                    .copied()
-                    .unwrap_or(0);
+                let pct = |p: usize| {
+                    let us = d
+                        .get((d.len() * p).div_ceil(100).saturating_sub(1))
+                        .copied()
+                        .unwrap_or(0);
+                    Duration::from_micros(us)
+                };
                 let st = StreamStats {
                     interval,
                     rate: rate_of(s.interval_bytes, interval),
@@ -520,8 +523,11 @@ impl Session {
                         .unwrap_or(1.0),
                     windows_judged: s.meter.as_ref().map_or(0, RollingMeter::judged),
                     windows_missed: s.meter.as_ref().map_or(0, RollingMeter::missed),
+                    messages_missed: s.meter.as_ref().map_or(0, RollingMeter::misses),
                     lost,
-                    delay_p95: Duration::from_micros(p95),
+                    delay_p50: pct(50),
+                    delay_p95: pct(95),
+                    delay_p99: pct(99),
                     duplicates: s.duplicates,
                     resent: 0,
                 };
@@ -555,6 +561,7 @@ impl Session {
                     lost: stats.lost,
                     windows_judged: stats.windows_judged,
                     windows_missed: stats.windows_missed,
+                    messages_missed: stats.messages_missed,
                 };
                 // Best effort: a report lost or refused is replaced next interval.
                 let _ = c.send(now, CONTROL_STREAM, f.to_vec(), SendOptions::UNRELIABLE);

@@ -120,6 +120,17 @@ pub struct StreamSnapshot {
     pub complete: bool,
 }
 
+/// A stream's outcomes as the sink counts them, since the stream opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Outcomes {
+    /// Windows judged.
+    pub judged: u64,
+    /// Of them, windows that missed the spec.
+    pub missed: u64,
+    /// Messages short of the spec over them (Σ Z).
+    pub misses: u64,
+}
+
 /// What a session remembers of every stream it has known, for
 /// [`Session::snapshot`]: at most [`MAX_STREAMS`](crate::id::MAX_STREAMS)
 /// entries, kept after the stream ends.
@@ -131,9 +142,9 @@ pub(super) struct StreamLedger {
     pub unmet: Option<BestAchievable>,
     /// Source: the sink's last STREAM_REPORT (windows met, rate, lost).
     pub reported: Option<(f64, Bandwidth, u64)>,
-    /// Source: windows the sink had judged and found missed at its last
-    /// report (the calibration's place in the outcomes).
-    pub judged: (u64, u64),
+    /// Source: the sink's cumulative outcomes at its last report (the
+    /// calibration's place in them).
+    pub judged: Outcomes,
     pub messages: u64,
     pub bytes: u64,
     pub finished: bool,
@@ -148,7 +159,7 @@ impl StreamLedger {
             promises: Vec::new(),
             unmet: None,
             reported: None,
-            judged: (0, 0),
+            judged: Outcomes::default(),
             messages: 0,
             bytes: 0,
             finished: false,

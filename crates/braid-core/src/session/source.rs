@@ -25,6 +25,7 @@ use super::config::Sched;
 use super::dip::DipChange;
 use super::error::{SendRefusal, SendRefused, SessionError};
 use super::frame::{data_frame, Frame};
+use super::snapshot::Outcomes;
 use super::stream::{Delivery, StreamConfig};
 use super::{CloseCode, CloseReason, Event, Session, StreamStats, CONTROL_STREAM};
 use crate::id::{PathId, StreamId, MAX_STREAMS};
@@ -272,6 +273,25 @@ impl Session {
         self.out.is_empty()
     }
 
+    /// Source under PGOS: the spec `stream` runs under now — the one it
+    /// was opened with, or a lowered one after an upcall.
+    pub fn spec_in_force(&self, stream: StreamId) -> Option<StreamSpec> {
+        match &self.sched {
+            Sched::Pgos(p) => p.spec_of(stream),
+            Sched::Other(_) => self.out.get(&stream).map(|s| s.config.spec),
+        }
+    }
+
+    /// Source under PGOS: what the mapping of violation-bound `stream`
+    /// predicts on the paths' current, calibrated views — Lemma 2's
+    /// E\[Z\] per window (`None` for other specs and while unmapped).
+    pub fn expected_misses(&self, stream: StreamId) -> Option<f64> {
+        match &self.sched {
+            Sched::Pgos(p) => p.expected_misses(stream),
+            Sched::Other(_) => None,
+        }
+    }
+
     // ---- frames from the sink ---------------------------------------------
 
     pub(super) fn source_frame(&mut self, now: Instant, f: Frame<'_>) -> Result<(), CloseReason> {
@@ -284,11 +304,19 @@ impl Session {
                 lost,
                 windows_judged,
                 windows_missed,
+                messages_missed,
             } => {
                 if let Some(l) = self.ledger.get_mut(&stream) {
                     l.reported = Some((f64::from(windows_met_ppm) / 1e6, rate, lost));
                 }
-                self.calibrate(stream, windows_judged, windows_missed);
+                self.calibrate(
+                    stream,
+                    Outcomes {
+                        judged: windows_judged,
+                        missed: windows_missed,
+                        misses: messages_missed,
+                    },
+                );
                 Ok(())
             }
             other => Err(violation(format!(
@@ -302,19 +330,45 @@ impl Session {
     /// [`crate::estimate::PromiseScale`]). Counts are cumulative, so a
     /// lost report loses nothing; counts that go back are ignored, and at
     /// most [`MAX_OUTCOMES_PER_REPORT`] windows are taken from one report.
-    fn calibrate(&mut self, stream: StreamId, judged: u64, missed: u64) {
+    fn calibrate(&mut self, stream: StreamId, now: Outcomes) {
         let Some(l) = self.ledger.get_mut(&stream) else {
             return;
         };
-        let (j0, m0) = l.judged;
-        if judged < j0 || missed < m0 || missed > judged {
+        let was = l.judged;
+        if now.judged < was.judged
+            || now.missed < was.missed
+            || now.misses < was.misses
+            || now.missed - was.missed > now.judged - was.judged
+        {
             return;
         }
-        l.judged = (judged, missed);
+        l.judged = now;
+        let judged = now.judged - was.judged;
+        if judged == 0 || l.promises.is_empty() {
+            return;
+        }
+        let spec = l.config.spec;
+        let paths: Vec<PathId> = l.promises.iter().map(|p| p.path).collect();
         // The outcome is the stream's, so the target is the stream's
-        // 1 − P (not its parts' higher probabilities); a violation bound
-        // (no probability) is not calibrated here.
-        let Some(prob) = l.config.spec.probability() else {
+        // 1 − P (not its parts' higher probabilities).
+        let Some(prob) = spec.probability() else {
+            // A violation bound: the promise is the E[Z] its mapping
+            // gives on today's views, whatever bound it runs under.
+            let (StreamSpec::ViolationBound { x, .. }, Sched::Pgos(p)) = (spec, &self.sched) else {
+                return;
+            };
+            let Some(predicted) = p.expected_misses(stream) else {
+                return;
+            };
+            let windows = judged.min(MAX_OUTCOMES_PER_REPORT);
+            let z = (now.misses - was.misses) as f64 / judged as f64;
+            for id in &paths {
+                if let Some(p) = self.paths.get_mut(id) {
+                    for _ in 0..windows {
+                        p.handle_misses(z, predicted, f64::from(x));
+                    }
+                }
+            }
             return;
         };
         // The sink judges the spec the stream was opened with: its
@@ -322,14 +376,15 @@ impl Session {
         // all of it (not while it is unmapped, or mapped at a lowered
         // spec after an upcall).
         let promised: u64 = l.promises.iter().map(|p| p.rate.bps()).sum();
-        let asked = l.config.spec.required_rate().map_or(u64::MAX, |r| r.bps());
+        let asked = spec.required_rate().map_or(u64::MAX, |r| r.bps());
         if u128::from(promised) * 100 < u128::from(asked) * 99 {
             return;
         }
-        let new_missed = (missed - m0).min(MAX_OUTCOMES_PER_REPORT);
-        let new_kept = ((judged - j0) - (missed - m0)).min(MAX_OUTCOMES_PER_REPORT - new_missed);
-        for pr in &l.promises {
-            let Some(p) = self.paths.get_mut(&pr.path) else {
+        let new_missed = (now.missed - was.missed).min(MAX_OUTCOMES_PER_REPORT);
+        let new_kept =
+            (judged - (now.missed - was.missed)).min(MAX_OUTCOMES_PER_REPORT - new_missed);
+        for id in &paths {
+            let Some(p) = self.paths.get_mut(id) else {
                 continue;
             };
             // Kept first: a report with both ends on the cautious side.

@@ -16,9 +16,14 @@
 //! - Reliable bytes buffered never exceed the credit advertised to the peer
 //!   (a peer that overruns it is a protocol violation); non-reliable bytes
 //!   buffered never exceed `max_unreliable_buffer` (the excess is dropped
-//!   and counted); entries per stream never exceed
-//!   [`MAX_PENDING_MESSAGES`], and across all streams
-//!   [`MAX_PENDING_TOTAL`].
+//!   and counted); entries per stream never exceed twice
+//!   [`MAX_PENDING_MESSAGES`] (plus the one message it waits for), and
+//!   across all streams twice [`MAX_PENDING_TOTAL`] (plus one per stream):
+//!   new messages past what is pending get the single bound, messages that
+//!   fill a hole below it the double one.
+//! - Reliable data that finds no room is not taken and the caller is told
+//!   ([`Taken::NoRoom`]): its packet is then not acknowledged, so the
+//!   sender sends it again. Nothing reliable is dropped once acknowledged.
 
 use super::stats::ClassCounters;
 use super::stream_table::StreamTable;
@@ -33,6 +38,18 @@ pub const MAX_PENDING_MESSAGES: usize = 4096;
 pub const MAX_PENDING_TOTAL: usize = 16_384;
 /// Most fragment ranges tracked for one message before it is dropped.
 pub const MAX_FRAGMENT_RANGES: usize = 256;
+
+/// Whether a frame's data was taken into the receive buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// Buffered, delivered, recognised as a duplicate, or (non-reliable
+    /// data) dropped and counted: the packet may be acknowledged.
+    Yes,
+    /// Reliable data (or a skip) with no room for another pending message
+    /// on its stream: the packet must not be acknowledged, so that the
+    /// sender sends it again (it is not lost: nothing was acknowledged).
+    NoRoom,
+}
 
 /// A complete message handed to the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +132,22 @@ pub struct RecvStreams {
     counters: [ClassCounters; 3],
 }
 
+/// Whether a new pending entry for `message` fits: within
+/// [`MAX_PENDING_MESSAGES`] on its stream and [`MAX_PENDING_TOTAL`] in all
+/// (`total` now); a message that fills a hole below what is already
+/// pending has twice the room (it lets what waits behind it go, and the
+/// sender cannot know what is pending); the message the stream waits for
+/// next always fits, so the stream always moves.
+fn has_room(s: &RecvStream, message: u64, total: usize) -> bool {
+    let fills_hole = s
+        .entries
+        .last_key_value()
+        .is_some_and(|(&k, _)| message < k);
+    let k = if fills_hole { 2 } else { 1 };
+    message == s.next
+        || (s.entries.len() < k * MAX_PENDING_MESSAGES && total < k * MAX_PENDING_TOTAL)
+}
+
 fn class_index(r: Reliability) -> usize {
     match r {
         Reliability::Reliable => 0,
@@ -152,7 +185,7 @@ impl RecvStreams {
     ///
     /// # Errors
     /// A [`RecvError`] protocol violation; the connection closes.
-    pub fn on_stream(&mut self, now: Instant, f: &StreamFrame<'_>) -> Result<(), RecvError> {
+    pub fn on_stream(&mut self, now: Instant, f: &StreamFrame<'_>) -> Result<Taken, RecvError> {
         if f.message_len > self.max_message_size {
             return Err(RecvError::MessageTooLarge(f.message_len));
         }
@@ -162,18 +195,20 @@ impl RecvStreams {
             if f.reliability != Reliability::Reliable && f.offset == 0 {
                 self.counters[ci].late += 1;
             }
-            return Ok(());
+            return Ok(Taken::Yes);
         }
-        let pending = s.entries.len();
+        let room = has_room(s, f.message, self.entries);
         let e = match s.entries.entry(f.message) {
             btree_map::Entry::Occupied(o) => o.into_mut(),
             btree_map::Entry::Vacant(v) => {
-                if pending >= MAX_PENDING_MESSAGES || self.entries >= MAX_PENDING_TOTAL {
-                    // Reliable data will be retransmitted; non-reliable is lost.
-                    if f.reliability != Reliability::Reliable {
-                        self.counters[ci].dropped_on_receive += 1;
+                if !room {
+                    // Reliable data comes again if its packet is not
+                    // acknowledged; non-reliable data is lost.
+                    if f.reliability == Reliability::Reliable {
+                        return Ok(Taken::NoRoom);
                     }
-                    return Ok(());
+                    self.counters[ci].dropped_on_receive += 1;
+                    return Ok(Taken::Yes);
                 }
                 if f.reliability == Reliability::Reliable {
                     if self.reliable_seen + f.message_len > self.advertised {
@@ -183,7 +218,7 @@ impl RecvStreams {
                 } else {
                     if self.unreliable_buffered + f.message_len > self.max_unreliable_buffer {
                         self.counters[ci].dropped_on_receive += 1;
-                        return Ok(());
+                        return Ok(Taken::Yes);
                     }
                     self.unreliable_buffered += f.message_len;
                 }
@@ -207,7 +242,7 @@ impl RecvStreams {
             // Skipped (by the sender, or expired here): a late or duplicated
             // fragment changes nothing. A skip carries no dependency, so
             // there is nothing to check it against either.
-            return Ok(());
+            return Ok(Taken::Yes);
         }
         if e.len != f.message_len
             || e.reliability != f.reliability
@@ -231,7 +266,7 @@ impl RecvStreams {
             }
         }
         self.deliver(f.stream);
-        Ok(())
+        Ok(Taken::Yes)
     }
 
     /// Handles a MESSAGE_SKIP: the sender will never complete the message.
@@ -248,10 +283,10 @@ impl RecvStreams {
         len: u64,
         class: Reliability,
         depends_back: Option<u64>,
-    ) -> Result<(), RecvError> {
+    ) -> Result<Taken, RecvError> {
         let s = self.streams.get_or_default(stream);
         if message < s.next {
-            return Ok(());
+            return Ok(Taken::Yes);
         }
         match s.entries.get_mut(&message) {
             Some(e) => {
@@ -263,8 +298,9 @@ impl RecvStreams {
                 e.state = State::Skipped;
             }
             None => {
-                if s.entries.len() >= MAX_PENDING_MESSAGES || self.entries >= MAX_PENDING_TOTAL {
-                    return Ok(()); // the skip is retransmitted until acked
+                if !has_room(s, message, self.entries) {
+                    // Sent again: its packet is not acknowledged.
+                    return Ok(Taken::NoRoom);
                 }
                 if class == Reliability::Reliable {
                     if self.reliable_seen + len > self.advertised {
@@ -287,7 +323,7 @@ impl RecvStreams {
             }
         }
         self.deliver(stream);
-        Ok(())
+        Ok(Taken::Yes)
     }
 
     /// Moves deliverable messages of `sid` to the ready queue.
@@ -646,7 +682,7 @@ mod tests {
         r.on_skip(StreamId(0), 2, 5, R, Some(1)).unwrap();
         assert_eq!(
             r.on_stream(t, &frame(0, 2, R, Some(1), 0, 5, b"hello")),
-            Ok(())
+            Ok(Taken::Yes)
         );
         r.on_stream(t, &frame(0, 0, R, None, 0, 1, b"a")).unwrap();
         r.on_stream(t, &frame(0, 1, R, Some(1), 0, 1, b"b"))
@@ -671,6 +707,42 @@ mod tests {
         assert!(r.entries <= MAX_PENDING_TOTAL);
         let held: usize = r.streams.values().map(|s| s.entries.len()).sum();
         assert_eq!(held, r.entries);
+    }
+
+    /// A reliable message that finds its stream's pending bound full is
+    /// not taken, and says so (its packet is then left unacknowledged, so
+    /// the sender sends it again): it is never dropped after being
+    /// accepted. Once the hole before it fills, it is taken and delivered.
+    #[test]
+    fn reliable_data_without_room_is_refused_not_dropped() {
+        let mut r = RecvStreams::new(1 << 30, 1 << 30, 1 << 20);
+        let n = MAX_PENDING_MESSAGES as u64;
+        // Message 0 is missing; 1..=n, each after the one before, wait
+        // behind it and fill the bound.
+        for m in 1..=n {
+            let t = r.on_stream(Instant::ZERO, &frame(0, m, R, Some(1), 0, 1, b"x"));
+            assert_eq!(t, Ok(Taken::Yes), "message {m}");
+        }
+        let late = frame(0, n + 1, R, Some(1), 0, 1, b"y");
+        assert_eq!(r.on_stream(Instant::ZERO, &late), Ok(Taken::NoRoom));
+        assert_eq!(
+            r.on_skip(StreamId(0), n + 2, 1, R, Some(1)),
+            Ok(Taken::NoRoom)
+        );
+        assert_eq!(r.counters()[0].dropped_on_receive, 0);
+        // The hole fills; everything drains; the refused message, sent
+        // again, is taken and delivered in its place.
+        assert_eq!(
+            r.on_stream(Instant::ZERO, &frame(0, 0, R, None, 0, 1, b"x")),
+            Ok(Taken::Yes)
+        );
+        let mut got = 0;
+        while r.pop(Instant::ZERO).is_some() {
+            got += 1;
+        }
+        assert_eq!(got, n + 1);
+        assert_eq!(r.on_stream(Instant::ZERO, &late), Ok(Taken::Yes));
+        assert_eq!(r.pop(Instant::ZERO).map(|m| m.number), Some(n + 1));
     }
 
     /// One arrival at the receiver in the property test.

@@ -98,6 +98,13 @@ pub struct Stats {
     /// or is older than the receive window (replays; also counted in
     /// `duplicates`). Only keyed connections count these.
     pub replayed: u64,
+    /// Packets left unacknowledged because a reliable message they carried
+    /// found no room in the receive buffers (more messages pending on its
+    /// stream than [`MAX_PENDING_MESSAGES`](crate::transport::recv::MAX_PENDING_MESSAGES)
+    /// allows): the sender's loss recovery sends them again once the
+    /// stream has drained. Data is never dropped after its packet was
+    /// acknowledged.
+    pub refused_packets: u64,
     /// Per-class counters: reliable, unreliable, discardable.
     pub classes: [ClassCounters; 3],
 }

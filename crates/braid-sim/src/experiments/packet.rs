@@ -25,8 +25,8 @@ use super::harness::{PathSpec, StreamDef, StreamResult};
 use super::setup::HarnessConfig;
 use super::ExperimentError;
 use crate::session::{
-    build, CrossDef, HopDef, PathDef, SessionNode, SessionSim, SinkApp, SourceApp, SourceStream,
-    Workload,
+    build, CrossDef, HopDef, Infeasible, PathDef, SessionNode, SessionSim, SinkApp, SourceApp,
+    SourceStream, ViolationPromise, Workload,
 };
 use braid_core::link::LinkConfig;
 use braid_core::link::{Capacity, RateSchedule};
@@ -86,6 +86,41 @@ pub fn run_pinned(
     cfg: &HarnessConfig,
     pin: Option<usize>,
 ) -> Result<Vec<StreamResult>, ExperimentError> {
+    run_session(paths, link, streams, scheduler, cfg, pin, None).map(|r| r.0)
+}
+
+/// [`run`] under PGOS with upcalls answered by lowering the spec to the
+/// best achievable (as `braid stream` does); also returns what each
+/// violation-bound stream was promised, once per statistics interval.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_lowering(
+    paths: &[PathSpec],
+    link: Bandwidth,
+    streams: &[StreamDef],
+    cfg: &HarnessConfig,
+) -> Result<(Vec<StreamResult>, Vec<ViolationPromise>), ExperimentError> {
+    run_session(
+        paths,
+        link,
+        streams,
+        SchedulerKind::default(),
+        cfg,
+        None,
+        Some(Infeasible::Lower),
+    )
+}
+
+fn run_session(
+    paths: &[PathSpec],
+    link: Bandwidth,
+    streams: &[StreamDef],
+    scheduler: SchedulerKind,
+    cfg: &HarnessConfig,
+    pin: Option<usize>,
+    on_infeasible: Option<Infeasible>,
+) -> Result<(Vec<StreamResult>, Vec<ViolationPromise>), ExperimentError> {
     let mut pdefs = Vec::new();
     let mut cross = Vec::new();
     for (i, p) in paths.iter().enumerate() {
@@ -153,7 +188,7 @@ pub fn run_pinned(
         streams: sources,
         cross,
         config,
-        on_infeasible: None,
+        on_infeasible,
     };
     let built = build(&def).map_err(|e| ExperimentError::Capacity(e.to_string()))?;
     let (src, snk) = (built.source, built.sink);
@@ -171,9 +206,10 @@ pub fn run_pinned(
         .filter(|(_, e)| matches!(e, Event::GuaranteeUnmet { .. }))
         .count() as u64;
     let sent = tx.app().sent();
+    let promises = tx.app().violation_promises().to_vec();
     let first = (cfg.start.since_origin().as_nanos() / cfg.sample.as_nanos().max(1)) as usize;
     let last = (cfg.end.since_origin().as_nanos() / cfg.sample.as_nanos().max(1)) as usize;
-    Ok((0..streams.len())
+    let results = (0..streams.len())
         .map(|i| {
             let bins = rx
                 .app()
@@ -192,5 +228,6 @@ pub fn run_pinned(
                 upcalls,
             }
         })
-        .collect())
+        .collect();
+    Ok((results, promises))
 }

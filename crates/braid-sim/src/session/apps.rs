@@ -235,12 +235,28 @@ pub struct Metered {
     pub generated_at: Vec<Instant>,
 }
 
+/// A violation-bound stream's promise at one statistics interval (see
+/// [`SourceApp::violation_promises`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ViolationPromise {
+    /// When.
+    pub at: Instant,
+    /// The stream.
+    pub stream: StreamId,
+    /// The bound E\[Z\] it ran under (asked, or lowered after an upcall).
+    pub bound: f64,
+    /// The E\[Z\] its mapping predicted on the calibrated views (`None`
+    /// while unmapped).
+    pub expected: Option<f64>,
+}
+
 /// A source application: opens its streams at time zero and feeds them.
 #[derive(Debug)]
 pub struct SourceApp {
     streams: Vec<SourceState>,
     on_infeasible: Option<Infeasible>,
     events: Vec<(Instant, Event)>,
+    promises: Vec<ViolationPromise>,
     wakeup: Option<Instant>,
 }
 
@@ -266,6 +282,7 @@ impl SourceApp {
                 })
                 .collect(),
             events: Vec::new(),
+            promises: Vec::new(),
             wakeup: Some(Instant::ZERO),
             on_infeasible: None,
         }
@@ -296,6 +313,30 @@ impl SourceApp {
     /// Events the session raised, with their times.
     pub fn events(&self) -> &[(Instant, Event)] {
         &self.events
+    }
+
+    /// What each violation-bound stream was promised, once per statistics
+    /// interval: the bound it ran under and the E\[Z\] its mapping
+    /// predicted (`None` while unmapped).
+    pub fn violation_promises(&self) -> &[ViolationPromise] {
+        &self.promises
+    }
+
+    fn record_violation_promise(&mut self, now: Instant, session: &Session, stream: StreamId) {
+        let Some(bound) = session
+            .spec_in_force(stream)
+            .and_then(|s| s.max_expected_misses())
+        else {
+            return;
+        };
+        if self.promises.len() < MAX_EVENT_LOG {
+            self.promises.push(ViolationPromise {
+                at: now,
+                stream,
+                bound,
+                expected: session.expected_misses(stream),
+            });
+        }
     }
 
     /// (name, stream id, messages accepted by the session, dropped at the
@@ -377,6 +418,9 @@ impl SessionApp for SourceApp {
     fn drive(&mut self, now: Instant, session: &mut Session) {
         while let Some(e) = session.poll_event() {
             self.answer(now, session, &e);
+            if let Event::Stats { stream, .. } = e {
+                self.record_violation_promise(now, session, stream);
+            }
             if self.events.len() < MAX_EVENT_LOG {
                 self.events.push((now, e));
             }

@@ -27,7 +27,8 @@ mod scenario_streams;
 pub mod setup;
 
 pub use apps::{
-    payload, payload_matches, Infeasible, SinkApp, SourceApp, SourceStream, StreamDigest, Workload,
+    payload, payload_matches, Infeasible, SinkApp, SourceApp, SourceStream, StreamDigest,
+    ViolationPromise, Workload,
 };
 pub use node::{Peer, Peers, RelayNode, SessionApp, SessionNode};
 pub use report::{PathReport, SessionReport, StreamReport, UnmetReport};

@@ -13,7 +13,7 @@ use super::{CloseReason, Connection, Event, Side, State, CLOSE_PTOS, MAX_ADAPT_O
 use crate::time::Instant;
 use crate::transport::auth::{self, ClientHandshake};
 use crate::transport::recovery::{SentFrame, SentPacket};
-use crate::transport::recv::RecvError;
+use crate::transport::recv::{RecvError, Taken};
 use crate::transport::FourTuple;
 use crate::wire::{AdaptAction, ErrorCode, Frame, Header, Packet, PacketType};
 use core::ops::ControlFlow;
@@ -117,6 +117,7 @@ impl Connection {
         }
         let mut eliciting = false;
         let mut done = false;
+        self.no_room = false;
         packet.visit_frames(|f| {
             eliciting |= f.is_ack_eliciting();
             if let Err(code) = self.on_frame(now, &h, f) {
@@ -133,8 +134,15 @@ impl Connection {
         if done {
             return;
         }
-        self.ack
-            .on_packet(now, h.pn, eliciting, self.config.max_ack_delay);
+        if self.no_room {
+            // A reliable message found no room: leave the packet
+            // unacknowledged so that its data comes again (every frame is
+            // idempotent: what was taken from it is recognised then).
+            self.stats.refused_packets += 1;
+        } else {
+            self.ack
+                .on_packet(now, h.pn, eliciting, self.config.max_ack_delay);
+        }
         if self.side == Side::Server && self.state == State::HandshakeSent {
             debug!(cid = ?self.local_cid, ?now, "server handshake complete: established");
             self.state = State::Established;
@@ -293,17 +301,23 @@ impl Connection {
                 out.clear();
                 self.ack_outcome = out;
             }
-            Frame::Stream(s) => self.recv.on_stream(now, s).map_err(recv_code)?,
+            Frame::Stream(s) => {
+                let taken = self.recv.on_stream(now, s).map_err(recv_code)?;
+                self.no_room |= taken == Taken::NoRoom;
+            }
             Frame::MessageSkip {
                 stream,
                 message,
                 message_len,
                 reliability,
                 depends_back,
-            } => self
-                .recv
-                .on_skip(*stream, *message, *message_len, *reliability, *depends_back)
-                .map_err(recv_code)?,
+            } => {
+                let taken = self
+                    .recv
+                    .on_skip(*stream, *message, *message_len, *reliability, *depends_back)
+                    .map_err(recv_code)?;
+                self.no_room |= taken == Taken::NoRoom;
+            }
             Frame::MaxData { limit } => self.send.on_max_data(*limit),
             Frame::Close(c) => {
                 debug!(cid = ?self.local_cid, ?now, code = ?c.code, "peer closed: draining");

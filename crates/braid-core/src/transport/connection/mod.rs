@@ -162,6 +162,9 @@ pub struct Connection {
     recovery: Recovery,
     /// Reused for every ACK (see [`Recovery::on_ack_into`]).
     ack_outcome: AckOutcome,
+    /// The packet being read carried reliable data with no room for it
+    /// (see `Stats::refused_packets`): it is not acknowledged.
+    no_room: bool,
     cc: Box<dyn CongestionController>,
     pacer: Pacer,
     ack: AckTracker,
@@ -254,6 +257,7 @@ impl Connection {
             keys: None,
             recovery,
             ack_outcome: AckOutcome::default(),
+            no_room: false,
             cc,
             pacer: Pacer::new(mss),
             ack: AckTracker::default(),
