@@ -415,3 +415,37 @@ mod properties {
         }
     }
 }
+
+/// Greedy reliable bulk behind a 500 ms queue at 100 Mbit/s runs to its
+/// end with every message delivered. CUBIC's window grows past the
+/// connection's send queue bound there; the connection then refused what
+/// the session handed it, the scheduler backed the path off, and its
+/// back-off, once run out, kept naming a time that had passed: the
+/// simulation stood still at t = 1.75 s (`Scheduler::handle_timeout`).
+/// The receiver side of the same run is `transport::tests::a_hole_wider_than_the_receive_bound_loses_nothing`.
+#[test]
+fn greedy_bulk_behind_a_deep_queue_runs_to_the_end() {
+    let text = r#"
+name = "wide hole"
+duration = "25s"
+warmup = "1s"
+
+[[path]]
+name = "a"
+rate = "100mbit"
+delay = "20ms"
+queue = "500ms"
+
+[[stream]]
+name = "bulk"
+kind = "best-effort"
+stop = "10s"
+inflight = 20000
+source = { kind = "greedy", size = 1200 }
+"#;
+    let r = run(&parse(text).unwrap()).unwrap();
+    let bulk = r.stream("bulk").unwrap();
+    assert!(bulk.sent > 50_000, "{bulk:?}");
+    assert_eq!(bulk.delivered, bulk.sent, "{bulk:?}");
+    assert_eq!(bulk.errors, 0, "{bulk:?}");
+}

@@ -256,6 +256,12 @@ pub trait Scheduler: fmt::Debug {
     fn poll_timeout(&self) -> Option<Instant> {
         None
     }
+    /// The time [`poll_timeout`](Self::poll_timeout) named (or a later one)
+    /// has come: what waited for it is over, and `poll_timeout` names
+    /// only what is still ahead. A driver calls it before dispatching.
+    fn handle_timeout(&mut self, now: Instant) {
+        let _ = now;
+    }
     /// Messages queued on `stream` (0 if unknown).
     fn backlog(&self, stream: StreamId) -> usize;
 }

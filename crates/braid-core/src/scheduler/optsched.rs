@@ -287,6 +287,9 @@ impl Scheduler for OptSched {
     fn poll_timeout(&self) -> Option<Instant> {
         self.fq.paths.timeout()
     }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.fq.paths.expire(now);
+    }
     fn backlog(&self, stream: StreamId) -> usize {
         self.fq.queues.backlog(stream)
     }

@@ -809,6 +809,17 @@ impl Scheduler for Pgos {
             .min()
     }
 
+    fn handle_timeout(&mut self, now: Instant) {
+        // A block that has run out is over (its back-off stays, for the
+        // next one): a driver that finds the path still full dispatches
+        // nothing on it, and the block must not name a time that passed.
+        for p in &mut self.paths {
+            if p.blocked_until > Instant::ZERO && p.blocked_until <= now {
+                p.blocked_until = Instant::ZERO;
+            }
+        }
+    }
+
     fn backlog(&self, stream: StreamId) -> usize {
         self.queues.backlog(stream)
     }

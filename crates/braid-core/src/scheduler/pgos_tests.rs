@@ -248,6 +248,29 @@ fn lowering_to_the_same_spec_raises_no_new_upcall() {
     assert_eq!(x.class, Class::Unscheduled, "best effort meanwhile");
 }
 
+/// A block that has run out stops naming a time: a driver whose path is
+/// still full when the back-off ends polls nothing on it, and a timeout
+/// left in the past would wake it at that instant forever.
+#[test]
+fn a_back_off_that_ran_out_names_no_timeout() {
+    let mut s = Pgos::new(PgosConfig::default());
+    let t = Instant::ZERO;
+    s.handle_path_update(PathId(1), steady(10.0), t);
+    s.handle_stream_open(StreamId(1), StreamSpec::best_effort(1).unwrap(), t)
+        .unwrap();
+    s.handle_enqueue(StreamId(1), 1000, t).unwrap();
+    let d = s.poll_dispatch_on(PathId(1), t).unwrap();
+    s.handle_blocked(d, t);
+    let until = s.poll_timeout().expect("backing off");
+    assert!(until > t);
+    s.handle_timeout(until - Duration::from_micros(1));
+    assert_eq!(s.poll_timeout(), Some(until), "not yet");
+    s.handle_timeout(until);
+    assert_eq!(s.poll_timeout(), None);
+    // The path is offered again.
+    assert!(s.poll_dispatch_on(PathId(1), until).is_some());
+}
+
 /// Feed a stationary noisy path for `secs` seconds (a 500-sample window
 /// updated every 100 ms); return the mapping changes after the first mapping.
 fn remaps_on_stationary_path(cfg: PgosConfig, seed: u64, secs: u64) -> u64 {

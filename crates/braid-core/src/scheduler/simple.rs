@@ -109,6 +109,15 @@ impl Paths {
             .filter(|&t| t > Instant::ZERO)
             .min()
     }
+    /// Blocks that have run out are over (their back-off stays): the
+    /// timeout names only what is ahead (see `Scheduler::handle_timeout`).
+    pub(super) fn expire(&mut self, now: Instant) {
+        for p in &mut self.list {
+            if p.blocked_until > Instant::ZERO && p.blocked_until <= now {
+                p.blocked_until = Instant::ZERO;
+            }
+        }
+    }
 }
 
 /// A stream slot's fair-queueing state.
@@ -333,6 +342,9 @@ macro_rules! fair_scheduler {
             }
             fn poll_timeout(&self) -> Option<Instant> {
                 self.fq.paths.timeout()
+            }
+            fn handle_timeout(&mut self, now: Instant) {
+                self.fq.paths.expire(now);
             }
             fn backlog(&self, stream: StreamId) -> usize {
                 self.fq.queues.backlog(stream)
@@ -626,6 +638,9 @@ impl Scheduler for RoundRobin {
     fn poll_timeout(&self) -> Option<Instant> {
         self.paths.timeout()
     }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.paths.expire(now);
+    }
     fn backlog(&self, stream: StreamId) -> usize {
         self.queues.backlog(stream)
     }
@@ -722,6 +737,9 @@ impl Scheduler for MinRtt {
     }
     fn poll_timeout(&self) -> Option<Instant> {
         self.paths.timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.paths.expire(now);
     }
     fn backlog(&self, stream: StreamId) -> usize {
         self.queues.backlog(stream)

@@ -509,6 +509,9 @@ impl Session {
     /// The instant of [`Session::poll_timeout`] has passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.endpoint.handle_timeout(now);
+        if self.role == Role::Source {
+            self.sched.get().handle_timeout(now);
+        }
         self.pump(now);
     }
 

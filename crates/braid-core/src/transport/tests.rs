@@ -1386,3 +1386,51 @@ fn bulk_data_packets_are_one_size_across_message_boundaries() {
         );
     }
 }
+
+/// More messages wait behind a lost one than the receiver keeps pending
+/// (`recv::MAX_PENDING_MESSAGES`): on a 100 Mbit/s path with a 400 ms
+/// round trip and a 1 s drop-tail buffer, CUBIC fills the buffer and
+/// overflows it with over 10,000 messages of 1000 bytes in flight. The receiver
+/// used to drop what did not fit after acknowledging its packet, so the
+/// stream stalled for good; now those packets are left unacknowledged,
+/// come again, and every message arrives, in order.
+#[test]
+fn a_hole_wider_than_the_receive_bound_loses_nothing() {
+    let mut config = Config::default();
+    config.send_queue_bytes = 64 << 20;
+    config.recv_window = 64 << 20;
+    let mut net = Net::new(5, config);
+    let (c, s) = net.connect();
+    net.pipe.rate = Some(Bandwidth::from_mbps(100));
+    net.pipe.delay = Duration::from_millis(200);
+    net.pipe.buffer = Duration::from_secs(1);
+    let total = 150_000u64;
+    let (mut sent, mut next) = (0u64, 0u64);
+    let ok = net.run(Duration::from_secs(600), |n| {
+        let conn = n.client.connection_mut(c).unwrap();
+        while sent < total {
+            let m = patterned(1000, sent as u8);
+            match conn.send(n.now, StreamId(0), m, SendOptions::RELIABLE) {
+                Ok(_) => sent += 1,
+                Err(SendRefused {
+                    error: SendError::Blocked,
+                    ..
+                }) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        let sc = n.server.connection_mut(s).unwrap();
+        while let Some(m) = sc.recv(n.now) {
+            assert_eq!(m.number, next, "in order, no gaps");
+            assert_eq!(m.data, patterned(1000, next as u8));
+            next += 1;
+        }
+        next == total
+    });
+    let refused = net.server.connection(s).unwrap().stats().refused_packets;
+    assert!(
+        ok,
+        "stalled at {next} of {total} ({refused} packets refused)"
+    );
+    assert!(refused > 0, "the hole never outgrew the bound");
+}

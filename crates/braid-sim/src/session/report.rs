@@ -159,6 +159,10 @@ pub struct PathReport {
     pub dips: u64,
     /// The first dip: from its first short interval to its detection (ms).
     pub dip_detected_after_ms: Option<f64>,
+    /// Packets the sink's connection on it left unacknowledged because a
+    /// reliable message found no room in its receive buffers (they came
+    /// again; `transport::Stats::refused_packets`).
+    pub refused_packets: u64,
 }
 
 /// A session run, summarised (see the module docs).
@@ -495,6 +499,9 @@ impl SessionReport {
                 unmeasured_at_s: unmeasured[i],
                 dips: dips[i].0,
                 dip_detected_after_ms: dips[i].1,
+                refused_packets: sink
+                    .and_then(|n| n.session().connection(braid_core::PathId(i as u32)))
+                    .map_or(0, |c| c.stats().refused_packets),
             });
         }
         SessionReport {
