@@ -333,6 +333,23 @@ impl Pgos {
         }
     }
 
+    /// Maps `stream` again as if it had just opened: an upcall it raised
+    /// comes again (with today's figures) if its spec still cannot be met.
+    /// A session that held an upcall back during warm-up asks this way.
+    ///
+    /// # Errors
+    /// Unknown stream.
+    pub fn ask_again(&mut self, stream: StreamId, now: Instant) -> Result<(), SchedError> {
+        let slot = self.queues.slot_of(stream)?;
+        if let Some(Some(s)) = self.streams.get_mut(slot) {
+            if s.status != Status::Mapped {
+                s.status = Status::New;
+            }
+        }
+        self.remap(now, RemapReason::StreamsChanged);
+        Ok(())
+    }
+
     /// Gives `stream` a new spec, keeping its queue and path restriction;
     /// returns its new slot (its state starts afresh).
     fn respec(&mut self, stream: StreamId, spec: StreamSpec) -> Result<usize, SchedError> {

@@ -886,8 +886,8 @@ impl Session {
             // Ask again, now that every path has its samples: the upcall
             // comes back (with today's figures) only if it still holds.
             for s in std::mem::take(&mut self.held_upcalls) {
-                if let (Sched::Pgos(p), Some(o)) = (&mut self.sched, self.out.get(&s)) {
-                    let _ = p.handle_upcall_answer(s, UpcallAnswer::Lower(o.config.spec), now);
+                if let Sched::Pgos(p) = &mut self.sched {
+                    let _ = p.ask_again(s, now);
                 }
             }
             if let Sched::Pgos(_) = self.sched {

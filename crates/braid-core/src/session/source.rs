@@ -779,11 +779,7 @@ impl Session {
             // what the scheduler owes the path goes in up to one window more
             // (and out first, transport priority 1), best effort waits.
             let allowance = if self.config.scheduled_first { 2 } else { 1 };
-            // Nor past the connection's own send queue bound (a congestion
-            // window can grow past it behind a deep buffer): a message it
-            // refuses would come straight back, and the path be retried at
-            // once, over and over.
-            if queued >= limit.saturating_mul(allowance) || queued >= c.send_queue_limit() {
+            if queued >= limit.saturating_mul(allowance) {
                 return;
             }
             let full = queued >= limit;

@@ -1396,9 +1396,11 @@ fn bulk_data_packets_are_one_size_across_message_boundaries() {
 /// come again, and every message arrives, in order.
 #[test]
 fn a_hole_wider_than_the_receive_bound_loses_nothing() {
-    let mut config = Config::default();
-    config.send_queue_bytes = 64 << 20;
-    config.recv_window = 64 << 20;
+    let config = Config {
+        send_queue_bytes: 64 << 20,
+        recv_window: 64 << 20,
+        ..Config::default()
+    };
     let mut net = Net::new(5, config);
     let (c, s) = net.connect();
     net.pipe.rate = Some(Bandwidth::from_mbps(100));

@@ -90,8 +90,9 @@ pub fn run_pinned(
 }
 
 /// [`run`] under PGOS with upcalls answered by lowering the spec to the
-/// best achievable (as `braid stream` does); also returns what each
-/// violation-bound stream was promised, once per statistics interval.
+/// best achievable (as `braid stream` does) and idle paths probed (the
+/// runtime's default); also returns what each violation-bound stream was
+/// promised, once per statistics interval.
 ///
 /// # Errors
 /// As [`run`].
@@ -177,6 +178,11 @@ fn run_session(
         ..SessionConfig::default()
     };
     config.transport.stats_interval = cfg.sample;
+    if on_infeasible.is_some() {
+        // A stream alone that does not fill its paths measures them only
+        // by probing, as the runtime does by default.
+        config.probe = Some(braid_core::session::ProbeConfig::default());
+    }
     config.transport.send_queue_bytes = 64 << 20;
     config.transport.recv_window = 64 << 20;
     let def = SessionSim {
