@@ -181,7 +181,7 @@ fn run_session(
     if on_infeasible.is_some() {
         // A stream alone that does not fill its paths measures them only
         // by probing, as the runtime does by default.
-        config.probe = Some(braid_core::session::ProbeConfig::default());
+        config.probe = Some(braid_core::session::probe::ProbeConfig::default());
     }
     config.transport.send_queue_bytes = 64 << 20;
     config.transport.recv_window = 64 << 20;
