@@ -86,7 +86,7 @@ pub fn run_pinned(
     cfg: &HarnessConfig,
     pin: Option<usize>,
 ) -> Result<Vec<StreamResult>, ExperimentError> {
-    run_session(paths, link, streams, scheduler, cfg, pin, None).map(|r| r.0)
+    run_session(paths, link, streams, scheduler, cfg, pin, false).map(|r| r.0)
 }
 
 /// [`run`] under PGOS with upcalls answered by lowering the spec to the
@@ -109,7 +109,7 @@ pub fn run_lowering(
         SchedulerKind::default(),
         cfg,
         None,
-        Some(Infeasible::Lower),
+        true,
     )
 }
 
@@ -120,8 +120,12 @@ fn run_session(
     scheduler: SchedulerKind,
     cfg: &HarnessConfig,
     pin: Option<usize>,
-    on_infeasible: Option<Infeasible>,
+    like_the_runtime: bool,
 ) -> Result<(Vec<StreamResult>, Vec<ViolationPromise>), ExperimentError> {
+    // As `braid stream` runs a session: upcalls answered by lowering, and
+    // idle paths probed (a stream alone that does not fill its paths
+    // measures them no other way). The seed's tables run without either.
+    let on_infeasible = like_the_runtime.then_some(Infeasible::Lower);
     let mut pdefs = Vec::new();
     let mut cross = Vec::new();
     for (i, p) in paths.iter().enumerate() {
@@ -178,9 +182,7 @@ fn run_session(
         ..SessionConfig::default()
     };
     config.transport.stats_interval = cfg.sample;
-    if on_infeasible.is_some() {
-        // A stream alone that does not fill its paths measures them only
-        // by probing, as the runtime does by default.
+    if like_the_runtime {
         config.probe = Some(braid_core::session::probe::ProbeConfig::default());
     }
     config.transport.send_queue_bytes = 64 << 20;
