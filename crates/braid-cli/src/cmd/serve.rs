@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// Serve one session, then exit (non-zero if a stream is incomplete).
     #[arg(long)]
     pub once: bool,
+    /// Sessions served at once; a source beyond them is refused with
+    /// "sink busy".
+    #[arg(long, value_name = "N", default_value_t = braid_core::session::DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: usize,
     /// text: a live view on stderr (plain lines when it is not a
     /// terminal); json: one object per period on stdout.
     #[arg(long, value_enum, default_value = "text")]
@@ -87,6 +91,10 @@ async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
     config.core.transport.psk = access.psk;
     config.core.transport.protection = access.protection;
     args.limits.apply(&mut config.core.transport)?;
+    if args.max_sessions == 0 {
+        bail!("--max-sessions must be at least 1");
+    }
+    config.max_sessions = args.max_sessions;
     let mut listener =
         SessionListener::bind(listen, config).with_context(|| format!("listening on {listen}"))?;
     eprintln!("braid serve: listening on {}", listener.local_addr());

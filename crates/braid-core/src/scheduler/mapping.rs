@@ -38,7 +38,20 @@
 //!   `min(r_kj, (C_j − B_j)⁺)`, so E\[Z_k\] ≤ t_w/(8s) · Σ_j
 //!   (S_j(C_j) − S_j(C_j − r_kj)) with S_j(c) = E\[(c − B_j)⁺\]. This is
 //!   linearity of expectation, valid across paths whatever the dependence
-//!   (the seed's weighted sum is replaced by it).
+//!   (the seed's weighted sum is replaced by it). Lemma 2 counts capacity
+//!   only; a part also loses the share `loss_j` ([`PathView::loss`]) of
+//!   its messages that the path drops, so each part adds
+//!   t_w/(8s) · r_kj · loss_j (an upper bound: what the shortfall already
+//!   took is not dropped twice, and a reliable stream's retransmission may
+//!   still arrive in its window). At packet level this term is most of the
+//!   misses of a stream far below its paths' capacity.
+//! * **A violation bound may ask for more than a path has shown.** A
+//!   probability needs its rate inside the distribution, but a part beyond
+//!   the largest sample only adds shortfall (each bit/s past it counts in
+//!   full), so a violation-bound part is capped only by the other streams'
+//!   constraints on the path. Its E\[Z\] is then finite and honest, and a
+//!   stream on paths the session has measured only app-limited still gets
+//!   a promise (a cautious one) instead of none.
 //! * **Path restrictions** ([`MapRequest::paths`]): a stream restricted to
 //!   some paths (pinned, or only the paths whose measured RTT and loss meet
 //!   its spec) is placed, split and scored over those paths only; the
@@ -256,16 +269,35 @@ impl<'a> State<'a> {
         self.views[j].guarantee(p).bps()
     }
 
+    /// The bit/s a part of `r` loses on path `k` carrying `c` in all (the
+    /// part included): its share of the shortfall, and its packets the
+    /// path drops (see the module docs).
+    fn part_loss(&self, k: usize, c: u64, r: u64) -> f64 {
+        self.shortfall(k, c) - self.shortfall(k, c.saturating_sub(r))
+            + r as f64 * self.views[k].loss
+    }
+
     /// E[Z] of a violation-bound stream if path `j` carried `c_j` instead.
     fn vb_misses(&self, vb: &Vb, parts: &[(usize, u64)], j: usize, c_j: u64) -> f64 {
         parts
             .iter()
             .map(|&(k, r)| {
                 let c = if k == j { c_j } else { self.committed[k] };
-                self.shortfall(k, c) - self.shortfall(k, c.saturating_sub(r))
+                self.part_loss(k, c, r)
             })
             .sum::<f64>()
             * vb.coeff
+    }
+
+    /// The most a violation-bound part may add on path `j`, up to `need`:
+    /// [`State::max_add`], or `need` when the streams already on `j` hold
+    /// with it (a violation bound is not capped by the largest sample).
+    fn max_add_violation(&self, j: usize, need: u64) -> u64 {
+        if self.existing_ok(j, need) {
+            need
+        } else {
+            self.max_add(j)
+        }
     }
 
     /// Whether every violation-bound stream already mapped still holds if
@@ -586,10 +618,18 @@ fn place_violation(
     allowed: &[bool],
 ) -> (Vec<(usize, u64)>, f64) {
     let n = st.ids.len();
-    let max_adds = st.max_adds(allowed);
+    let max_adds: Vec<u64> = (0..n)
+        .map(|j| {
+            if allowed[j] {
+                st.max_add_violation(j, need)
+            } else {
+                0
+            }
+        })
+        .collect();
     let loss = |j: usize, r: u64| {
-        let c = st.committed[j];
-        st.shortfall(j, c.saturating_add(r)) - st.shortfall(j, c)
+        let c = st.committed[j].saturating_add(r);
+        st.part_loss(j, c, r)
     };
     // One path first: fewest misses among paths that can take it all.
     let single = (0..n)

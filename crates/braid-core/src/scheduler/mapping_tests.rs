@@ -203,6 +203,62 @@ fn violation_bound_uses_lemma_2() {
     assert!(best.rate < mb(6.0) && best.rate > mb(5.0));
 }
 
+/// A part also loses the packets its path drops: on a path far above the
+/// stream's rate the capacity shortfall is 0, and E\[Z\] is x · loss.
+#[test]
+fn violation_bound_counts_the_paths_loss() {
+    let a = view(&[50.0; 20]).with_loss(0.001);
+    let paths = [(PathId(1), &a)];
+    // 6 Mbit/s as 500 messages of 1500 B per second: 0.5 lost per window.
+    let req = |bound: f64| MapRequest {
+        id: StreamId(1),
+        spec: StreamSpec::violation_bound(500, Duration::from_secs(1), 1500, bound).unwrap(),
+        sticky: None,
+        paths: None,
+    };
+    let m = map_streams(&[req(0.5)], &paths, &MapperConfig::default());
+    assert!(m.parts(StreamId(1)).is_some());
+    assert!((expected_misses(&m, &[req(0.5)], &paths, StreamId(1)).unwrap() - 0.5).abs() < 1e-9);
+    let m = map_streams(&[req(0.4)], &paths, &MapperConfig::default());
+    let (_, best) = m.infeasible[0];
+    assert!((best.expected_misses.unwrap() - 0.5).abs() < 1e-9);
+    assert!(
+        best.rate < mb(6.0) && best.rate > mb(4.7),
+        "{:?}",
+        best.rate
+    );
+}
+
+/// A violation bound may ask for more than the largest sample: the excess
+/// counts in full as misses, so E\[Z\] is finite and the stream is mapped
+/// when its bound allows it (it used to be infeasible with E\[Z\] = ∞).
+#[test]
+fn violation_bound_beyond_the_largest_sample_is_all_shortfall() {
+    let a = view(&[4.0; 20]);
+    let paths = [(PathId(1), &a)];
+    // 6 Mbit/s on a path that showed 4: 2 Mbit/s short, 2e6 / 12e3 misses.
+    let req = |bound: f64| MapRequest {
+        id: StreamId(1),
+        spec: StreamSpec::violation_bound(500, Duration::from_secs(1), 1500, bound).unwrap(),
+        sticky: None,
+        paths: None,
+    };
+    let expect = 2e6 / 12_000.0;
+    let m = map_streams(&[req(expect)], &paths, &MapperConfig::default());
+    assert_eq!(m.parts(StreamId(1)).map(|p| p[0].rate), Some(mb(6.0)));
+    let m = map_streams(&[req(expect - 1.0)], &paths, &MapperConfig::default());
+    let (_, best) = m.infeasible[0];
+    assert!((best.expected_misses.unwrap() - expect).abs() < 1e-6);
+    // A probabilistic stream already on the path still caps it.
+    let m = map_streams(
+        &[rate(2, 3.0, 0.9), req(1e9)],
+        &paths,
+        &MapperConfig::default(),
+    );
+    assert!(m.parts(StreamId(2)).is_some());
+    assert!(m.parts(StreamId(1)).is_none());
+}
+
 #[test]
 fn health_band_and_degradation() {
     let a = view(&series(100, 9.0, 10.0, |t| t < 5));
@@ -275,10 +331,13 @@ proptest! {
     /// its bound.
     #[test]
     fn mixed_specs_hold_every_constraint(
-        paths in prop::collection::vec(prop::collection::vec(0.0f64..50.0, 20..60), 1..4),
+        paths in prop::collection::vec(
+            (prop::collection::vec(0.0f64..50.0, 20..60), prop_oneof![Just(0.0), 0.0f64..0.05]),
+            1..4,
+        ),
         streams in prop::collection::vec((0.5f64..30.0, 0.5f64..0.99, any::<bool>(), 0.0f64..20.0), 1..6),
     ) {
-        let views: Vec<PathView> = paths.iter().map(|s| view(s)).collect();
+        let views: Vec<PathView> = paths.iter().map(|(s, loss)| view(s).with_loss(*loss)).collect();
         let pv: Vec<(PathId, &PathView)> =
             views.iter().enumerate().map(|(j, v)| (PathId(j as u32), v)).collect();
         // Violation-bound streams: x messages of 1250 B per 100 ms (x = rate / 0.1 Mbit/s).
@@ -311,9 +370,11 @@ proptest! {
                 let z: f64 = parts
                     .iter()
                     .map(|q| {
-                        let d = &views[q.path.0 as usize].distribution;
+                        let v = &views[q.path.0 as usize];
+                        let d = &v.distribution;
                         let c = load[q.path.0 as usize];
                         d.expected_shortfall_bps(c) - d.expected_shortfall_bps(c.saturating_sub(q.rate))
+                            + q.rate.bps() as f64 * v.loss
                     })
                     .sum::<f64>()
                     * coeff;

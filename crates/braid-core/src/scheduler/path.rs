@@ -7,7 +7,8 @@
 //! sliding window implements it; [`EmpiricalDistribution`] is a sorted-sample
 //! implementation used by tests, benches and the simulator.
 //!
-//! A [`PathView`] is a distribution plus the path's RTT. What a path can still
+//! A [`PathView`] is a distribution plus the path's RTT and packet loss.
+//! What a path can still
 //! promise at P is its guarantee at P minus what is already mapped onto it;
 //! the mapper ([`super::mapping`]) tightens this further (see there).
 //!
@@ -238,13 +239,19 @@ impl PathDistribution for ScaledDistribution {
     }
 }
 
-/// One path as the scheduler sees it: a distribution and an RTT.
+/// One path as the scheduler sees it: a distribution, an RTT and a loss
+/// ratio.
 #[derive(Debug, Clone)]
 pub struct PathView {
     /// Available-bandwidth distribution.
     pub distribution: Arc<dyn PathDistribution>,
     /// Smoothed round-trip time.
     pub rtt: Duration,
+    /// Share of the path's packets lost (0 to 1), which a violation bound's
+    /// E\[Z\] counts beside the capacity shortfall (Lemma 2 has no loss
+    /// term; see [`super::mapping`]). 0 unless set with
+    /// [`PathView::with_loss`].
+    pub loss: f64,
 }
 
 impl PathView {
@@ -253,7 +260,19 @@ impl PathView {
         PathView {
             distribution: Arc::new(distribution),
             rtt,
+            loss: 0.0,
         }
+    }
+
+    /// This view with a packet loss ratio of `loss` (clamped to \[0, 1\];
+    /// NaN reads as 0).
+    pub fn with_loss(mut self, loss: f64) -> PathView {
+        self.loss = if loss.is_nan() {
+            0.0
+        } else {
+            loss.clamp(0.0, 1.0)
+        };
+        self
     }
 
     /// The guarantee at `p`: F⁻¹(1 − p), zero without samples.
@@ -282,7 +301,7 @@ impl PathView {
         }
         PathView {
             distribution: Arc::new(ScaledDistribution::new(self.distribution, factor)),
-            rtt: self.rtt,
+            ..self
         }
     }
 }

@@ -29,6 +29,7 @@
 //! | `liveness` | paths going down and up, reconnects, a lost peer |
 //! | `source` | the source side: stream queues, dispatch, session acks, failover |
 //! | `sink` | the sink side: reassembly, duplicates, deadlines, acks, statistics |
+//! | `host` | [`SinkHost`]: many sink sessions on one endpoint, each connection placed by its PATH_HELLO |
 //! | [`bulk_yield`] | best effort that yields to guarantees: a delay-based window for unscheduled traffic |
 //! | [`meter`] | [`meter::WindowMeter`], [`meter::RollingMeter`]: when a window meets its spec, the one definition of every report |
 //! | [`probe`] | [`probe::ProbeConfig`]: padding that measures paths the application leaves idle |
@@ -79,6 +80,7 @@ pub mod frame;
 #[cfg(any(test, fuzzing, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+mod host;
 mod liveness;
 pub mod meter;
 mod path;
@@ -96,6 +98,7 @@ pub use config::{SchedulerKind, SessionConfig, UnknownScheduler};
 pub use error::{CloseCode, CloseReason, SendRefusal, SendRefused, SessionError};
 pub use event::{Event, PathPromise, StreamStats, MAX_SESSION_EVENTS};
 pub use frame::{Frame, FrameError, SessionId, SESSION_VERSION};
+pub use host::{SinkHost, DEFAULT_MAX_SESSIONS};
 pub use path::PathInfo;
 pub use sink::Delivered;
 pub use snapshot::{HopSnapshot, PathSnapshot, Snapshot, StreamSnapshot};
@@ -250,6 +253,11 @@ pub struct Session {
     /// After this side closed: the peer has shown it heard (a connection
     /// finished with everything acknowledged, or the peer closed one).
     close_heard: bool,
+    /// Sink: alone on its endpoint, or one of a [`SinkHost`]'s sessions.
+    hosting: host::Hosting,
+    /// Sink in a host's lobby: connections whose PATH_HELLO named a
+    /// session, for the host to place.
+    foreign: Vec<host::Greeting>,
 }
 
 impl Session {
@@ -321,6 +329,8 @@ impl Session {
             close_heard: false,
             ever_up: false,
             all_down_since: None,
+            hosting: host::Hosting::Alone,
+            foreign: Vec::new(),
             config,
         })
     }
@@ -657,7 +667,7 @@ impl Session {
     /// Everything that follows input or time: connections' events,
     /// messages and samples; path liveness; the scheduler; acks; statistics.
     fn pump(&mut self, now: Instant) {
-        if self.role == Role::Sink {
+        if self.role == Role::Sink && self.hosting != host::Hosting::Member {
             while let Some(h) = self.endpoint.accept() {
                 self.pending.push(h);
             }
@@ -693,7 +703,15 @@ impl Session {
         );
         let mut dips = Vec::new();
         'conns: for &h in &handles {
-            while let Some(m) = self.endpoint.connection_mut(h).and_then(|c| c.recv(now)) {
+            loop {
+                if self.foreign.iter().any(|g| g.connection == h) {
+                    // Greeted for a session the host places: that session
+                    // reads the rest (see `host`).
+                    continue 'conns;
+                }
+                let Some(m) = self.endpoint.connection_mut(h).and_then(|c| c.recv(now)) else {
+                    break;
+                };
                 if let Err(e) = self.handle_message(now, h, m.data) {
                     if !self.conns.contains_key(&h) {
                         // Not a path of the session (yet): only this

@@ -11,6 +11,10 @@
 //! smoothed RTT then) and one loss sample (the interval's loss ratio) for
 //! the stream's RTT and loss bounds. Each history holds the estimator's
 //! window of samples ([`SessionConfig::estimate_window`](super::SessionConfig)).
+//! The scheduler's view also carries the path's packet loss
+//! ([`PathState::packet_loss`]): lost over sent packets across the same
+//! number of recent intervals, app-limited ones included (loss is measured
+//! at whatever rate the path carries), combined with the relays' hops.
 //!
 //! Liveness (seed 000 §III; issue 10): a path is down when data has been in
 //! flight for max(3 × SRTT, [`SessionConfig::down_min`](super::SessionConfig))
@@ -68,6 +72,14 @@ pub(crate) struct PathState {
     pub estimate: PathEstimate,
     pub rtt_us: VecDeque<u64>,
     pub loss: VecDeque<f64>,
+    /// (lost, acknowledged + lost) packets of each recent interval, and
+    /// their sums: [`Self::packet_loss`].
+    pub packets: VecDeque<(u64, u64)>,
+    pub packets_sum: (u64, u64),
+    /// The packet loss the scheduler last saw, and how often it moved
+    /// enough to push the view again.
+    pub pushed_loss: f64,
+    pub loss_moves: u64,
     pub history: usize,
     pub srtt: Duration,
     /// Reconnect at this instant (its connection closed).
@@ -136,6 +148,10 @@ impl PathState {
             estimate,
             rtt_us: VecDeque::with_capacity(history),
             loss: VecDeque::with_capacity(history),
+            packets: VecDeque::with_capacity(history),
+            packets_sum: (0, 0),
+            pushed_loss: 0.0,
+            loss_moves: 0,
             history,
             srtt: initial_rtt,
             reconnect_at: None,
@@ -206,7 +222,7 @@ impl PathState {
 
     /// Changes whenever [`Self::view`] would: a new sample or a new factor.
     pub fn view_version(&self) -> (u64, u64) {
-        (self.estimate.version(), self.scale_moves)
+        (self.estimate.version(), self.scale_moves + self.loss_moves)
     }
 
     /// Takes a relay's report on a hop of this path (ignored unless the
@@ -265,12 +281,48 @@ impl PathState {
         self.last_loss = s.loss_ratio();
         self.last_app_limited = s.app_limited;
         self.estimate.handle_sample(s);
+        self.count_packets(s.lost_packets, s.packets());
         if s.app_limited {
             return;
         }
         let rtt = self.path_srtt().as_micros();
         push_bounded(&mut self.rtt_us, rtt, self.history);
         push_bounded(&mut self.loss, s.loss_ratio(), self.history);
+    }
+
+    /// Adds one interval's packets to the loss history; a move of the
+    /// loss by more than a tenth (or 10⁻⁵) since the scheduler last saw it
+    /// makes the view new.
+    fn count_packets(&mut self, lost: u64, total: u64) {
+        if total == 0 {
+            return;
+        }
+        if self.packets.len() >= self.history.max(1) {
+            if let Some((l, t)) = self.packets.pop_front() {
+                self.packets_sum.0 -= l;
+                self.packets_sum.1 -= t;
+            }
+        }
+        self.packets.push_back((lost, total));
+        self.packets_sum.0 += lost;
+        self.packets_sum.1 += total;
+        let now = self.packet_loss();
+        if (now - self.pushed_loss).abs() > (0.1 * self.pushed_loss).max(1e-5) {
+            self.pushed_loss = now;
+            self.loss_moves += 1;
+        }
+    }
+
+    /// Lost over sent packets across the recent intervals, combined with
+    /// the hops after the first (0 before any packet).
+    pub fn packet_loss(&self) -> f64 {
+        let (lost, total) = self.packets_sum;
+        let own = if total == 0 {
+            0.0
+        } else {
+            lost as f64 / total as f64
+        };
+        (1.0 - (1.0 - own) * (1.0 - self.hops_loss)).clamp(0.0, 1.0)
     }
 
     /// With guarantees on the path, whether unscheduled traffic may have
@@ -306,6 +358,7 @@ impl PathState {
     /// calibrated factor.
     pub fn view(&self) -> PathView {
         PathView::new(self.estimate.window().clone(), self.path_srtt())
+            .with_loss(self.packet_loss())
             .scaled(self.promise_scale() * self.dip_factor)
     }
 

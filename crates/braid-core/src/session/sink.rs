@@ -287,13 +287,24 @@ impl Session {
         self.handle_data(now, m)
     }
 
-    fn handle_hello(
+    pub(super) fn handle_hello(
         &mut self,
         now: Instant,
         h: ConnectionHandle,
         session: SessionId,
         path: PathId,
     ) -> Result<(), CloseReason> {
+        if self.hosting == super::host::Hosting::Lobby {
+            // The host places it (a session it serves, a new one, or
+            // "busy"); this session never becomes one.
+            self.pending.retain(|&x| x != h);
+            self.foreign.push(super::host::Greeting {
+                connection: h,
+                session,
+                path,
+            });
+            return Ok(());
+        }
         if self.id == SessionId(0) && self.paths.is_empty() {
             self.id = session;
         }

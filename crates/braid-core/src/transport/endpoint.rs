@@ -281,6 +281,13 @@ impl Endpoint {
         self.stats
     }
 
+    /// The connection the last routed datagram went to (kept until
+    /// another is routed or that connection is removed): a host of several
+    /// sessions on one endpoint runs only the one that owns it.
+    pub fn last_routed(&self) -> Option<ConnectionHandle> {
+        self.last_route.map(|(_, h)| ConnectionHandle(h))
+    }
+
     /// Number of connections held.
     pub fn connection_count(&self) -> usize {
         self.conns.len()

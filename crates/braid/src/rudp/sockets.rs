@@ -86,6 +86,7 @@ macro_rules! machine {
 }
 machine!(braid_core::transport::Endpoint);
 machine!(braid_core::session::Session);
+machine!(braid_core::session::SinkHost);
 machine!(braid_core::session::relay::Relay);
 
 /// A driver's sockets, buffers and timer (see the module docs).

@@ -1,17 +1,14 @@
-//! The session driver: one task that owns a sans-IO session, its
+//! The source's driver: one task that owns a sans-IO source session, its
 //! connections and its sockets, and moves datagrams, stream messages,
-//! events and commands between them and the application's handles.
+//! events and commands between them and the application's handles (the
+//! sink's is [`super::sink_driver`]).
 //!
 //! Main type: [`Driver`] (a hand-written future spawned by
-//! [`super::Session::connect`] or [`super::SessionListener::bind`]).
+//! [`super::Session::connect`]).
 //!
 //! Each time it runs it: takes commands; reads datagrams into the core;
-//! runs due timers; feeds streams' queued messages into the core (source)
-//! or the core's delivered messages to the application (sink); moves
-//! events out; writes what the core has to send. A sink driver serves one
-//! session after another on its socket: once a session is over and its
-//! messages are taken, it starts a fresh sink state machine (a new
-//! *generation*) for the next source.
+//! runs due timers; feeds streams' queued messages into the core; moves
+//! events out; writes what the core has to send.
 //!
 //! Invariants:
 //! - The driver is the only owner of the core session and its sockets;
@@ -19,33 +16,26 @@
 //! - At most one message per stream waits in the driver (`stalled`), when
 //!   the core refused it for a full window or byte bound; the stream's
 //!   channel is not read until it has gone in.
-//! - At most one received message waits in the driver while the sink
-//!   application's channel is full; the core keeps the rest.
 //! - Every poll that returns `Pending` has registered a waker with each
 //!   source that can make progress (sockets, channels, timer), or has woken
 //!   itself.
 
-use super::msg::{Command, ConnectError, ConnectReply, Incoming, Message, StreamItem};
-use super::{SessionError, RECV_QUEUE};
+use super::msg::{Command, ConnectError, ConnectReply, StreamItem};
+use super::SessionError;
 use crate::clock;
 use crate::rudp::sockets::{Socket, SocketSet};
 use crate::rudp::MAX_ROUNDS;
 use braid_core::scheduler::UpcallAnswer;
-use braid_core::session::{
-    CloseCode, CloseReason, Event, Session as Core, SessionConfig as CoreConfig,
-};
+use braid_core::session::{CloseCode, CloseReason, Event, Session as Core};
 use braid_core::{Duration, Instant, StreamId};
-use bytes::Bytes;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// How long a closed session keeps answering (its CLOSE frames
 /// retransmitted, the peer's acknowledgements taken) before the driver
-/// lets it go.
+/// ends.
 const LINGER: Duration = Duration::from_secs(1);
 /// How long a source that closed the session itself lingers at most for
 /// the sink to show it heard the CLOSE (see
@@ -69,45 +59,13 @@ struct Connecting {
     deadline: Instant,
 }
 
-/// The sink side's per-generation state.
-pub(super) struct SinkState {
-    config: CoreConfig,
-    accept_tx: mpsc::Sender<Incoming>,
-    /// The application's channels of this generation, until handed over.
-    pending: Option<Incoming>,
-    msgs: mpsc::Sender<Message>,
-    stalled: Option<Message>,
-    rx_stalled: Arc<AtomicBool>,
+/// The source's streams, connect and close waiters, and event channels.
+struct Side {
+    streams: Vec<OutStream>,
+    connecting: Option<Connecting>,
+    closing: Option<(oneshot::Sender<Result<(), SessionError>>, Instant)>,
     events: mpsc::Sender<Event>,
     close_tx: watch::Sender<Option<CloseReason>>,
-}
-
-impl SinkState {
-    pub(super) fn new(config: CoreConfig, accept_tx: mpsc::Sender<Incoming>) -> SinkState {
-        let (incoming, msgs, events, rx_stalled, close_tx) = Incoming::channels(RECV_QUEUE);
-        SinkState {
-            config,
-            accept_tx,
-            pending: Some(incoming),
-            msgs,
-            stalled: None,
-            rx_stalled,
-            events,
-            close_tx,
-        }
-    }
-}
-
-/// Source or sink specifics.
-enum Side {
-    Source {
-        streams: Vec<OutStream>,
-        connecting: Option<Connecting>,
-        closing: Option<(oneshot::Sender<Result<(), SessionError>>, Instant)>,
-        events: mpsc::Sender<Event>,
-        close_tx: watch::Sender<Option<CloseReason>>,
-    },
-    Sink(Box<SinkState>),
 }
 
 /// The task that owns a session and its sockets.
@@ -117,8 +75,7 @@ pub(super) struct Driver {
     side: Side,
     cmd_rx: mpsc::Receiver<Command>,
     cmd_open: bool,
-    /// When the core session closed (it lingers, then the driver ends or
-    /// starts the next generation).
+    /// When the core session closed (it lingers, then the driver ends).
     closed_at: Option<Instant>,
     events_dropped: u64,
 }
@@ -137,7 +94,7 @@ impl Driver {
         Driver {
             sockets: SocketSet::new(sockets),
             core,
-            side: Side::Source {
+            side: Side {
                 streams: Vec::new(),
                 connecting: Some(Connecting {
                     reply: connect,
@@ -147,24 +104,6 @@ impl Driver {
                 events,
                 close_tx,
             },
-            cmd_rx,
-            cmd_open: true,
-            closed_at: None,
-            events_dropped: 0,
-        }
-    }
-
-    /// A sink driver (serving one session after another).
-    pub(super) fn sink(
-        sockets: Vec<Socket>,
-        core: Core,
-        cmd_rx: mpsc::Receiver<Command>,
-        state: SinkState,
-    ) -> Driver {
-        Driver {
-            sockets: SocketSet::new(sockets),
-            core,
-            side: Side::Sink(Box::new(state)),
             cmd_rx,
             cmd_open: true,
             closed_at: None,
@@ -196,31 +135,21 @@ impl Driver {
                 config,
                 reply,
                 items,
-            } => {
-                let Side::Source { streams, .. } = &mut self.side else {
-                    let _ = reply.send(Err(braid_core::session::SessionError::WrongRole(
-                        "open_stream",
-                        "sink",
-                    )
-                    .into()));
-                    return;
-                };
-                match self.core.open_stream(now, config) {
-                    Ok(id) => {
-                        streams.push(OutStream {
-                            id,
-                            items,
-                            stalled: None,
-                            finishing: false,
-                            waiters: Vec::new(),
-                        });
-                        let _ = reply.send(Ok(id));
-                    }
-                    Err(e) => {
-                        let _ = reply.send(Err(e.into()));
-                    }
+            } => match self.core.open_stream(now, config) {
+                Ok(id) => {
+                    self.side.streams.push(OutStream {
+                        id,
+                        items,
+                        stalled: None,
+                        finishing: false,
+                        waiters: Vec::new(),
+                    });
+                    let _ = reply.send(Ok(id));
                 }
-            }
+                Err(e) => {
+                    let _ = reply.send(Err(e.into()));
+                }
+            },
             Command::Snapshot { reply } => {
                 let _ = reply.send(self.core.snapshot(now));
             }
@@ -236,12 +165,7 @@ impl Driver {
                 let _ = reply.send(r.map_err(Into::into));
             }
             Command::Close { reply, deadline } => {
-                if let Side::Source { closing, .. } = &mut self.side {
-                    *closing = Some((reply, now + deadline));
-                } else {
-                    self.core.close(now, CloseCode::Application, "sink closed");
-                    let _ = reply.send(Ok(()));
-                }
+                self.side.closing = Some((reply, now + deadline));
             }
             Command::Wake => {}
         }
@@ -249,19 +173,15 @@ impl Driver {
 
     /// Forgets a stream the scheduler closed (its handle's sends now fail).
     fn drop_stream(&mut self, stream: StreamId) {
-        if let Side::Source { streams, .. } = &mut self.side {
-            streams.retain(|s| s.id != stream);
-        }
+        self.side.streams.retain(|s| s.id != stream);
     }
 
-    // ---- streams (source) -------------------------------------------------
+    // ---- streams -----------------------------------------------------------
 
     /// Moves queued messages into the core while it takes them; answers
     /// finish waiters. True if anything moved.
     fn feed_streams(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let Side::Source { streams, .. } = &mut self.side else {
-            return false;
-        };
+        let streams = &mut self.side.streams;
         let mut progress = false;
         for s in streams.iter_mut() {
             loop {
@@ -318,47 +238,6 @@ impl Driver {
         progress
     }
 
-    // ---- messages (sink) --------------------------------------------------
-
-    /// Hands delivered messages to the sink application while its channel
-    /// has room. True if any moved.
-    fn deliver(&mut self, now: Instant) -> bool {
-        let Side::Sink(st) = &mut self.side else {
-            return false;
-        };
-        let mut progress = false;
-        loop {
-            let m = match st.stalled.take() {
-                Some(m) => m,
-                None => match self.core.recv(now) {
-                    Some(d) => Message {
-                        stream: d.stream,
-                        seq: d.seq,
-                        data: Bytes::from(d.data),
-                    },
-                    None => return progress,
-                },
-            };
-            match st.msgs.try_send(m) {
-                Ok(()) => progress = true,
-                Err(mpsc::error::TrySendError::Full(m)) => {
-                    st.stalled = Some(m);
-                    st.rx_stalled.store(true, Ordering::Release);
-                    return progress;
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => {
-                    // The application dropped the session.
-                    self.core.close(
-                        now,
-                        CloseCode::Application,
-                        "the sink application went away",
-                    );
-                    return true;
-                }
-            }
-        }
-    }
-
     // ---- events ------------------------------------------------------------
 
     fn move_events(&mut self, now: Instant) -> bool {
@@ -367,32 +246,15 @@ impl Driver {
         while let Some(e) = self.core.poll_event() {
             progress = true;
             some_down |= matches!(e, Event::PathDown { .. });
-            match &self.side {
-                Side::Source {
-                    events, close_tx, ..
-                } => {
-                    if let Event::Closed(r) = &e {
-                        let _ = close_tx.send(Some(r.clone()));
-                    }
-                    if events.try_send(e).is_err() {
-                        self.events_dropped += 1;
-                    }
-                }
-                Side::Sink(st) => {
-                    if let Event::Closed(r) = &e {
-                        let _ = st.close_tx.send(Some(r.clone()));
-                    }
-                    let up = matches!(e, Event::PathUp { .. });
-                    if st.events.try_send(e).is_err() {
-                        self.events_dropped += 1;
-                    }
-                    if up {
-                        self.hand_over();
-                    }
-                }
+            if let Event::Closed(r) = &e {
+                let _ = self.side.close_tx.send(Some(r.clone()));
+            }
+            if self.side.events.try_send(e).is_err() {
+                self.events_dropped += 1;
             }
         }
-        if let Side::Source { connecting, .. } = &mut self.side {
+        {
+            let connecting = &mut self.side.connecting;
             let up = self.core.paths().iter().any(|p| p.up);
             if up || self.core.is_closed() {
                 if let Some(c) = connecting.take() {
@@ -430,51 +292,26 @@ impl Driver {
         progress
     }
 
-    /// Sink: the session's first path is up; give the application its handle.
-    fn hand_over(&mut self) {
-        let Side::Sink(st) = &mut self.side else {
-            return;
-        };
-        if let Some(mut inc) = st.pending.take() {
-            inc.id = self.core.id();
-            if let Err(e) = st.accept_tx.try_send(inc) {
-                // Nobody accepts (queue full or listener gone): refuse.
-                let inc = match e {
-                    mpsc::error::TrySendError::Full(i) | mpsc::error::TrySendError::Closed(i) => i,
-                };
-                drop(inc);
-                self.core.close(
-                    clock::now(),
-                    CloseCode::Application,
-                    "the sink is not accepting sessions",
-                );
-            }
-        }
-    }
-
     // ---- closing -------------------------------------------------------------
 
-    /// Source: closes once every stream is through or the close deadline
-    /// passed. Both: notes when the core closed; after [`LINGER`] a source
-    /// ends, a sink starts its next generation.
+    /// Closes once every stream is through or the close deadline passed;
+    /// notes when the core closed (the driver ends [`LINGER`] later).
     fn check_close(&mut self, now: Instant) -> bool {
-        if let Side::Source {
+        let Side {
             closing, streams, ..
-        } = &mut self.side
-        {
-            if let Some((_, deadline)) = closing {
-                if self.core.is_closed() || streams.is_empty() && self.core.is_idle() {
-                    self.core.close(now, CloseCode::Done, "done");
-                } else if now >= *deadline {
-                    self.core
-                        .close(now, CloseCode::Application, "close timed out");
-                }
+        } = &mut self.side;
+        if let Some((_, deadline)) = closing {
+            if self.core.is_closed() || streams.is_empty() && self.core.is_idle() {
+                self.core.close(now, CloseCode::Done, "done");
+            } else if now >= *deadline {
+                self.core
+                    .close(now, CloseCode::Application, "close timed out");
             }
-            if !self.cmd_open && streams.is_empty() && !self.core.is_closed() {
-                // Every handle gone: close as soon as everything is through.
-                if self.core.is_idle() {
-                    self.core.close(now, CloseCode::Done, "done");
-                }
+        }
+        if !self.cmd_open && streams.is_empty() && !self.core.is_closed() {
+            // Every handle gone: close as soon as everything is through.
+            if self.core.is_idle() {
+                self.core.close(now, CloseCode::Done, "done");
             }
         }
         if self.core.is_closed() {
@@ -484,52 +321,25 @@ impl Driver {
             // as `close` returns, as `braid stream` does, must not take an
             // unsent CLOSE with it. Asked for after that, at once.
             let settled = self.close_settled(now);
-            if let Side::Source {
+            let Side {
                 closing, streams, ..
-            } = &mut self.side
-            {
-                let reason = self.core.close_reason().cloned();
-                let ok = matches!(
-                    reason,
-                    Some(CloseReason::Local {
-                        code: CloseCode::Done,
-                        ..
-                    })
-                );
-                for s in streams.drain(..) {
-                    for w in s.waiters {
-                        let _ = w.send(Err(closed_err(reason.clone())));
-                    }
-                }
-                if settled {
-                    if let Some((reply, _)) = closing.take() {
-                        let _ = reply.send(if ok { Ok(()) } else { Err(closed_err(reason)) });
-                    }
+            } = &mut self.side;
+            let reason = self.core.close_reason().cloned();
+            let ok = matches!(
+                reason,
+                Some(CloseReason::Local {
+                    code: CloseCode::Done,
+                    ..
+                })
+            );
+            for s in streams.drain(..) {
+                for w in s.waiters {
+                    let _ = w.send(Err(closed_err(reason.clone())));
                 }
             }
-        }
-        let Some(at) = self.closed_at else {
-            return false;
-        };
-        if now < at + LINGER {
-            return false;
-        }
-        if let Side::Sink(st) = &mut self.side {
-            if st.stalled.is_some() {
-                return false;
-            }
-            // The next generation: a fresh sink for the next source.
-            match Core::sink(st.config.clone(), fresh_secret(), now) {
-                Ok(core) => {
-                    let accept_tx = st.accept_tx.clone();
-                    let config = st.config.clone();
-                    self.core = core;
-                    **st = SinkState::new(config, accept_tx);
-                    self.closed_at = None;
-                    return true;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "session sink: cannot start the next session");
+            if settled {
+                if let Some((reply, _)) = closing.take() {
+                    let _ = reply.send(if ok { Ok(()) } else { Err(closed_err(reason)) });
                 }
             }
         }
@@ -539,12 +349,7 @@ impl Driver {
     fn done(&self) -> bool {
         let now = clock::now();
         let lingered = self.closed_at.is_some_and(|at| now >= at + LINGER);
-        match &self.side {
-            Side::Source { .. } => lingered && self.close_settled(now),
-            // A sink ends once its listener is gone and no session is in
-            // the application's hands (none handed over, or it is over).
-            Side::Sink(st) => st.accept_tx.is_closed() && (st.pending.is_some() || lingered),
-        }
+        lingered && self.close_settled(now)
     }
 
     /// A source that closed the session itself waits (within
@@ -574,20 +379,13 @@ impl Driver {
             };
         };
         take(self.closed_at.map(|a| a + LINGER));
-        if matches!(self.side, Side::Source { .. }) && self.waits_for_close_heard() {
+        if self.waits_for_close_heard() {
             take(self.closed_at.map(|a| a + LINGER_FOR_CLOSE));
         }
-        if let Side::Source {
-            connecting,
-            closing,
-            ..
-        } = &self.side
-        {
-            take(connecting.as_ref().map(|c| c.deadline));
-            // Once closed, a close waits only for the sink to hear it.
-            if !self.core.is_closed() {
-                take(closing.as_ref().map(|c| c.1));
-            }
+        take(self.side.connecting.as_ref().map(|c| c.deadline));
+        // Once closed, a close waits only for the sink to hear it.
+        if !self.core.is_closed() {
+            take(self.side.closing.as_ref().map(|c| c.1));
         }
         t
     }
@@ -606,13 +404,6 @@ fn is_full(e: &braid_core::session::SendRefusal) -> bool {
     matches!(e, R::WindowFull { .. } | R::SessionFull { .. })
 }
 
-/// 32 bytes of OS randomness for a session's transport endpoint; all zero
-/// only if the OS generator fails, which the first session's start has
-/// already ruled out.
-fn fresh_secret() -> [u8; 32] {
-    crate::rudp::os_secret().unwrap_or_default()
-}
-
 impl Future for Driver {
     type Output = ();
 
@@ -623,7 +414,6 @@ impl Future for Driver {
             progress |= this.sockets.poll_input(cx, &mut this.core);
             let now = clock::now();
             progress |= this.feed_streams(cx, now);
-            progress |= this.deliver(now);
             progress |= this.move_events(now);
             progress |= this.check_close(now);
             progress |= this.sockets.poll_output(cx, &mut this.core);

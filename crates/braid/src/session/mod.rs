@@ -4,9 +4,10 @@
 //! host.
 //!
 //! The state machines are `braid_core::session`'s; this module runs them.
-//! One driver task per session owns the sans-IO
+//! One driver task per source session owns the sans-IO
 //! [`braid_core::session::Session`], its IQ-RUDP connections and its UDP
-//! sockets (batched GSO/GRO I/O, shared with [`crate::rudp`]); the
+//! sockets, and one per listener owns a [`braid_core::session::SinkHost`]
+//! with all its sessions (batched GSO/GRO I/O, shared with [`crate::rudp`]); the
 //! application holds handles that talk to it over bounded channels. No lock
 //! sits in the data path.
 //!
@@ -14,7 +15,7 @@
 //! | --- | --- | --- |
 //! | [`Session`] | source | [`Session::connect`], [`Session::open_stream`], [`Session::next_event`], [`Session::snapshot`], [`Session::answer_upcall`], [`Session::close`] |
 //! | [`Stream`] | source | one stream: [`Stream::send`] awaits under backpressure; [`Stream::finish`] |
-//! | [`SessionListener`] | sink | a bound port: [`SessionListener::accept`] yields one [`IncomingSession`] per source, one at a time |
+//! | [`SessionListener`] | sink | a bound port: [`SessionListener::accept`] yields one [`IncomingSession`] per source, several at once ([`ListenerConfig::max_sessions`]) |
 //! | [`IncomingSession`] | sink | [`IncomingSession::recv`] yields each stream's messages; events; snapshot |
 //! | [`PathConfig`] | source | `direct`, `via=HOST:PORT[,…]`, `bind=ADDR`, `tcp` (see [`path`]) |
 //! | [`SessionConfig`], [`ListenerConfig`] | both | settings |
@@ -82,6 +83,7 @@ mod driver;
 mod msg;
 pub mod path;
 mod sink;
+mod sink_driver;
 mod source;
 
 pub use braid_core::session::{

@@ -1,21 +1,24 @@
-//! The sink's handles: [`SessionListener`] (a bound port that accepts one
-//! session after another) and [`IncomingSession`] (one source's session:
-//! its messages, events and snapshots).
+//! The sink's handles: [`SessionListener`] (a bound port that serves
+//! several sessions at once) and [`IncomingSession`] (one source's
+//! session: its messages, events and snapshots).
 //!
-//! The listener's driver task runs the sans-IO sink; when a source's first
-//! path is up it hands the application an [`IncomingSession`]. Once that
-//! session is over (closed by the source, or every path down for
-//! [`ListenerConfig::peer_timeout`]) and its messages are taken, the
-//! driver starts afresh for the next source on the same port.
+//! The listener's driver task runs braid-core's [`SinkHost`]: every
+//! session on one endpoint, each path placed in its session by its
+//! PATH_HELLO. When a source's first path is up the application gets an
+//! [`IncomingSession`]; up to [`ListenerConfig::max_sessions`] run at
+//! once, and a source beyond that is told "sink busy". A session is over
+//! when the source closed it or every path has been down for
+//! [`ListenerConfig::peer_timeout`]; the next source never waits for it.
 
-use super::driver::{Driver, SinkState};
 use super::msg::{gone, Command, Incoming, Message};
+use super::sink_driver::{SinkCommand, SinkDriver};
 use super::{SessionError, COMMAND_QUEUE, PEER_TIMEOUT};
 use crate::clock;
 use crate::rudp::listen::{bind_listener, ListenError};
 use crate::rudp::os_secret;
 use braid_core::session::{
-    CloseReason, Event, Session as Core, SessionConfig as CoreConfig, SessionId, Snapshot,
+    CloseReason, Event, SessionConfig as CoreConfig, SessionId, SinkHost, Snapshot,
+    DEFAULT_MAX_SESSIONS,
 };
 use braid_core::Duration;
 use std::net::SocketAddr;
@@ -37,6 +40,13 @@ pub struct ListenerConfig {
     /// Also accept paths over TCP (`direct+tcp`) on the same IP and port
     /// (default true).
     pub accept_tcp: bool,
+    /// Sessions served at once (default [`DEFAULT_MAX_SESSIONS`]); a source
+    /// beyond them is refused with "sink busy".
+    pub max_sessions: usize,
+    /// New sessions waiting for [`SessionListener::accept`]; a session
+    /// that finds the queue full is closed ("the sink is not accepting
+    /// sessions").
+    pub accept_queue: usize,
 }
 
 impl Default for ListenerConfig {
@@ -46,6 +56,8 @@ impl Default for ListenerConfig {
             peer_timeout: PEER_TIMEOUT,
             socket_buffer: 4 << 20,
             accept_tcp: true,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            accept_queue: DEFAULT_MAX_SESSIONS,
         }
     }
 }
@@ -53,7 +65,7 @@ impl Default for ListenerConfig {
 /// A port that accepts sessions (see the module docs).
 #[derive(Debug)]
 pub struct SessionListener {
-    cmd: mpsc::Sender<Command>,
+    cmd: mpsc::Sender<SinkCommand>,
     accept_rx: mpsc::Receiver<Incoming>,
     local: SocketAddr,
 }
@@ -62,7 +74,7 @@ pub struct SessionListener {
 #[derive(Debug)]
 pub struct IncomingSession {
     id: SessionId,
-    cmd: mpsc::Sender<Command>,
+    cmd: mpsc::Sender<SinkCommand>,
     msgs: mpsc::Receiver<Message>,
     events: mpsc::Receiver<Event>,
     rx_stalled: Arc<AtomicBool>,
@@ -88,12 +100,10 @@ impl SessionListener {
             })?;
         let mut core_config = config.core.clone();
         core_config.peer_timeout = Some(config.peer_timeout);
-        let core = Core::sink(core_config.clone(), os_secret()?, clock::now())?;
+        let host = SinkHost::new(core_config, os_secret()?, clock::now(), config.max_sessions)?;
         let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
-        // One session at a time: the next waits in the driver.
-        let (accept_tx, accept_rx) = mpsc::channel(1);
-        let state = SinkState::new(core_config, accept_tx);
-        runtime.spawn(Driver::sink(sockets, core, cmd_rx, state));
+        let (accept_tx, accept_rx) = mpsc::channel(config.accept_queue.max(1));
+        runtime.spawn(SinkDriver::new(sockets, host, cmd_rx, accept_tx));
         tracing::debug!(%local, "session listener bound");
         Ok(SessionListener {
             cmd,
@@ -140,7 +150,7 @@ impl IncomingSession {
         let m = self.msgs.recv().await;
         if self.rx_stalled.swap(false, Ordering::AcqRel) {
             // The driver holds a message for lack of room: there is room now.
-            let _ = self.cmd.try_send(Command::Wake);
+            let _ = self.cmd.try_send((self.id, Command::Wake));
         }
         m
     }
@@ -158,7 +168,7 @@ impl IncomingSession {
     pub async fn snapshot(&self) -> Result<Snapshot, SessionError> {
         let (reply, rx) = oneshot::channel();
         self.cmd
-            .send(Command::Snapshot { reply })
+            .send((self.id, Command::Snapshot { reply }))
             .await
             .map_err(|_| gone(&self.close_rx))?;
         rx.await.map_err(|_| gone(&self.close_rx))

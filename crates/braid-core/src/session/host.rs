@@ -1,0 +1,332 @@
+//! [`SinkHost`]: a sink that serves many sessions at once on one socket.
+//!
+//! A lone sink [`Session`] takes the first session that greets it and
+//! turns every other away ("another session"); a sink that serves one
+//! source after another that way leaves the next source unanswered while
+//! the last one winds down. A host runs every session on one transport
+//! [`Endpoint`], so the cookies, the connection ids and the connection caps
+//! (`max_connections`, `max_connections_per_source`) cover all of them:
+//!
+//! * **The lobby** is a sink session that accepts every new connection and
+//!   never becomes a session itself. When a connection's PATH_HELLO names
+//!   session S, the host places it: in S when S is served here (a second
+//!   path, or a path reconnecting), in a new session S while fewer than
+//!   `max_sessions` are open (and, with the closed ones still winding
+//!   down, fewer than twice that are held), otherwise the connection is closed with
+//!   [`ErrorCode::SERVER_BUSY`] and a reason that says so. A connection is
+//!   placed before anything after its PATH_HELLO is read, so no frame of
+//!   it reaches the wrong session.
+//! * **Members** own only their own connections and accept none. Each is
+//!   an ordinary sink [`Session`]; the host lends it the shared endpoint
+//!   for the length of every call (the member's own endpoint is an unused
+//!   placeholder), so the session code is the lone sink's, unchanged.
+//! * **The application** takes each new session's id from
+//!   [`SinkHost::accept`], works on it through [`SinkHost::with_session`],
+//!   and ends it with [`SinkHost::remove`] once it is over: its
+//!   connections leave the endpoint with it.
+//!
+//! Driving is a [`Session`]'s: datagrams in, timeouts, transmits out. A
+//! datagram pumps the lobby and the member that owns the connection it
+//! reached; a timeout pumps everyone. Cost per datagram: one lookup per
+//! member (bounded by `max_sessions`).
+
+use super::{Session, SessionConfig, SessionId};
+use crate::id::PathId;
+use crate::time::Instant;
+use crate::transport::{ConfigError, ConnectionHandle, Endpoint, ErrorCode, FourTuple, Transmit};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Default of the most sessions a [`SinkHost`] serves at once.
+pub const DEFAULT_MAX_SESSIONS: usize = 16;
+
+/// Where a sink session stands with respect to a host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Hosting {
+    /// A lone sink: owns its endpoint, takes the first session.
+    Alone,
+    /// A host's lobby: accepts connections, hands each greeting over.
+    Lobby,
+    /// One of a host's sessions: accepts nothing itself.
+    Member,
+}
+
+/// A connection that greeted the lobby for `session` as `path`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Greeting {
+    pub connection: ConnectionHandle,
+    pub session: SessionId,
+    pub path: PathId,
+}
+
+/// One session of a host, and when it next needs a timeout.
+#[derive(Debug)]
+struct Member {
+    session: Session,
+    timeout: Option<Instant>,
+}
+
+/// Many sink sessions on one endpoint (see the module docs).
+#[derive(Debug)]
+pub struct SinkHost {
+    endpoint: Endpoint,
+    config: SessionConfig,
+    lobby: Session,
+    lobby_timeout: Option<Instant>,
+    members: BTreeMap<SessionId, Member>,
+    max_sessions: usize,
+    accepted: VecDeque<SessionId>,
+    refused_busy: u64,
+}
+
+/// Runs `f` on `s` with `endpoint` in its place (see the module docs).
+fn lend<R>(endpoint: &mut Endpoint, s: &mut Session, f: impl FnOnce(&mut Session) -> R) -> R {
+    std::mem::swap(endpoint, &mut s.endpoint);
+    let r = f(s);
+    std::mem::swap(endpoint, &mut s.endpoint);
+    r
+}
+
+impl SinkHost {
+    /// A host of at most `max_sessions` sessions (at least 1) on one
+    /// endpoint; `secret`: 32 random bytes for it.
+    ///
+    /// # Errors
+    /// An invalid configuration.
+    pub fn new(
+        config: SessionConfig,
+        secret: [u8; 32],
+        now: Instant,
+        max_sessions: usize,
+    ) -> Result<SinkHost, ConfigError> {
+        let endpoint = Endpoint::new(config.transport.clone(), secret, true)?;
+        let lobby = Self::hosted(&config, now, Hosting::Lobby)?;
+        Ok(SinkHost {
+            endpoint,
+            config,
+            lobby,
+            lobby_timeout: None,
+            members: BTreeMap::new(),
+            max_sessions: max_sessions.max(1),
+            accepted: VecDeque::new(),
+            refused_busy: 0,
+        })
+    }
+
+    /// A sink session whose own endpoint is a placeholder: it only ever
+    /// runs on the host's (its secret is never used).
+    fn hosted(
+        config: &SessionConfig,
+        now: Instant,
+        hosting: Hosting,
+    ) -> Result<Session, ConfigError> {
+        let mut s = Session::sink(config.clone(), [0; 32], now)?;
+        s.hosting = hosting;
+        Ok(s)
+    }
+
+    /// The most sessions served at once.
+    pub fn max_sessions(&self) -> usize {
+        self.max_sessions
+    }
+
+    /// Sessions held now (open or winding down, until removed).
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// No session is served.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Connections turned away because `max_sessions` were open.
+    pub fn refused_busy(&self) -> u64 {
+        self.refused_busy
+    }
+
+    /// The ids of the sessions served, in id order.
+    pub fn sessions(&self) -> Vec<SessionId> {
+        self.members.keys().copied().collect()
+    }
+
+    /// The next session that came up (its first path greeted), in order.
+    pub fn accept(&mut self) -> Option<SessionId> {
+        self.accepted.pop_front()
+    }
+
+    /// Runs `f` on session `id` (with the shared endpoint lent to it);
+    /// `None` when it is not served here.
+    pub fn with_session<R>(
+        &mut self,
+        id: SessionId,
+        f: impl FnOnce(&mut Session) -> R,
+    ) -> Option<R> {
+        let m = self.members.get_mut(&id)?;
+        let r = lend(&mut self.endpoint, &mut m.session, f);
+        m.timeout = lend(&mut self.endpoint, &mut m.session, |s| s.poll_timeout());
+        Some(r)
+    }
+
+    /// Ends session `id` here: it and its connections are forgotten (close
+    /// it first for the source to hear why). The session, if it was served.
+    pub fn remove(&mut self, id: SessionId) -> Option<Session> {
+        let m = self.members.remove(&id)?;
+        for h in m.session.conns.keys().chain(m.session.pending.iter()) {
+            self.endpoint.remove(*h);
+        }
+        Some(m.session)
+    }
+
+    // ---- driving ---------------------------------------------------------
+
+    /// A datagram arrived over `path`.
+    pub fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]) {
+        self.endpoint.handle_datagram(now, path, data);
+        let owner = self.endpoint.last_routed().and_then(|h| {
+            self.members
+                .iter()
+                .find(|(_, m)| m.session.conns.contains_key(&h))
+                .map(|(id, _)| *id)
+        });
+        if let Some(id) = owner {
+            self.with_session(id, |s| s.pump(now));
+        }
+        self.pump_lobby(now);
+    }
+
+    /// The instant of [`SinkHost::poll_timeout`] has passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.endpoint.handle_timeout(now);
+        let ids = self.sessions();
+        for id in ids {
+            self.with_session(id, |s| {
+                s.handle_timeout(now);
+            });
+        }
+        self.pump_lobby(now);
+        self.sweep();
+    }
+
+    /// The next datagram to send, appended to `buf`.
+    pub fn poll_transmit_append(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        self.endpoint.poll_transmit_append(now, buf)
+    }
+
+    /// When to call [`SinkHost::handle_timeout`] next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let members = self.members.values().map(|m| m.timeout);
+        [self.endpoint.poll_timeout(), self.lobby_timeout]
+            .into_iter()
+            .chain(members)
+            .flatten()
+            .min()
+    }
+
+    /// Runs the lobby, then places every connection that greeted it.
+    fn pump_lobby(&mut self, now: Instant) {
+        if self.lobby.is_closed() {
+            // Nothing should close it (its connections are refused one by
+            // one), but a closed lobby would accept nobody again.
+            if let Ok(l) = Self::hosted(&self.config, now, Hosting::Lobby) {
+                self.lobby = l;
+            }
+        }
+        lend(&mut self.endpoint, &mut self.lobby, |s| s.pump(now));
+        // The lobby's own events (statistics of no paths) concern nobody.
+        while self.lobby.poll_event().is_some() {}
+        let greetings = std::mem::take(&mut self.lobby.foreign);
+        for g in greetings {
+            self.place(now, g);
+        }
+        self.lobby_timeout = lend(&mut self.endpoint, &mut self.lobby, |s| s.poll_timeout());
+    }
+
+    /// Puts a greeted connection in its session (see the module docs).
+    fn place(&mut self, now: Instant, g: Greeting) {
+        let refuse = |ep: &mut Endpoint, reason: &str| {
+            if let Some(c) = ep.connection_mut(g.connection) {
+                c.close(now, ErrorCode::SERVER_BUSY, reason.as_bytes());
+            }
+        };
+        if g.session == SessionId(0) {
+            refuse(&mut self.endpoint, "session id 0 is not a session");
+            return;
+        }
+        if !self.members.contains_key(&g.session) {
+            // Closed sessions winding down do not count, up to as many
+            // again (they hold memory until the application removes them).
+            let open = self
+                .members
+                .values()
+                .filter(|m| !m.session.is_closed())
+                .count();
+            if open >= self.max_sessions || self.members.len() >= 2 * self.max_sessions {
+                self.refused_busy += 1;
+                let n = self.max_sessions;
+                let reason = format!(
+                    "sink busy: it serves at most {n} session{} at once",
+                    if n == 1 { "" } else { "s" }
+                );
+                tracing::debug!(session = g.session.0, "session host: busy");
+                refuse(&mut self.endpoint, &reason);
+                return;
+            }
+            let Ok(mut s) = Self::hosted(&self.config, now, Hosting::Member) else {
+                refuse(&mut self.endpoint, "sink cannot start a session");
+                return;
+            };
+            s.id = g.session;
+            self.members.insert(
+                g.session,
+                Member {
+                    session: s,
+                    timeout: None,
+                },
+            );
+            self.accepted.push_back(g.session);
+        }
+        let closed = self
+            .members
+            .get(&g.session)
+            .is_some_and(|m| m.session.is_closed());
+        if closed {
+            refuse(&mut self.endpoint, "that session is over");
+            return;
+        }
+        self.with_session(g.session, |s| {
+            s.pending.push(g.connection);
+            if let Err(e) = s.handle_hello(now, g.connection, g.session, g.path) {
+                s.close_with(now, e);
+                return;
+            }
+            // What came after PATH_HELLO on the connection.
+            s.pump(now);
+        });
+    }
+
+    /// Forgets closed connections that no session owns any more (a path
+    /// replaced by its reconnection, a refused greeting).
+    fn sweep(&mut self) {
+        let owned = |h: &ConnectionHandle| {
+            self.lobby.pending.contains(h)
+                || self
+                    .members
+                    .values()
+                    .any(|m| m.session.conns.contains_key(h) || m.session.pending.contains(h))
+        };
+        let stray: Vec<ConnectionHandle> = self
+            .endpoint
+            .handles()
+            .into_iter()
+            .filter(|h| !owned(h))
+            .filter(|h| self.endpoint.connection(*h).is_some_and(|c| c.is_closed()))
+            .collect();
+        for h in stray {
+            self.endpoint.remove(h);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "host_tests.rs"]
+mod tests;
