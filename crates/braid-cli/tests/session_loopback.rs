@@ -210,12 +210,31 @@ fn an_existing_file_is_not_overwritten() {
         .strip_prefix("braid serve: listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .to_string();
-    let _ = Command::new(env!("CARGO_BIN_EXE_braid"))
+    let source = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["stream", "--open", "--to", &addr, "--stream"])
         .arg(format!("taken:best-effort:{}", src.display()))
+        .arg("--stream")
+        .arg(format!("fresh:best-effort:{}", src.display()))
         .env_remove("BRAID_LOG")
         .output()
         .expect("run braid stream");
+    // The source hears the refusal, names the stream, and fails; the
+    // other stream is delivered.
+    let said = String::from_utf8_lossy(&source.stderr);
+    assert!(!source.status.success(), "{said}");
+    assert!(
+        said.contains("taken: REFUSED by the sink:") && said.contains("not overwriting it"),
+        "{said}"
+    );
+    assert!(
+        said.contains("fresh: 1 messages, 10000 bytes sent and delivered"),
+        "{said}"
+    );
+    assert!(!said.contains("taken: 1 messages"), "{said}");
+    assert_eq!(
+        std::fs::read(dir.path().join("fresh")).expect("fresh written"),
+        data(10_000, 3)
+    );
     assert!(
         common::netns::eventually(60_000, || matches!(serve.0.try_wait(), Ok(Some(_)))),
         "braid serve did not stop"
@@ -281,4 +300,91 @@ fn a_source_with_the_wrong_key_is_refused_in_one_line() {
         err.starts_with("braid: error: ") && err.contains("key mismatch"),
         "{err}"
     );
+}
+
+/// A tmpfs of `kib` KiB at `dir`, unmounted on drop; `None` when this
+/// machine does not let the test mount one (not root).
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: &Path, kib: u32) -> Option<SmallDisk> {
+        std::fs::create_dir_all(dir).ok()?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={kib}k"), "tmpfs"])
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| SmallDisk(dir.to_path_buf()))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_disk_refuses_the_stream_and_the_source_says_so() {
+    let dir = TempDir::new("session-disk-full");
+    let Some(disk) = SmallDisk::mount(&dir.path().join("small"), 128) else {
+        eprintln!("SKIP: mounting a tmpfs needs root");
+        return;
+    };
+    let src = dir.path().join("src.bin");
+    std::fs::write(&src, data(400_000, 4)).expect("write file");
+    let mut serve = Running(
+        Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args([
+                "serve",
+                "--open",
+                "--listen",
+                "127.0.0.1:0",
+                "--once",
+                "--out",
+            ])
+            .arg(&disk.0)
+            .env_remove("BRAID_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start braid serve"),
+    );
+    let mut stderr = BufReader::new(serve.0.stderr.take().expect("piped stderr"));
+    let mut first = String::new();
+    stderr.read_line(&mut first).expect("first line");
+    let addr = first
+        .trim()
+        .strip_prefix("braid serve: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_string();
+    // The first stream fills the disk; the second arrives on a full one.
+    let source = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["stream", "--open", "--to", &addr, "--stream"])
+        .arg(format!("big:best-effort:{}", src.display()))
+        .arg("--stream")
+        .arg(format!("after:best-effort:{}", src.display()))
+        .env_remove("BRAID_LOG")
+        .output()
+        .expect("run braid stream");
+    let said = String::from_utf8_lossy(&source.stderr);
+    assert!(!source.status.success(), "{said}");
+    for name in ["big", "after"] {
+        assert!(
+            said.contains(&format!("{name}: REFUSED by the sink:")),
+            "{name}: {said}"
+        );
+    }
+    assert!(said.contains("No space left on device"), "{said}");
+    assert!(!said.contains("sent and delivered"), "{said}");
+    assert!(
+        common::netns::eventually(60_000, || matches!(serve.0.try_wait(), Ok(Some(_)))),
+        "braid serve did not stop"
+    );
+    assert!(!serve.0.wait().expect("wait").success());
+    // No partial file is left to pass for the stream.
+    for name in ["big", "after"] {
+        assert!(!disk.0.join(name).exists(), "{name} left behind");
+    }
 }

@@ -105,3 +105,53 @@ fn config_for_busy() -> braid::session::SessionConfig {
     c.connect_timeout = Duration::from_secs(3);
     c
 }
+
+/// With `confirm_streams`, a stream is delivered when the sink application
+/// keeps it, and a refusal reaches the source's stream with its reason;
+/// the stream's end reaches the application after its last message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sink_application_keeps_or_refuses_each_stream() {
+    use braid::session::SinkItem;
+    use braid_core::session::{Event, SessionError as CoreError};
+    let mut config = ListenerConfig::default();
+    config.core.confirm_streams = true;
+    let mut l = SessionListener::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
+    let sink = l.local_addr();
+    let app = tokio::spawn(async move {
+        let mut s = l.accept().await.unwrap();
+        let mut kept_bytes = 0usize;
+        while let Some(item) = s.next_item().await {
+            match item {
+                SinkItem::Message(m) if m.stream == StreamId(1) && m.seq == 0 => {
+                    s.refuse_stream(m.stream, "no room for it").await.unwrap();
+                }
+                SinkItem::Message(m) if m.stream == StreamId(2) => kept_bytes += m.data.len(),
+                SinkItem::Event(Event::StreamClosed { stream }) if stream == StreamId(2) => {
+                    // Every message came before the end.
+                    assert_eq!(kept_bytes, 100_000);
+                    s.keep_stream(stream).await.unwrap();
+                }
+                _ => {}
+            }
+        }
+    });
+    let session = Session::connect(sink, config_for_busy()).await.unwrap();
+    let refused = session
+        .open_stream(StreamConfig::new(StreamSpec::best_effort(1).unwrap()))
+        .await
+        .unwrap();
+    let kept = session
+        .open_stream(StreamConfig::new(StreamSpec::best_effort(1).unwrap()))
+        .await
+        .unwrap();
+    let e = send_all(refused, data(1, 100_000)).await.unwrap_err();
+    match e {
+        braid::session::SessionError::Core(CoreError::StreamRefused { reason, .. }) => {
+            assert_eq!(reason, "no room for it");
+        }
+        other => panic!("not a refusal: {other}"),
+    }
+    send_all(kept, data(2, 100_000)).await.expect("kept");
+    session.close().await.expect("a clean close");
+    app.await.unwrap();
+}

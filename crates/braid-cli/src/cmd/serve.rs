@@ -6,7 +6,7 @@
 use super::metrics;
 use super::view::{stream_name, Format, LiveView, Names};
 use anyhow::{bail, Context};
-use braid::session::{IncomingSession, ListenerConfig, SessionListener};
+use braid::session::{IncomingSession, ListenerConfig, SessionListener, SinkItem};
 use braid_core::session::{CloseReason, Event};
 use braid_core::{Duration, StreamId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,6 +95,9 @@ async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
         bail!("--max-sessions must be at least 1");
     }
     config.max_sessions = args.max_sessions;
+    // A stream is delivered once its file is written and synced: the
+    // source hears nothing sooner (`Sink::keep`).
+    config.core.confirm_streams = true;
     let mut listener =
         SessionListener::bind(listen, config).with_context(|| format!("listening on {listen}"))?;
     eprintln!("braid serve: listening on {}", listener.local_addr());
@@ -184,14 +187,19 @@ struct Output {
     file: Option<tokio::io::BufWriter<tokio::fs::File>>,
     messages: u64,
     bytes: u64,
+    /// The stream was refused (its file could not be created or
+    /// written), and why; what still arrives of it is dropped.
+    refused: Option<String>,
+    /// The file this sink created for it (removed if it is refused).
+    created: Option<PathBuf>,
 }
 
 /// How one session ended, stream by stream.
 #[derive(Debug)]
 struct Report {
     session: String,
-    /// Name, messages, bytes, complete.
-    streams: Vec<(String, u64, u64, bool)>,
+    /// Name, messages, bytes, how it ended.
+    streams: Vec<(String, u64, u64, Ending)>,
     /// Why the session ended, when not by the source's close.
     ended: Option<String>,
 }
@@ -202,7 +210,7 @@ impl Report {
         let incomplete: Vec<&str> = self
             .streams
             .iter()
-            .filter(|s| !s.3)
+            .filter(|s| s.3 != Ending::Kept)
             .map(|s| s.0.as_str())
             .collect();
         if incomplete.is_empty() {
@@ -220,40 +228,82 @@ impl Report {
     }
 }
 
+/// How a stream ended at this sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ending {
+    /// Every message written (and synced); the source was told.
+    Kept,
+    /// Refused, and why (the source was told).
+    Refused(String),
+    /// The session ended before the stream did.
+    Incomplete,
+}
+
 impl Sink {
     /// Opens `DIR/NAME` for a new stream (refusing to overwrite without
-    /// --force), or counts it only.
-    async fn open(&self, name: String) -> anyhow::Result<Output> {
-        let file = match &self.out {
-            None => None,
-            Some(dir) => {
-                let path = dir.join(&name);
-                let mut o = tokio::fs::OpenOptions::new();
-                o.write(true);
-                if self.force {
-                    o.create(true).truncate(true);
-                } else {
-                    o.create_new(true);
-                }
-                let f = o.open(&path).await.map_err(|e| {
-                    if e.kind() == std::io::ErrorKind::AlreadyExists {
-                        anyhow::anyhow!(
-                            "{} exists: not overwriting it (use --force)",
-                            path.display()
-                        )
-                    } else {
-                        anyhow::Error::from(e).context(format!("creating {}", path.display()))
-                    }
-                })?;
-                Some(tokio::io::BufWriter::new(f))
-            }
-        };
-        Ok(Output {
+    /// --force), or counts it only. A file that cannot be created refuses
+    /// the stream: the source hears why, and nothing else is lost.
+    async fn open(&self, incoming: &IncomingSession, id: StreamId, name: String) -> Output {
+        let mut out = Output {
             name,
-            file,
+            file: None,
             messages: 0,
             bytes: 0,
-        })
+            refused: None,
+            created: None,
+        };
+        let Some(dir) = &self.out else {
+            return out;
+        };
+        let path = dir.join(&out.name);
+        let mut o = tokio::fs::OpenOptions::new();
+        o.write(true);
+        if self.force {
+            o.create(true).truncate(true);
+        } else {
+            o.create_new(true);
+        }
+        match o.open(&path).await {
+            Ok(f) => {
+                out.file = Some(tokio::io::BufWriter::new(f));
+                out.created = Some(path);
+            }
+            Err(e) => {
+                let why = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    format!(
+                        "{} exists: not overwriting it (use --force)",
+                        path.display()
+                    )
+                } else {
+                    format!("cannot create {}: {e}", path.display())
+                };
+                refuse(incoming, id, &mut out, why).await;
+            }
+        }
+        out
+    }
+
+    /// The stream has ended and every message of it was written: flush,
+    /// sync, and tell the source it was kept (or refuse it when that fails).
+    async fn keep(&self, incoming: &IncomingSession, id: StreamId, o: &mut Output) {
+        if o.refused.is_some() {
+            return;
+        }
+        if let Some(f) = &mut o.file {
+            let synced = match f.flush().await {
+                Ok(()) => f.get_ref().sync_data().await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = synced {
+                let why = format!("writing {}: {e}", o.name);
+                refuse(incoming, id, o, why).await;
+                return;
+            }
+            o.file = None;
+        }
+        if let Err(e) = incoming.keep_stream(id).await {
+            tracing::debug!(stream = %o.name, error = %e, "keeping a stream");
+        }
     }
 
     /// Receives one session to its end (the source closed it, or it was
@@ -264,9 +314,10 @@ impl Sink {
         let names = Names::default();
         let mut view = LiveView::new(self.format);
         let mut outputs: BTreeMap<StreamId, Output> = BTreeMap::new();
-        // Streams whose end arrived whole (`Event::StreamClosed`), and the
-        // last snapshot (the session may be gone when it ends).
-        let mut closed = BTreeSet::new();
+        // Streams whose end arrived whole (`Event::StreamClosed`) and were
+        // kept, and the last snapshot (the session may be gone when it
+        // ends).
+        let mut kept = BTreeSet::new();
         let mut last = None;
         let mut tick = tokio::time::interval(self.every.into());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -278,31 +329,47 @@ impl Sink {
                     interrupted = true;
                     break;
                 }
-                m = incoming.recv() => {
-                    let Some(m) = m else { break };
-                    let o = match outputs.entry(m.stream) {
-                        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                        std::collections::btree_map::Entry::Vacant(e) => {
-                            let name = stream_name_of(&incoming, m.stream).await;
-                            e.insert(self.open(name).await?)
+                item = incoming.next_item() => match item {
+                    None => break,
+                    Some(SinkItem::Message(m)) => {
+                        let o = match outputs.entry(m.stream) {
+                            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                            std::collections::btree_map::Entry::Vacant(e) => {
+                                let name = stream_name_of(&incoming, m.stream).await;
+                                e.insert(self.open(&incoming, m.stream, name).await)
+                            }
+                        };
+                        if o.refused.is_some() {
+                            continue;
                         }
-                    };
-                    o.messages += 1;
-                    o.bytes += m.data.len() as u64;
-                    if let Some(f) = &mut o.file {
-                        f.write_all(&m.data)
-                            .await
-                            .with_context(|| format!("writing stream {}", o.name))?;
+                        o.messages += 1;
+                        o.bytes += m.data.len() as u64;
+                        if let Some(f) = &mut o.file {
+                            if let Err(e) = f.write_all(&m.data).await {
+                                let why = format!("writing {}: {e}", o.name);
+                                refuse(&incoming, m.stream, o, why).await;
+                            }
+                        }
                     }
-                }
+                    // A stream's end comes after its last message: every
+                    // message of it is written by now.
+                    Some(SinkItem::Event(Event::StreamClosed { stream })) => {
+                        let o = match outputs.entry(stream) {
+                            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                            std::collections::btree_map::Entry::Vacant(e) => {
+                                // An empty stream: an empty file.
+                                let name = stream_name_of(&incoming, stream).await;
+                                e.insert(self.open(&incoming, stream, name).await)
+                            }
+                        };
+                        self.keep(&incoming, stream, o).await;
+                        if o.refused.is_none() {
+                            kept.insert(stream);
+                        }
+                    }
+                    Some(SinkItem::Event(ev)) => tracing::debug!(?ev, "session event"),
+                },
                 _ = tick.tick() => {
-                    // Events are for the log here (the view reads the
-                    // snapshot): take those waiting, without waiting.
-                    while let Ok(Some(ev)) =
-                        tokio::time::timeout(std::time::Duration::ZERO, incoming.next_event()).await
-                    {
-                        note(&ev, &mut closed);
-                    }
                     if let Ok(snap) = incoming.snapshot().await {
                         view.show(&snap, &names);
                         metrics::record_session(&snap, &names);
@@ -316,19 +383,6 @@ impl Sink {
                 f.flush()
                     .await
                     .with_context(|| format!("writing stream {}", o.name))?;
-            }
-        }
-        // The session is over: the rest of its events, then what it knew
-        // (interrupted: only those already waiting).
-        if interrupted {
-            while let Ok(Some(ev)) =
-                tokio::time::timeout(std::time::Duration::ZERO, incoming.next_event()).await
-            {
-                note(&ev, &mut closed);
-            }
-        } else {
-            while let Some(ev) = incoming.next_event().await {
-                note(&ev, &mut closed);
             }
         }
         view.detach();
@@ -346,32 +400,40 @@ impl Sink {
             streams: Vec::new(),
             ended,
         };
+        let ending = |id: &StreamId, o: Option<&Output>| match o.and_then(|o| o.refused.clone()) {
+            Some(why) => Ending::Refused(why),
+            None if kept.contains(id) => Ending::Kept,
+            None => Ending::Incomplete,
+        };
         let mut seen = BTreeSet::new();
         if let Some(snap) = &snap {
             for s in &snap.streams {
                 seen.insert(s.id);
-                let (messages, bytes) =
-                    outputs.get(&s.id).map_or((0, 0), |o| (o.messages, o.bytes));
-                report.streams.push((
-                    stream_name(s),
-                    messages,
-                    bytes,
-                    closed.contains(&s.id) || s.complete,
-                ));
+                let o = outputs.get(&s.id);
+                let (messages, bytes) = o.map_or((0, 0), |o| (o.messages, o.bytes));
+                report
+                    .streams
+                    .push((stream_name(s), messages, bytes, ending(&s.id, o)));
             }
         }
         for (id, o) in &outputs {
             if !seen.contains(id) {
                 report
                     .streams
-                    .push((o.name.clone(), o.messages, o.bytes, closed.contains(id)));
+                    .push((o.name.clone(), o.messages, o.bytes, ending(id, Some(o))));
             }
         }
-        for (name, messages, bytes, complete) in &report.streams {
-            let state = if *complete { "complete" } else { "INCOMPLETE" };
-            let place = match &self.out {
-                Some(dir) => format!(" -> {}", dir.join(name).display()),
-                None => String::new(),
+        for (name, messages, bytes, how) in &report.streams {
+            let state = match how {
+                Ending::Kept => "complete".to_string(),
+                Ending::Refused(why) => format!("REFUSED ({why})"),
+                Ending::Incomplete => "INCOMPLETE".to_string(),
+            };
+            let place = match (&self.out, how) {
+                (Some(dir), Ending::Kept | Ending::Incomplete) => {
+                    format!(" -> {}", dir.join(name).display())
+                }
+                _ => String::new(),
             };
             eprintln!(
                 "braid serve: session {}: {name}: {state}, {messages} messages, {bytes} bytes{place}",
@@ -382,12 +444,20 @@ impl Sink {
     }
 }
 
-/// Keeps what the summary needs from a sink event.
-fn note(ev: &Event, closed: &mut BTreeSet<StreamId>) {
-    tracing::debug!(?ev, "session event");
-    if let Event::StreamClosed { stream } = ev {
-        closed.insert(*stream);
+/// Refuses stream `id`: the source hears `why`, and the partial file
+/// this sink created for it is removed (a file it found is never touched).
+async fn refuse(incoming: &IncomingSession, id: StreamId, o: &mut Output, why: String) {
+    tracing::warn!(stream = %o.name, %why, "refusing a stream");
+    o.file = None;
+    if let Some(path) = o.created.take() {
+        if let Err(e) = tokio::fs::remove_file(&path).await {
+            tracing::warn!(path = %path.display(), error = %e, "removing a refused stream's file");
+        }
     }
+    if let Err(e) = incoming.refuse_stream(id, &why).await {
+        tracing::debug!(stream = %o.name, error = %e, "refusing a stream");
+    }
+    o.refused = Some(why);
 }
 
 /// The name a stream's file gets: its own, or `stream-ID`.

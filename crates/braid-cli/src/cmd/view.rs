@@ -47,10 +47,7 @@ impl Names {
 /// A stream's display name: its own, or `stream-ID` (the file name
 /// `braid serve` gives it).
 pub fn stream_name(s: &StreamSnapshot) -> String {
-    s.config
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("stream-{}", s.id.0))
+    braid_core::session::stream_name(s.id, &s.config)
 }
 
 /// `p0 2 Mbit/s, p1 1.2 Mbit/s`, or `-`.
@@ -129,7 +126,9 @@ pub fn render(snap: &Snapshot, names: &Names) -> String {
         if let Some(best) = &s.unmet {
             let _ = write!(line, "  {}", unmet_text(best));
         }
-        if s.finished {
+        if let Some(why) = &s.refused {
+            let _ = write!(line, "  REFUSED by the sink: {why}");
+        } else if s.finished {
             line.push_str(if s.complete || snap.role == Role::Source {
                 "  finished"
             } else {
@@ -220,7 +219,9 @@ pub fn plain_lines(snap: &Snapshot, names: &Names) -> String {
         if let Some(best) = &s.unmet {
             let _ = write!(out, " {}", unmet_text(best));
         }
-        if s.finished {
+        if let Some(why) = &s.refused {
+            let _ = write!(out, " REFUSED by the sink: {why}");
+        } else if s.finished {
             out.push_str(" finished");
             if snap.role == Role::Sink && !s.complete {
                 out.push_str(" INCOMPLETE");
@@ -305,8 +306,10 @@ pub struct JsonStream {
     pub bytes: u64,
     /// The stream has ended.
     pub finished: bool,
-    /// Sink: every message accounted for.
+    /// Sink: every message accounted for. Source: the sink kept it.
     pub complete: bool,
+    /// The sink refused the stream, and why (`null` otherwise).
+    pub refused: Option<String>,
 }
 
 /// One path's promise to a stream.
@@ -414,6 +417,7 @@ impl JsonLine {
                     bytes: s.bytes,
                     finished: s.finished,
                     complete: s.complete,
+                    refused: s.refused.clone(),
                 })
                 .collect(),
             paths: snap
@@ -558,6 +562,7 @@ pub(crate) mod tests {
             bytes: 14_000,
             finished: false,
             complete: false,
+            refused: None,
         };
         Snapshot {
             at: Instant::from_nanos(12_000_000_000),

@@ -166,6 +166,13 @@ pub struct SessionConfig {
     /// than half its promise for two intervals is re-mapped at once, its
     /// view scaled to what it delivers. `false`: wait for the estimate.
     pub react_to_dips: bool,
+    /// Sink: the application confirms each stream it kept
+    /// ([`Session::keep_stream`](super::Session::keep_stream), after
+    /// writing it out) before the source hears it was delivered. `false`
+    /// (the default): a stream counts as kept once the application has
+    /// taken every message of it. Either way the application may refuse a
+    /// stream ([`Session::refuse_stream`](super::Session::refuse_stream)).
+    pub confirm_streams: bool,
 }
 
 impl Default for SessionConfig {
@@ -190,6 +197,7 @@ impl Default for SessionConfig {
             bulk_yield: Some(super::bulk_yield::DEFAULT_TARGET),
             calibration: Some(crate::estimate::DEFAULT_SCALE_GAMMA),
             react_to_dips: true,
+            confirm_streams: false,
         }
     }
 }

@@ -49,6 +49,22 @@ pub enum SessionError {
     /// The stream is closing; nothing more may be sent on it.
     #[error("{0} is closing")]
     StreamClosing(StreamId),
+    /// The sink refused the stream (its STREAM_VERDICT): nothing of it
+    /// counts as delivered.
+    #[error("{stream}: refused by the sink: {reason}")]
+    StreamRefused {
+        /// The stream.
+        stream: StreamId,
+        /// The sink's reason.
+        reason: String,
+    },
+    /// Another stream of the session has this name (names are unique in a
+    /// session, and `stream-N` is the name of stream N only).
+    #[error("stream name {0:?} is taken in this session")]
+    NameTaken(String),
+    /// Sink: the stream has not ended yet, or has a verdict already.
+    #[error("{0} cannot be kept now: it has not ended, or its verdict was given")]
+    NotEnded(StreamId),
 }
 
 /// Why [`Session::send`](super::Session::send) refused a message: the

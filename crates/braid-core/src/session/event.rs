@@ -158,11 +158,22 @@ pub enum Event {
         /// The figures.
         stats: StreamStats,
     },
-    /// The stream is finished: every message delivered (reliable) or the
-    /// source's close has arrived (others).
+    /// The stream is finished. Source: the sink kept it whole (its
+    /// verdict). Sink: every message was handed to the application
+    /// (reliable) or the source's close has arrived (others); a sink that
+    /// confirms streams (`SessionConfig::confirm_streams`) now keeps or
+    /// refuses it.
     StreamClosed {
         /// The stream.
         stream: StreamId,
+    },
+    /// The sink refused the stream: the source has dropped what it still
+    /// held of it, and nothing of it counts as delivered.
+    StreamRefused {
+        /// The stream.
+        stream: StreamId,
+        /// The sink's reason.
+        reason: String,
     },
     /// The session is over.
     Closed(CloseReason),

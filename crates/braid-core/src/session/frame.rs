@@ -23,7 +23,7 @@ use crate::wire::{WireError, MAX_REASON_LEN, MAX_TTL_US};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// The session frame format this code speaks.
-pub const SESSION_VERSION: u8 = 3;
+pub const SESSION_VERSION: u8 = 4;
 /// Largest path id on the wire.
 pub const MAX_PATH_ID: u32 = 1 << 20;
 /// Largest message sequence number on the wire (2^62 − 1, the varint bound).
@@ -40,6 +40,7 @@ const T_ROUTE: u8 = 0x08;
 const T_HOP_REPORT: u8 = 0x09;
 const T_STREAM_REPORT: u8 = 0x0a;
 const T_PAD: u8 = 0x0b;
+const T_STREAM_VERDICT: u8 = 0x0c;
 
 /// A session's identity, chosen by the source and named in every path's
 /// first frame.
@@ -130,6 +131,20 @@ pub enum Frame<'a> {
     /// Source → sink: padding a probe sends (see [`super::probe`]); the
     /// payload is this many zero bytes, and the sink drops it.
     Pad(usize),
+    /// Sink → source: what became of a stream at the sink (version 4).
+    /// `kept`: the stream ended and the sink application kept every
+    /// message of it; the source reports it delivered only now. Not
+    /// kept: the sink refused it (`reason`, e.g. "out/atoms exists"); the
+    /// source ends it at once with that error. Sent once per stream.
+    StreamVerdict {
+        /// The stream.
+        stream: StreamId,
+        /// Kept whole (true) or refused.
+        kept: bool,
+        /// Why it was refused, in words (at most [`MAX_REASON_LEN`] bytes;
+        /// empty when kept).
+        reason: &'a [u8],
+    },
     /// Either way: the session is over (`code` 0 = normal end).
     Close {
         /// Why, as a number (see [`CloseCode`](super::CloseCode)).
@@ -234,6 +249,20 @@ impl<'a> Frame<'a> {
                 }
             }
             T_PAD => Frame::Pad(r.rest().len()),
+            T_STREAM_VERDICT => {
+                let stream = stream_id(&mut r)?;
+                let kept = match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(FrameError::UnknownValue("stream verdict")),
+                };
+                let n = r.varint_max(MAX_REASON_LEN as u64, "reason length")?;
+                Frame::StreamVerdict {
+                    stream,
+                    kept,
+                    reason: r.bytes(n as usize)?,
+                }
+            }
             other => return Err(FrameError::UnknownType(other)),
         };
         if !r.is_empty() {
@@ -316,9 +345,17 @@ impl<'a> Frame<'a> {
             Frame::Close { code, reason } => {
                 out.push(T_CLOSE);
                 put_varint(out, *code);
-                let reason = &reason[..reason.len().min(MAX_REASON_LEN)];
-                put_varint(out, reason.len() as u64);
-                out.extend_from_slice(reason);
+                put_reason(out, reason);
+            }
+            Frame::StreamVerdict {
+                stream,
+                kept,
+                reason,
+            } => {
+                out.push(T_STREAM_VERDICT);
+                put_varint(out, u64::from(stream.0));
+                out.push(u8::from(*kept));
+                put_reason(out, reason);
             }
         }
     }
@@ -329,6 +366,17 @@ impl<'a> Frame<'a> {
         self.encode(&mut v);
         v
     }
+}
+
+/// A reason cut at [`MAX_REASON_LEN`] (on a character boundary when it is
+/// text), its length first.
+fn put_reason(out: &mut Vec<u8>, reason: &[u8]) {
+    let mut n = reason.len().min(MAX_REASON_LEN);
+    while n > 0 && n < reason.len() && (reason[n] & 0xc0) == 0x80 {
+        n -= 1;
+    }
+    put_varint(out, n as u64);
+    out.extend_from_slice(&reason[..n]);
 }
 
 /// Writes a DATA frame's header (everything but the payload) after the
@@ -730,6 +778,16 @@ mod tests {
             Frame::Close {
                 code: 3,
                 reason: b"bad frame",
+            },
+            Frame::StreamVerdict {
+                stream: StreamId(4),
+                kept: true,
+                reason: b"",
+            },
+            Frame::StreamVerdict {
+                stream: StreamId(5),
+                kept: false,
+                reason: b"out/atoms exists: not overwriting it",
             },
         ];
         for (i, config) in configs().into_iter().enumerate() {

@@ -92,6 +92,8 @@ pub mod snapshot;
 mod source;
 pub mod spec_str;
 pub mod stream;
+#[cfg(test)]
+mod verdict_tests;
 
 use config::Sched;
 pub use config::{SchedulerKind, SessionConfig, UnknownScheduler};
@@ -104,7 +106,9 @@ pub use sink::Delivered;
 pub use snapshot::{HopSnapshot, PathSnapshot, Snapshot, StreamSnapshot};
 pub use source::DISPATCH_SLACK;
 pub use spec_str::{split_spec, SpecStrError};
-pub use stream::{Delivery, PathBound, StreamConfig, StreamConfigError, MAX_STREAM_NAME};
+pub use stream::{
+    stream_name, Delivery, PathBound, StreamConfig, StreamConfigError, MAX_STREAM_NAME,
+};
 
 use crate::estimate::PathEstimate;
 use crate::id::{PathId, StreamId};
@@ -258,6 +262,9 @@ pub struct Session {
     /// Sink in a host's lobby: connections whose PATH_HELLO named a
     /// session, for the host to place.
     foreign: Vec<host::Greeting>,
+    /// Sink: each stream's STREAM_VERDICT, told again on every path that
+    /// greets later (at most `MAX_STREAMS`).
+    verdicts: BTreeMap<StreamId, Vec<u8>>,
 }
 
 impl Session {
@@ -331,6 +338,7 @@ impl Session {
             all_down_since: None,
             hosting: host::Hosting::Alone,
             foreign: Vec::new(),
+            verdicts: BTreeMap::new(),
             config,
         })
     }

@@ -26,7 +26,7 @@ use super::frame::{Frame, SessionId};
 use super::meter::RollingMeter;
 use super::source::{rate_of, violation};
 use super::stream::{Delivery, StreamConfig};
-use super::{Event, Session, StreamStats, CONTROL_STREAM, MAX_PATHS};
+use super::{Event, Session, SessionError, StreamStats, CONTROL_STREAM, MAX_PATHS};
 use crate::id::{PathId, StreamId};
 use crate::time::{Duration, Instant};
 use crate::transport::{ConnectionHandle, SendOptions};
@@ -191,7 +191,7 @@ impl Session {
                 l.count(m.data.len());
             }
             let stream = m.stream;
-            self.maybe_finish_in(stream);
+            self.maybe_finish_in(now, stream);
             return Some(m);
         }
         None
@@ -236,10 +236,18 @@ impl Session {
                     }
                     Some(_) => {}
                     None => {
+                        let taken = self.name_taken(stream, &config);
                         self.ledger
                             .insert(stream, super::snapshot::StreamLedger::new(config.clone()));
                         self.inc.insert(stream, InStream::new(config));
                         self.push_event(Event::StreamOpened { stream });
+                        if let Some(name) = taken {
+                            // Names are unique by construction; a source
+                            // that breaks that loses the stream, not the
+                            // session.
+                            let reason = format!("stream name {name:?} is taken in this session");
+                            let _ = self.refuse_stream(now, stream, &reason);
+                        }
                     }
                 }
                 self.schedule_ack(now);
@@ -254,7 +262,7 @@ impl Session {
                     }
                     s.sent = Some(sent);
                 }
-                self.maybe_finish_in(stream);
+                self.maybe_finish_in(now, stream);
                 Ok(())
             }
             other => Err(violation(format!(
@@ -342,6 +350,10 @@ impl Session {
         if let Some(c) = self.endpoint.connection_mut(h) {
             let status = Frame::PathStatus { path, up: true }.to_vec();
             let _ = c.send(now, CONTROL_STREAM, status, super::CONTROL);
+            // Verdicts a lost path may have taken with it.
+            for f in self.verdicts.values() {
+                let _ = c.send(now, CONTROL_STREAM, f.clone(), super::CONTROL);
+            }
         }
         self.push_event(Event::PathUp { path });
         self.schedule_ack(now);
@@ -434,18 +446,102 @@ impl Session {
     }
 
     /// A stream whose every message has been handed over is done.
-    fn maybe_finish_in(&mut self, stream: StreamId) {
+    fn maybe_finish_in(&mut self, now: Instant, stream: StreamId) {
         let Some(s) = self.inc.get(&stream) else {
             return;
         };
         if s.finished() && s.in_ready == 0 {
             self.inc.remove(&stream);
             self.finished.insert(stream);
+            let confirm = self.config.confirm_streams;
             if let Some(l) = self.ledger.get_mut(&stream) {
                 l.finished = true;
                 l.complete = true;
+                l.awaiting_verdict = confirm;
             }
             self.push_event(Event::StreamClosed { stream });
+            if !confirm {
+                self.send_verdict(now, stream, true, "");
+            }
+        }
+    }
+
+    /// Sink: the application has kept `stream` whole (written it out);
+    /// the source now hears it was delivered. Only with
+    /// `SessionConfig::confirm_streams`, once the stream has ended
+    /// (`Event::StreamClosed`).
+    ///
+    /// # Errors
+    /// Wrong role; [`SessionError::NotEnded`] before the stream ended or
+    /// after its verdict.
+    pub fn keep_stream(&mut self, now: Instant, stream: StreamId) -> Result<(), SessionError> {
+        self.check_role(super::Role::Sink, "keep_stream")?;
+        match self.ledger.get_mut(&stream) {
+            Some(l) if l.awaiting_verdict => l.awaiting_verdict = false,
+            _ => return Err(SessionError::NotEnded(stream)),
+        }
+        self.send_verdict(now, stream, true, "");
+        Ok(())
+    }
+
+    /// Sink: the application cannot keep `stream` (its file exists, the
+    /// disk is full …): the source ends the stream with `reason`, nothing
+    /// of it counts as delivered, and what is left of it here is dropped.
+    /// Any time before the stream's verdict.
+    ///
+    /// # Errors
+    /// Wrong role; [`SessionError::UnknownStream`] for a stream never
+    /// opened; [`SessionError::NotEnded`] once it has a verdict.
+    pub fn refuse_stream(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        reason: &str,
+    ) -> Result<(), SessionError> {
+        self.check_role(super::Role::Sink, "refuse_stream")?;
+        let Some(l) = self.ledger.get_mut(&stream) else {
+            return Err(SessionError::UnknownStream(stream));
+        };
+        let open = self.inc.contains_key(&stream);
+        if !(open || l.awaiting_verdict) {
+            return Err(SessionError::NotEnded(stream));
+        }
+        l.refused = Some(reason.to_string());
+        l.awaiting_verdict = false;
+        l.finished = true;
+        l.complete = false;
+        if open {
+            self.inc.remove(&stream);
+            self.finished.insert(stream);
+            let mut freed = 0;
+            self.ready.retain(|m| {
+                let drop = m.stream == stream;
+                if drop {
+                    freed += m.data.len() as u64;
+                }
+                !drop
+            });
+            self.held = self.held.saturating_sub(freed);
+        }
+        self.send_verdict(now, stream, false, reason);
+        Ok(())
+    }
+
+    /// Tells the source `stream`'s verdict on every path, and remembers it
+    /// for paths that greet later.
+    fn send_verdict(&mut self, now: Instant, stream: StreamId, kept: bool, reason: &str) {
+        let frame = Frame::StreamVerdict {
+            stream,
+            kept,
+            reason: reason.as_bytes(),
+        }
+        .to_vec();
+        self.verdicts.insert(stream, frame.clone());
+        let handles: Vec<ConnectionHandle> = self.paths.values().filter_map(|p| p.conn).collect();
+        for h in handles {
+            if let Some(c) = self.endpoint.connection_mut(h) {
+                let _ = c.send(now, CONTROL_STREAM, frame.clone(), super::CONTROL);
+            }
         }
     }
 

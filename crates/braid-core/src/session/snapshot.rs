@@ -116,8 +116,10 @@ pub struct StreamSnapshot {
     /// source's close arrived).
     pub finished: bool,
     /// Sink: every message the source sent was delivered (reliable) or
-    /// accounted for. `false` on a source.
+    /// accounted for. Source: the sink kept the stream whole (its verdict).
     pub complete: bool,
+    /// The sink refused the stream, and why.
+    pub refused: Option<String>,
 }
 
 /// A stream's outcomes as the sink counts them, since the stream opened.
@@ -149,6 +151,11 @@ pub(super) struct StreamLedger {
     pub bytes: u64,
     pub finished: bool,
     pub complete: bool,
+    /// The sink refused the stream (source and sink), and why.
+    pub refused: Option<String>,
+    /// Source: STREAM_CLOSE went out; the sink's verdict is awaited.
+    /// Sink: the stream ended and waits for the application's verdict.
+    pub awaiting_verdict: bool,
 }
 
 impl StreamLedger {
@@ -164,6 +171,8 @@ impl StreamLedger {
             bytes: 0,
             finished: false,
             complete: false,
+            refused: None,
+            awaiting_verdict: false,
         }
     }
 
@@ -234,6 +243,7 @@ impl super::Session {
                 bytes: l.bytes,
                 finished: l.finished,
                 complete: l.complete,
+                refused: l.refused.clone(),
             })
             .collect();
         Snapshot {

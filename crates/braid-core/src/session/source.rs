@@ -134,6 +134,9 @@ impl Session {
             return Err(SessionError::TooManyStreams(MAX_STREAMS - 2));
         }
         let id = StreamId(self.next_stream);
+        if let Some(taken) = self.name_taken(id, &config) {
+            return Err(SessionError::NameTaken(taken));
+        }
         self.next_stream += 1;
         self.ledger
             .insert(id, super::snapshot::StreamLedger::new(config.clone()));
@@ -201,7 +204,11 @@ impl Session {
         let held = self.held;
         let bound = self.config.max_bytes;
         let Some(s) = self.out.get_mut(&stream) else {
-            return refuse(SessionError::UnknownStream(stream).into(), data);
+            let e = match self.ledger.get(&stream).and_then(|l| l.refused.clone()) {
+                Some(reason) => SessionError::StreamRefused { stream, reason },
+                None => SessionError::UnknownStream(stream),
+            };
+            return refuse(e.into(), data);
         };
         if s.closing {
             return refuse(SessionError::StreamClosing(stream).into(), data);
@@ -261,16 +268,26 @@ impl Session {
         self.out.get(&stream).map_or(0, OutStream::outstanding)
     }
 
-    /// Source: `stream` was opened, closed by the application, and every
-    /// message of it is through (reliable: consumed by the sink).
+    /// Source: `stream` was opened, closed by the application, every
+    /// message of it is through (reliable: consumed by the sink), and the
+    /// sink kept it (its STREAM_VERDICT).
     pub fn is_stream_finished(&self, stream: StreamId) -> bool {
-        !self.out.contains_key(&stream) && self.ledger.get(&stream).is_some_and(|l| l.finished)
+        !self.out.contains_key(&stream)
+            && self
+                .ledger
+                .get(&stream)
+                .is_some_and(|l| l.finished && l.refused.is_none())
     }
 
-    /// True when every stream the source opened has been closed and
-    /// acknowledged.
+    /// Why the sink refused `stream`, if it did.
+    pub fn stream_refused(&self, stream: StreamId) -> Option<&str> {
+        self.ledger.get(&stream)?.refused.as_deref()
+    }
+
+    /// True when every stream the source opened has been closed,
+    /// acknowledged and given its verdict by the sink.
     pub fn is_idle(&self) -> bool {
-        self.out.is_empty()
+        self.out.is_empty() && !self.ledger.values().any(|l| l.awaiting_verdict)
     }
 
     /// Source under PGOS: the spec `stream` runs under now — the one it
@@ -297,6 +314,11 @@ impl Session {
     pub(super) fn source_frame(&mut self, now: Instant, f: Frame<'_>) -> Result<(), CloseReason> {
         match f {
             Frame::Ack { stream, consumed } => self.handle_ack(now, stream, consumed),
+            Frame::StreamVerdict {
+                stream,
+                kept,
+                reason,
+            } => self.handle_verdict(now, stream, kept, reason),
             Frame::StreamReport {
                 stream,
                 windows_met_ppm,
@@ -468,7 +490,8 @@ impl Session {
         }
         self.out.remove(&stream);
         if let Some(l) = self.ledger.get_mut(&stream) {
-            l.finished = true;
+            // Finished once the sink's verdict says it kept the stream.
+            l.awaiting_verdict = true;
             l.promises.clear();
             l.unmet = None;
         }
@@ -488,7 +511,66 @@ impl Session {
         for p in ids {
             self.send_control(now, p, &frame);
         }
-        self.push_event(Event::StreamClosed { stream });
+    }
+
+    /// The sink's STREAM_VERDICT on `stream`: kept (the stream is finished
+    /// now), or refused (it ends at once, with what is left of it dropped).
+    fn handle_verdict(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        kept: bool,
+        reason: &[u8],
+    ) -> Result<(), CloseReason> {
+        let Some(l) = self.ledger.get_mut(&stream) else {
+            return Err(violation(format!(
+                "a verdict on {stream}, which was never opened"
+            )));
+        };
+        if l.finished {
+            // Told again on another path.
+            return Ok(());
+        }
+        if kept {
+            if !l.awaiting_verdict {
+                return Err(violation(format!("{stream} kept before it ended")));
+            }
+            l.awaiting_verdict = false;
+            l.finished = true;
+            l.complete = true;
+            self.push_event(Event::StreamClosed { stream });
+            return Ok(());
+        }
+        let reason = String::from_utf8_lossy(reason).into_owned();
+        tracing::debug!(stream = stream.0, %reason, "session: the sink refused a stream");
+        l.refused = Some(reason.clone());
+        l.awaiting_verdict = false;
+        l.finished = true;
+        l.promises.clear();
+        l.unmet = None;
+        if let Some(s) = self.out.remove(&stream) {
+            let queued: u64 = s.queue.iter().map(|m| m.data.len() as u64).sum();
+            let unacked: u64 = s.unacked.values().map(|u| u.data.len() as u64).sum();
+            self.held = self.held.saturating_sub(queued + unacked);
+            if s.accepted {
+                let _ = self.sched.get().handle_stream_close(stream, now);
+            }
+            self.refresh_promised();
+        }
+        self.push_event(Event::StreamRefused { stream, reason });
+        Ok(())
+    }
+
+    /// The name `config` would take as stream `id` if another stream of
+    /// the session has it already (see [`super::stream::stream_name`]).
+    pub(super) fn name_taken(&self, id: StreamId, config: &StreamConfig) -> Option<String> {
+        let name = super::stream::stream_name(id, config);
+        let reserved = super::stream::reserved_id(&name).is_some_and(|k| k != id.0);
+        let clash = self
+            .ledger
+            .iter()
+            .any(|(&other, l)| other != id && super::stream::stream_name(other, &l.config) == name);
+        (reserved || clash).then_some(name)
     }
 
     // ---- paths and the scheduler -------------------------------------------

@@ -24,7 +24,7 @@
 //! session holds; `window` bounds both the source's unacknowledged messages
 //! and the sink's reorder buffer of the stream.
 
-use crate::id::PathId;
+use crate::id::{PathId, StreamId};
 use crate::scheduler::{SpecError, StreamSpec};
 use crate::time::Duration;
 
@@ -35,6 +35,30 @@ pub const MAX_STREAM_WINDOW: u32 = 1 << 16;
 pub const DEFAULT_STREAM_WINDOW: u32 = 4096;
 /// Most paths a stream may be pinned to.
 pub const MAX_PINNED: usize = 16;
+/// The name a stream goes by in a session: its own, or `stream-ID` when it
+/// has none (`braid serve` names its files after it). A session refuses a
+/// stream whose name another of its streams has, and a name of the form
+/// `stream-N` on any stream but N, so these names are unique in a session
+/// by construction.
+pub fn stream_name(id: StreamId, config: &StreamConfig) -> String {
+    config
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("stream-{}", id.0))
+}
+
+/// N when `name` is of the form `stream-N` (decimal, no leading zero).
+pub(super) fn reserved_id(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix("stream-")?;
+    if digits.is_empty() || (digits.len() > 1 && digits.starts_with('0')) {
+        return None;
+    }
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
 /// Longest stream name, in bytes.
 pub const MAX_STREAM_NAME: usize = 64;
 /// The longest deadline a stream may ask for (the transport's TTL bound).

@@ -30,6 +30,7 @@ use braid_core::session::{CloseCode, CloseReason, Event, Session as Core};
 use braid_core::{Duration, Instant, StreamId};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -51,6 +52,8 @@ struct OutStream {
     /// The handle asked to finish (or is gone): the core was told.
     finishing: bool,
     waiters: Vec<oneshot::Sender<Result<(), SessionError>>>,
+    /// Set when the sink refused the stream (the handle reads why).
+    refused: Arc<OnceLock<String>>,
 }
 
 /// A source waiting in `connect` for its first path.
@@ -135,6 +138,7 @@ impl Driver {
                 config,
                 reply,
                 items,
+                refused,
             } => match self.core.open_stream(now, config) {
                 Ok(id) => {
                     self.side.streams.push(OutStream {
@@ -143,6 +147,7 @@ impl Driver {
                         stalled: None,
                         finishing: false,
                         waiters: Vec::new(),
+                        refused,
                     });
                     let _ = reply.send(Ok(id));
                 }
@@ -166,6 +171,13 @@ impl Driver {
             }
             Command::Close { reply, deadline } => {
                 self.side.closing = Some((reply, now + deadline));
+            }
+            Command::KeepStream { reply, .. } | Command::RefuseStream { reply, .. } => {
+                let _ = reply.send(Err(braid_core::session::SessionError::WrongRole(
+                    "keep_stream / refuse_stream",
+                    "source",
+                )
+                .into()));
             }
             Command::Wake => {}
         }
@@ -227,6 +239,20 @@ impl Driver {
         }
         let core = &self.core;
         streams.retain_mut(|s| {
+            if let Some(reason) = core.stream_refused(s.id) {
+                // Dropping the stream closes its channel: the handle's
+                // next call reads why.
+                let _ = s.refused.set(reason.to_string());
+                for w in s.waiters.drain(..) {
+                    let e = braid_core::session::SessionError::StreamRefused {
+                        stream: s.id,
+                        reason: reason.to_string(),
+                    };
+                    let _ = w.send(Err(e.into()));
+                }
+                progress = true;
+                return false;
+            }
             if s.finishing && s.stalled.is_none() && core.is_stream_finished(s.id) {
                 for w in s.waiters.drain(..) {
                     let _ = w.send(Ok(()));

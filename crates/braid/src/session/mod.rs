@@ -91,7 +91,7 @@ pub use braid_core::session::{
 };
 pub use msg::Message;
 pub use path::{PathConfig, PathSyntaxError, Route};
-pub use sink::{IncomingSession, ListenerConfig, SessionListener};
+pub use sink::{IncomingSession, ListenerConfig, SessionListener, SinkItem};
 pub use source::{Session, Stream, CLOSE_TIMEOUT};
 
 use crate::rudp::RudpError;

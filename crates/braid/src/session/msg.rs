@@ -31,6 +31,19 @@ pub(super) enum Command {
         config: StreamConfig,
         reply: oneshot::Sender<Result<StreamId, SessionError>>,
         items: mpsc::Receiver<StreamItem>,
+        /// Set when the sink refuses the stream (the handle reads why).
+        refused: Arc<std::sync::OnceLock<String>>,
+    },
+    /// Sink: the application kept the stream whole.
+    KeepStream {
+        stream: StreamId,
+        reply: oneshot::Sender<Result<(), SessionError>>,
+    },
+    /// Sink: the application cannot keep the stream.
+    RefuseStream {
+        stream: StreamId,
+        reason: String,
+        reply: oneshot::Sender<Result<(), SessionError>>,
     },
     Snapshot {
         reply: oneshot::Sender<Snapshot>,

@@ -20,7 +20,7 @@ use braid_core::session::{
     CloseReason, Event, SessionConfig as CoreConfig, SessionId, SinkHost, Snapshot,
     DEFAULT_MAX_SESSIONS,
 };
-use braid_core::Duration;
+use braid_core::{Duration, StreamId};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -70,6 +70,15 @@ pub struct SessionListener {
     local: SocketAddr,
 }
 
+/// What [`IncomingSession::next_item`] yields.
+#[derive(Debug)]
+pub enum SinkItem {
+    /// A message of a stream.
+    Message(Message),
+    /// An event of the session.
+    Event(Event),
+}
+
 /// One source's session at the sink.
 #[derive(Debug)]
 pub struct IncomingSession {
@@ -77,6 +86,9 @@ pub struct IncomingSession {
     cmd: mpsc::Sender<SinkCommand>,
     msgs: mpsc::Receiver<Message>,
     events: mpsc::Receiver<Event>,
+    /// `next_item` saw each channel end.
+    msgs_done: bool,
+    events_done: bool,
     rx_stalled: Arc<AtomicBool>,
     close_rx: watch::Receiver<Option<CloseReason>>,
 }
@@ -132,6 +144,8 @@ impl SessionListener {
             cmd: self.cmd.clone(),
             msgs: i.msgs,
             events: i.events,
+            msgs_done: false,
+            events_done: false,
             rx_stalled: i.rx_stalled,
             close_rx: i.close_rx,
         })
@@ -161,6 +175,34 @@ impl IncomingSession {
         self.events.recv().await
     }
 
+    /// The next message or event, whichever comes first (messages first
+    /// when both wait); `None` once the session is over and both are
+    /// drained. A stream's `Event::StreamClosed` comes after its last
+    /// message.
+    pub async fn next_item(&mut self) -> Option<SinkItem> {
+        loop {
+            if self.msgs_done && self.events_done {
+                return None;
+            }
+            tokio::select! {
+                biased;
+                m = self.msgs.recv(), if !self.msgs_done => match m {
+                    Some(m) => {
+                        if self.rx_stalled.swap(false, Ordering::AcqRel) {
+                            let _ = self.cmd.try_send((self.id, Command::Wake));
+                        }
+                        return Some(SinkItem::Message(m));
+                    }
+                    None => self.msgs_done = true,
+                },
+                e = self.events.recv(), if !self.events_done => match e {
+                    Some(e) => return Some(SinkItem::Event(e)),
+                    None => self.events_done = true,
+                },
+            }
+        }
+    }
+
     /// Every path and stream now.
     ///
     /// # Errors
@@ -172,6 +214,49 @@ impl IncomingSession {
             .await
             .map_err(|_| gone(&self.close_rx))?;
         rx.await.map_err(|_| gone(&self.close_rx))
+    }
+
+    /// Says the application kept `stream` whole (wrote it out, synced
+    /// it): only now does the source hear it was delivered. For listeners
+    /// with `core.confirm_streams`, once the stream has ended
+    /// (`Event::StreamClosed`, which arrives after the stream's last
+    /// message).
+    ///
+    /// # Errors
+    /// The stream has not ended or has its verdict
+    /// (`braid_core::session::SessionError::NotEnded`); the session is
+    /// gone.
+    pub async fn keep_stream(&self, stream: StreamId) -> Result<(), SessionError> {
+        let (reply, rx) = oneshot::channel();
+        self.command(Command::KeepStream { stream, reply }).await?;
+        rx.await.map_err(|_| gone(&self.close_rx))?
+    }
+
+    /// Says the application cannot keep `stream` (`reason`: its file
+    /// exists, the disk is full …): the source's stream ends with that
+    /// error and nothing of it counts as delivered; its messages still
+    /// here are dropped.
+    ///
+    /// # Errors
+    /// The stream was never opened or already has its verdict; the
+    /// session is gone.
+    pub async fn refuse_stream(&self, stream: StreamId, reason: &str) -> Result<(), SessionError> {
+        let (reply, rx) = oneshot::channel();
+        let reason = reason.to_string();
+        self.command(Command::RefuseStream {
+            stream,
+            reason,
+            reply,
+        })
+        .await?;
+        rx.await.map_err(|_| gone(&self.close_rx))?
+    }
+
+    async fn command(&self, c: Command) -> Result<(), SessionError> {
+        self.cmd
+            .send((self.id, c))
+            .await
+            .map_err(|_| gone(&self.close_rx))
     }
 
     /// Why the session is over, once it is.

@@ -26,7 +26,7 @@
 //!   itself.
 
 use super::msg::{Command, Incoming, Message};
-use super::RECV_QUEUE;
+use super::{EVENT_QUEUE, RECV_QUEUE};
 use crate::clock;
 use crate::rudp::sockets::{Socket, SocketSet};
 use crate::rudp::MAX_ROUNDS;
@@ -51,6 +51,9 @@ pub(super) type SinkCommand = (SessionId, Command);
 struct Channels {
     msgs: mpsc::Sender<Message>,
     stalled: Option<Message>,
+    /// Events held back behind a `StreamClosed` until the application has
+    /// taken every message before it (at most [`EVENT_QUEUE`]).
+    held: std::collections::VecDeque<Event>,
     rx_stalled: Arc<AtomicBool>,
     events: mpsc::Sender<Event>,
     close_tx: watch::Sender<Option<CloseReason>>,
@@ -107,6 +110,20 @@ impl SinkDriver {
                 });
                 let _ = reply.send(Ok(()));
             }
+            Command::KeepStream { stream, reply } => {
+                let r = self.host.with_session(id, |s| s.keep_stream(now, stream));
+                let _ = reply.send(session_result(r));
+            }
+            Command::RefuseStream {
+                stream,
+                reason,
+                reply,
+            } => {
+                let r = self
+                    .host
+                    .with_session(id, |s| s.refuse_stream(now, stream, &reason));
+                let _ = reply.send(session_result(r));
+            }
             // Source commands never come from a sink's handles; dropping
             // the reply tells the caller the driver cannot do it.
             Command::OpenStream { .. } | Command::AnswerUpcall { .. } | Command::Wake => {}
@@ -136,6 +153,7 @@ impl SinkDriver {
                 Channels {
                     msgs,
                     stalled: None,
+                    held: std::collections::VecDeque::new(),
                     rx_stalled,
                     events,
                     close_tx,
@@ -190,6 +208,23 @@ impl SinkDriver {
                     if let Event::Closed(r) = &e {
                         let _ = ch.close_tx.send(Some(r.clone()));
                     }
+                    if ch.held.len() >= EVENT_QUEUE {
+                        *dropped += 1;
+                    } else {
+                        ch.held.push_back(e);
+                    }
+                }
+                // A stream's end reaches the application after its last
+                // message: an application that writes each message as it
+                // takes it has written them all when it sees the end.
+                let drained = ch.stalled.is_none() && ch.msgs.capacity() == ch.msgs.max_capacity();
+                while let Some(e) = ch.held.front() {
+                    if matches!(e, Event::StreamClosed { .. }) && !drained {
+                        // The application's next take wakes the driver.
+                        ch.rx_stalled.store(true, Ordering::Release);
+                        break;
+                    }
+                    let e = ch.held.pop_front().expect("a front event");
                     if ch.events.try_send(e).is_err() {
                         *dropped += 1;
                     }
@@ -211,7 +246,9 @@ impl SinkDriver {
             .sessions
             .iter()
             .filter(|(_, ch)| {
-                ch.stalled.is_none() && ch.closed_at.is_some_and(|t| now >= t + LINGER)
+                ch.stalled.is_none()
+                    && ch.held.is_empty()
+                    && ch.closed_at.is_some_and(|t| now >= t + LINGER)
             })
             .map(|(id, _)| *id)
             .collect();
@@ -234,6 +271,16 @@ impl SinkDriver {
             .values()
             .filter_map(|ch| ch.closed_at.map(|t| t + LINGER));
         self.host.poll_timeout().into_iter().chain(linger).min()
+    }
+}
+
+/// A session call's answer for a handle (`None`: the session is gone).
+fn session_result(
+    r: Option<Result<(), braid_core::session::SessionError>>,
+) -> Result<(), super::SessionError> {
+    match r {
+        Some(r) => r.map_err(Into::into),
+        None => Err(super::SessionError::DriverGone),
     }
 }
 

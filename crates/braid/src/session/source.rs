@@ -21,6 +21,7 @@ use braid_core::transport::FourTuple;
 use braid_core::{Duration, PathId, StreamId};
 use bytes::Bytes;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, OnceLock};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// How long [`Session::close`] waits for the streams to get through.
@@ -43,6 +44,8 @@ pub struct Stream {
     id: StreamId,
     tx: mpsc::Sender<StreamItem>,
     close_rx: watch::Receiver<Option<CloseReason>>,
+    /// Set by the driver when the sink refused the stream.
+    refused: Arc<OnceLock<String>>,
 }
 
 /// A path's addresses once its relays are resolved.
@@ -212,10 +215,12 @@ impl Session {
     pub async fn open_stream(&self, config: StreamConfig) -> Result<Stream, SessionError> {
         let (tx, items) = mpsc::channel(STREAM_QUEUE);
         let (reply, rx) = oneshot::channel();
+        let refused = Arc::new(OnceLock::new());
         self.command(Command::OpenStream {
             config,
             reply,
             items,
+            refused: refused.clone(),
         })
         .await?;
         let id = rx.await.map_err(|_| self.gone())??;
@@ -223,6 +228,7 @@ impl Session {
             id,
             tx,
             close_rx: self.close_rx.clone(),
+            refused,
         })
     }
 
@@ -319,21 +325,37 @@ impl Stream {
         self.tx
             .send(StreamItem::Data(data))
             .await
-            .map_err(|_| stream_gone(&self.close_rx, self.id))
+            .map_err(|_| self.gone())
     }
 
     /// Ends the stream and waits until every message is through (reliable
-    /// streams: consumed by the sink application).
+    /// streams: consumed by the sink application) and the sink has said
+    /// it kept the stream.
     ///
     /// # Errors
-    /// As [`Stream::send`].
+    /// As [`Stream::send`]; the sink refused the stream
+    /// (`braid_core::session::SessionError::StreamRefused`, with its
+    /// reason).
     pub async fn finish(self) -> Result<(), SessionError> {
         let (w, rx) = oneshot::channel();
         self.tx
             .send(StreamItem::Finish(w))
             .await
-            .map_err(|_| stream_gone(&self.close_rx, self.id))?;
-        rx.await.map_err(|_| stream_gone(&self.close_rx, self.id))?
+            .map_err(|_| self.gone())?;
+        rx.await.map_err(|_| self.gone())?
+    }
+
+    /// Why the stream can take nothing more: refused by the sink, the
+    /// session over, or the stream closed.
+    fn gone(&self) -> SessionError {
+        match self.refused.get() {
+            Some(reason) => braid_core::session::SessionError::StreamRefused {
+                stream: self.id,
+                reason: reason.clone(),
+            }
+            .into(),
+            None => stream_gone(&self.close_rx, self.id),
+        }
     }
 }
 

@@ -151,6 +151,7 @@ async fn run(plan: Plan, sources: Vec<Source>, out: Output, access: Access) -> a
     let mut tick = tokio::time::interval(out.every.into());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut sent: BTreeMap<StreamId, Produced> = BTreeMap::new();
+    let mut refused: BTreeMap<StreamId, String> = BTreeMap::new();
     let mut interrupted = false;
     while !tasks.is_empty() {
         tokio::select! {
@@ -181,6 +182,11 @@ async fn run(plan: Plan, sources: Vec<Source>, out: Output, access: Access) -> a
                 }
                 Some(Ok((id, Err(e)))) => {
                     streams.producers.remove(&id);
+                    if let Some(reason) = refusal(&e) {
+                        // That stream is over; the others go on.
+                        refused.insert(id, reason);
+                        continue;
+                    }
                     if let Some(reason) = session.close_reason() {
                         return Err(ended(to, &reason));
                     }
@@ -207,12 +213,13 @@ async fn run(plan: Plan, sources: Vec<Source>, out: Output, access: Access) -> a
     session.close().await.map_err(|e| session_error(to, e))?;
     if out.format == Format::Text {
         for (id, name) in &streams.names {
-            match sent.get(id) {
-                Some(p) => eprintln!(
+            match (sent.get(id), refused.get(id)) {
+                (_, Some(why)) => eprintln!("braid: {name}: REFUSED by the sink: {why}"),
+                (Some(p), None) => eprintln!(
                     "braid: {name}: {} messages, {} bytes sent and delivered",
                     p.messages, p.bytes
                 ),
-                None => eprintln!("braid: {name}: stopped early"),
+                (None, None) => eprintln!("braid: {name}: stopped early"),
             }
         }
     }
@@ -222,7 +229,27 @@ async fn run(plan: Plan, sources: Vec<Source>, out: Output, access: Access) -> a
     if interrupted {
         bail!("interrupted");
     }
+    if !refused.is_empty() {
+        let names: Vec<String> = refused.keys().map(|id| streams.name(*id)).collect();
+        bail!(
+            "the sink refused {} of {} streams: {}",
+            refused.len(),
+            streams.names.len(),
+            names.join(", ")
+        );
+    }
     Ok(())
+}
+
+/// The sink's reason when `e` is its refusal of the stream.
+fn refusal(e: &anyhow::Error) -> Option<String> {
+    e.chain()
+        .find_map(|c| match c.downcast_ref::<braid::session::SessionError>() {
+            Some(braid::session::SessionError::Core(
+                braid_core::session::SessionError::StreamRefused { reason, .. },
+            )) => Some(reason.clone()),
+            _ => None,
+        })
 }
 
 /// Takes a snapshot and shows it (a failed snapshot means the session is
