@@ -48,6 +48,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use braid_core::reserve::{Limits, Policy, DEFAULT_HOLD_TIME};
+
+/// The shortest `hold_time` a broker takes: a held reservation must live
+/// long enough for its holder to commit it.
+pub const MIN_HOLD_TIME: Duration = Duration::from_secs(1);
 use braid_core::{Bandwidth, Duration};
 use serde::{Deserialize, Deserializer};
 
@@ -470,6 +474,13 @@ impl Config {
             }
         }
         let callbacks = AllowList::new(raw.callbacks.allow).map_err(|e| check(e.to_string()))?;
+        if raw.hold_time.is_some_and(|h| h < MIN_HOLD_TIME) {
+            return Err(check(format!(
+                "hold_time = \"{}\": a held reservation needs at least {} to be committed",
+                raw.hold_time.unwrap_or_default(),
+                MIN_HOLD_TIME
+            )));
+        }
         let p = raw.policy;
         Ok(Config {
             domain: raw.domain.unwrap_or_else(|| "local".into()),
@@ -521,6 +532,15 @@ mod tests {
 
     fn parse(text: &str) -> Result<Config, ConfigError> {
         Config::parse(text, Path::new("broker.toml"))
+    }
+
+    #[test]
+    fn a_hold_time_too_short_to_commit_is_refused() {
+        for h in ["0s", "1ns", "999ms"] {
+            let e = parse(&format!("{SECRET}hold_time = \"{h}\"\n")).unwrap_err();
+            assert!(e.to_string().contains("at least 1s"), "{h}: {e}");
+        }
+        assert!(parse(&format!("{SECRET}hold_time = \"1s\"\n")).is_ok());
     }
 
     #[test]

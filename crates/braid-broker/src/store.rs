@@ -17,6 +17,8 @@ use sqlx::{AnyPool, Row as _};
 use crate::enforce::{Binding, Flow};
 use crate::types::RemotePart;
 
+/// How long opening the database may wait for a connection.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The migrations, in order: (version, SQL).
 /// Append-only: a version once shipped is never edited or renumbered.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -76,6 +78,9 @@ pub enum StoreError {
     /// The database refused or failed.
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
+    /// The database did not answer when it was opened.
+    #[error("the database did not answer within {}s", .0.as_secs())]
+    NoAnswer(std::time::Duration),
     /// A stored row does not decode.
     #[error("stored reservation {id}: {source}")]
     Corrupt {
@@ -118,10 +123,17 @@ impl Store {
         } else {
             (format!("sqlite://{db}?mode=rwc"), SQLITE_CONNECTIONS)
         };
+        // A database that does not answer is an error in seconds, not a
+        // silent wait of sqlx's default 30 s.
         let pool = AnyPoolOptions::new()
             .max_connections(connections)
+            .acquire_timeout(CONNECT_TIMEOUT)
             .connect(&url)
-            .await?;
+            .await
+            .map_err(|e| match e {
+                sqlx::Error::PoolTimedOut => StoreError::NoAnswer(CONNECT_TIMEOUT),
+                e => StoreError::Db(e),
+            })?;
         if !postgres {
             // WAL: readers never block the writer; durable at each commit
             // with the default synchronous=FULL.

@@ -21,12 +21,28 @@ fn main() -> ExitCode {
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            // `{:#}` prints the whole context chain on one line:
-            // "reading trace foo.tsv: line 3: ..."
-            eprintln!("braid: error: {err:#}");
+            eprintln!("braid: error: {}", one_line(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The whole context chain on one line ("reading trace foo.tsv: line 3:
+/// …"), each cause once: many errors print their source in their own
+/// message as well, which `{:#}` would repeat.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Runs one subcommand (the dispatch lives here, above `args` and `cmd`,
@@ -89,8 +105,39 @@ fn init_tracing(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("BRAID_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colour only for a person at a terminal, never in a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .init();
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_cause_already_in_the_message_is_not_printed_again() {
+        /// An error that prints its source in its own message too.
+        #[derive(Debug)]
+        struct Db(std::io::Error);
+        impl std::fmt::Display for Db {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "database: {}", self.0)
+            }
+        }
+        impl std::error::Error for Db {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let io = std::io::Error::other("expected 4 bytes, got 1");
+        let e = anyhow::Error::from(Db(io)).context("starting the broker");
+        assert_eq!(
+            super::one_line(&e),
+            "starting the broker: database: expected 4 bytes, got 1"
+        );
+        let plain = anyhow::anyhow!("no such file").context("reading x.tsv");
+        assert_eq!(super::one_line(&plain), "reading x.tsv: no such file");
+    }
 }

@@ -431,6 +431,9 @@ fn print_summary(format: Format, transport: &str, s: &Summary) {
 
 async fn client(a: ClientArgs) -> anyhow::Result<()> {
     let to = resolve(&a.to)?;
+    if to.port() == 0 {
+        bail!("--to {to}: port 0 is not a port to connect to");
+    }
     if a.duration.is_zero() {
         bail!("--duration must be positive");
     }

@@ -54,6 +54,9 @@ pub struct RecvArgs {
     pub security: super::pipe_security::RecvSecurity,
 }
 
+/// The shortest `--idle-limit` taken.
+const MIN_IDLE_LIMIT: Duration = Duration::from_millis(100);
+
 /// True if the process started with stdout closed (`>&-`). Rust's
 /// runtime then opens `/dev/null` read-write in its place before `main`,
 /// so every write would "succeed" into nothing; a shell's `> /dev/null`
@@ -76,6 +79,13 @@ fn stdout_was_closed() -> bool {
 
 /// Runs `braid recv`.
 pub fn run(args: RecvArgs) -> anyhow::Result<()> {
+    if args.idle_limit < MIN_IDLE_LIMIT {
+        anyhow::bail!(
+            "--idle-limit {}: at least {MIN_IDLE_LIMIT} (a sender reconnecting needs that long)",
+            args.idle_limit
+        );
+    }
+    super::send::check_stats_file(args.stats_file.as_deref())?;
     let listen = resolve(&args.listen)?;
     let (security, code) = args.security.resolve()?;
     // Open the output first: an unwritable output fails before anything

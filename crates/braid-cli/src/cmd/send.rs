@@ -234,6 +234,20 @@ impl ProgressView {
 }
 
 /// Prints/writes the JSON summary as asked.
+/// Checks at the start that `--stats-file` can be written (creating it),
+/// so a typo fails at once instead of after the whole transfer.
+pub fn check_stats_file(file: Option<&std::path::Path>) -> anyhow::Result<()> {
+    if let Some(f) = file {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(f)
+            .with_context(|| format!("--stats-file {}", f.display()))?;
+    }
+    Ok(())
+}
+
 pub fn emit_stats<T: serde::Serialize>(
     report: &T,
     stats: Option<StatsFormat>,
@@ -252,8 +266,12 @@ pub fn emit_stats<T: serde::Serialize>(
 
 /// Runs `braid send`.
 pub fn run(args: SendArgs) -> anyhow::Result<()> {
+    check_stats_file(args.stats_file.as_deref())?;
     let security = args.security.resolve()?;
     let to = resolve(&args.to)?;
+    if let Some(a) = to.iter().find(|a| a.port() == 0) {
+        bail!("--to {a}: port 0 is not a port to connect to");
+    }
     if args.resume && args.file.is_none() {
         bail!("--resume needs an input FILE: a stream from stdin cannot be resumed");
     }

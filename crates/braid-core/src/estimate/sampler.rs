@@ -233,6 +233,25 @@ impl RateSampler {
         self.queue.len()
     }
 
+    /// The open interval is app-limited already (marking it again changes
+    /// nothing).
+    pub fn is_marked_app_limited(&self) -> bool {
+        self.start_limited || self.seen_limited
+    }
+
+    /// Nothing to measure: the open interval holds nothing and is
+    /// app-limited, and so was the last sample. A sender may then skip
+    /// [`Self::handle_timeout`] until it has something again; with
+    /// [`Closing::OnTimeout`] the idle intervals are folded into one
+    /// app-limited sample then, instead of one empty sample each.
+    pub fn is_quiet(&self) -> bool {
+        let empty = self.bytes == 0 && self.acked_packets == 0 && self.lost_packets == 0;
+        let last_empty = self
+            .last
+            .is_some_and(|s| s.bytes == 0 && s.app_limited && s.packets() == 0);
+        empty && (self.start_limited || self.seen_limited) && last_empty
+    }
+
     /// Records `bytes` delivered at `now`; `app_limited` is the sender's
     /// state from `now` on (see the type's driving contract).
     pub fn handle_delivery(&mut self, now: Instant, bytes: u64, app_limited: bool) {

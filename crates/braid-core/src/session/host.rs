@@ -76,7 +76,11 @@ pub struct SinkHost {
     max_sessions: usize,
     accepted: VecDeque<SessionId>,
     refused_busy: u64,
+    next_sweep: Instant,
 }
+
+/// How often closed connections nobody owns are forgotten.
+const SWEEP_EVERY: crate::time::Duration = crate::time::Duration::from_secs(1);
 
 /// Runs `f` on `s` with `endpoint` in its place (see the module docs).
 fn lend<R>(endpoint: &mut Endpoint, s: &mut Session, f: impl FnOnce(&mut Session) -> R) -> R {
@@ -109,6 +113,7 @@ impl SinkHost {
             max_sessions: max_sessions.max(1),
             accepted: VecDeque::new(),
             refused_busy: 0,
+            next_sweep: now,
         })
     }
 
@@ -182,7 +187,8 @@ impl SinkHost {
     /// A datagram arrived over `path`.
     pub fn handle_datagram(&mut self, now: Instant, path: FourTuple, data: &[u8]) {
         self.endpoint.handle_datagram(now, path, data);
-        let owner = self.endpoint.last_routed().and_then(|h| {
+        let routed = self.endpoint.last_routed();
+        let owner = routed.and_then(|h| {
             self.members
                 .iter()
                 .find(|(_, m)| m.session.conns.contains_key(&h))
@@ -191,7 +197,13 @@ impl SinkHost {
         if let Some(id) = owner {
             self.with_session(id, |s| s.pump(now));
         }
-        self.pump_lobby(now);
+        // The lobby only when the datagram may concern it: a new
+        // connection, or one of its own (a thousand idle connections in it
+        // cost a walk over all of them otherwise).
+        let lobby = routed.is_none_or(|h| self.lobby.pending.contains(&h));
+        if lobby || self.endpoint.has_incoming() {
+            self.pump_lobby(now);
+        }
     }
 
     /// The instant of [`SinkHost::poll_timeout`] has passed.
@@ -204,7 +216,10 @@ impl SinkHost {
             });
         }
         self.pump_lobby(now);
-        self.sweep();
+        if now >= self.next_sweep {
+            self.sweep();
+            self.next_sweep = now + SWEEP_EVERY;
+        }
     }
 
     /// The next datagram to send, appended to `buf`.
@@ -307,18 +322,17 @@ impl SinkHost {
     /// Forgets closed connections that no session owns any more (a path
     /// replaced by its reconnection, a refused greeting).
     fn sweep(&mut self) {
-        let owned = |h: &ConnectionHandle| {
-            self.lobby.pending.contains(h)
-                || self
-                    .members
-                    .values()
-                    .any(|m| m.session.conns.contains_key(h) || m.session.pending.contains(h))
-        };
+        let mut owned: std::collections::HashSet<ConnectionHandle> =
+            self.lobby.pending.iter().copied().collect();
+        for m in self.members.values() {
+            owned.extend(m.session.conns.keys().copied());
+            owned.extend(m.session.pending.iter().copied());
+        }
         let stray: Vec<ConnectionHandle> = self
             .endpoint
             .handles()
             .into_iter()
-            .filter(|h| !owned(h))
+            .filter(|h| !owned.contains(h))
             .filter(|h| self.endpoint.connection(*h).is_some_and(|c| c.is_closed()))
             .collect();
         for h in stray {

@@ -743,9 +743,14 @@ impl Session {
                         closed = Some(describe_close(&r));
                     }
                 }
-                let srtt = c.stats().srtt;
-                while let Some(s) = c.poll_rate_sample() {
-                    samples.push((s, srtt));
+                // The RTT only with a sample: `stats` is not free, and
+                // this runs for every connection on every pump.
+                if let Some(first) = c.poll_rate_sample() {
+                    let srtt = c.stats().srtt;
+                    samples.push((first, srtt));
+                    while let Some(s) = c.poll_rate_sample() {
+                        samples.push((s, srtt));
+                    }
                 }
             } else {
                 closed = Some("connection gone".to_string());

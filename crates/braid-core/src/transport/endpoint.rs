@@ -261,6 +261,11 @@ impl Endpoint {
         self.incoming.pop_front()
     }
 
+    /// Connections accepted and not yet taken with [`Self::accept`].
+    pub fn has_incoming(&self) -> bool {
+        !self.incoming.is_empty()
+    }
+
     /// A connection by handle.
     pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
         self.conns.get(&h.0)

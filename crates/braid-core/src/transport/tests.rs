@@ -1436,3 +1436,51 @@ fn a_hole_wider_than_the_receive_bound_loses_nothing() {
     );
     assert!(refused > 0, "the hole never outgrew the bound");
 }
+
+/// An idle connection wakes only for its keep-alive (and the acks of it),
+/// not every sampling interval: a thousand idle connections used to cost
+/// a core. And sampling works again as soon as data flows.
+#[test]
+fn an_idle_connection_wakes_only_for_its_keep_alive() {
+    let cfg = Config {
+        keep_alive: Some(Duration::from_secs(10)),
+        ..Config::default()
+    };
+    let mut net = Net::new(41, cfg);
+    let (c, s) = net.connect();
+    net.run(Duration::from_secs(1), |_| false);
+    let before = net.steps;
+    net.run(Duration::from_secs(20), |_| false);
+    let idle_steps = net.steps - before;
+    // Two keep-alives each way in 20 s, each with its ack and a sample or
+    // two; every 100 ms interval would be 400 wake-ups.
+    assert!(idle_steps <= 40, "{idle_steps} wake-ups in 20 idle seconds");
+    assert!(net.client.connection(c).unwrap().is_established());
+    // Data again: samples come every interval while it flows.
+    let samples_before = net
+        .client
+        .connection(c)
+        .unwrap()
+        .rate_sampler_stats()
+        .samples;
+    let stream = crate::id::StreamId(1);
+    net.pipe.rate = Some(Bandwidth::from_mbps(10));
+    net.run(Duration::from_secs(1), |n| {
+        let now = n.now;
+        let conn = n.client.connection_mut(c).unwrap();
+        while conn
+            .send(now, stream, vec![0; 1000], SendOptions::RELIABLE)
+            .is_ok()
+        {}
+        while n.server.connection_mut(s).unwrap().recv(now).is_some() {}
+        false
+    });
+    let samples = net
+        .client
+        .connection(c)
+        .unwrap()
+        .rate_sampler_stats()
+        .samples
+        - samples_before;
+    assert!(samples >= 5, "{samples} samples in a second of data");
+}

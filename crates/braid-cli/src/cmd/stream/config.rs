@@ -239,6 +239,9 @@ impl Plan {
             .or(file.to)
             .context("no sink: give --to HOST:PORT (or `to` in --config)")?;
         let to = resolve(&to).context("--to")?;
+        if to.port() == 0 {
+            bail!("--to {to}: port 0 is not a port to connect to");
+        }
         let paths = if flags.paths.is_empty() {
             file.path.into_iter().map(|p| p.route).collect()
         } else {

@@ -712,7 +712,13 @@ impl Connection {
             at(self.ack.deadline());
         }
         if self.state == State::Established {
-            at(Some(self.rate.poll_timeout()));
+            // An idle connection (nothing in flight, nothing measured, the
+            // last sample empty) needs no sampling timer: a thousand idle
+            // connections would otherwise wake the endpoint 10,000 times
+            // a second for samples that say nothing.
+            if !(self.rate.is_quiet() && self.recovery.bytes_in_flight() == 0) {
+                at(Some(self.rate.poll_timeout()));
+            }
             at(self.send.next_deadline());
             at(self.recv.next_deadline());
             if let Some(k) = self.config.keep_alive {
