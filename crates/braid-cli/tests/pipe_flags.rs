@@ -152,3 +152,39 @@ fn perf_at_one_bit_per_second_ends_at_its_duration() {
     let status = status.expect("perf --rate 1bit --duration 1s must end");
     assert!(status.success(), "{status:?}");
 }
+
+/// Issue 29 §3: refused at once, in one line, before anything connects or
+/// waits (they used to surface after a whole transfer, or as a hang).
+#[test]
+fn bad_limits_and_outputs_are_refused_before_the_transfer() {
+    let key = common::pipe_key_arg();
+    for limit in ["0s", "1ns"] {
+        let out = braid()
+            .args(["recv", "--key", &key, "--listen", "127.0.0.1:0", "--idle-limit", limit])
+            .stdout(Stdio::null())
+            .output()
+            .expect("run recv");
+        fails_with(&out, "--idle-limit");
+    }
+    let nowhere = "/nonexistent-braid-dir/stats.json";
+    let out = braid()
+        .args(["recv", "--key", &key, "--listen", "127.0.0.1:0", "--stats-file", nowhere])
+        .stdout(Stdio::null())
+        .output()
+        .expect("run recv");
+    fails_with(&out, "--stats-file");
+    // Port 9 is "discard": nothing answers, so only an early check fails
+    // this in time.
+    let out = braid()
+        .args(["send", "--key", &key, "--to", "127.0.0.1:9", "--stats-file", nowhere])
+        .arg(input())
+        .output()
+        .expect("run send");
+    fails_with(&out, "--stats-file");
+    let out = braid()
+        .args(["send", "--key", &key, "--to", "127.0.0.1:0"])
+        .arg(input())
+        .output()
+        .expect("run send");
+    fails_with(&out, "port 0");
+}
