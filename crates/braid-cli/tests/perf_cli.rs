@@ -3,6 +3,8 @@
 //! and a client with no server fails with one clear line. Behaviour, never
 //! speed.
 
+mod common;
+
 use std::process::{Child, Command, Output, Stdio};
 
 fn braid() -> Command {
@@ -226,5 +228,49 @@ fn frame_flags_need_each_other() {
     assert!(
         err.contains("--fps") || err.contains("--frame-mean"),
         "{err}"
+    );
+}
+
+/// Issue 29 §5: with a key, the unauthenticated TCP tests listen on
+/// loopback only (unless --tcp-open), so the key keeps strangers out of
+/// every test; a TCP test from loopback still runs.
+#[test]
+fn a_keyed_server_takes_tcp_tests_on_loopback_only() {
+    let port = free_port();
+    let mut child = braid()
+        .args(["perf", "server", "--once", "--format", "json"])
+        .args(["--key", &common::pipe_key_arg()])
+        .args(["--listen", &format!("0.0.0.0:{port}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start server");
+    let stderr = child.stderr.take().expect("piped");
+    let mut line = String::new();
+    let mut reader = std::io::BufReader::new(stderr);
+    std::io::BufRead::read_line(&mut reader, &mut line).expect("read server stderr");
+    let _server = Server(child, reader);
+    assert!(
+        line.contains(&format!("TCP tests on 127.0.0.1:{port} only")),
+        "server: {line}"
+    );
+    // The kernel's own table: a TCP listener on 127.0.0.1:PORT, none on
+    // 0.0.0.0:PORT.
+    let listeners: Vec<String> = std::fs::read_to_string("/proc/net/tcp")
+        .expect("read /proc/net/tcp")
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(3) == Some(&"0A")).then(|| f[1].to_string())
+        })
+        .collect();
+    let at = |ip: &str| format!("{ip}:{port:04X}");
+    assert!(listeners.contains(&at("0100007F")), "{listeners:?}");
+    assert!(!listeners.contains(&at("00000000")), "{listeners:?}");
+    let out = client(port, &["--transport", "tcp"]);
+    assert!(
+        out.status.success(),
+        "a TCP test from loopback: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
 }

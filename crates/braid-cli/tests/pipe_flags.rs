@@ -160,7 +160,15 @@ fn bad_limits_and_outputs_are_refused_before_the_transfer() {
     let key = common::pipe_key_arg();
     for limit in ["0s", "1ns"] {
         let out = braid()
-            .args(["recv", "--key", &key, "--listen", "127.0.0.1:0", "--idle-limit", limit])
+            .args([
+                "recv",
+                "--key",
+                &key,
+                "--listen",
+                "127.0.0.1:0",
+                "--idle-limit",
+                limit,
+            ])
             .stdout(Stdio::null())
             .output()
             .expect("run recv");
@@ -168,7 +176,15 @@ fn bad_limits_and_outputs_are_refused_before_the_transfer() {
     }
     let nowhere = "/nonexistent-braid-dir/stats.json";
     let out = braid()
-        .args(["recv", "--key", &key, "--listen", "127.0.0.1:0", "--stats-file", nowhere])
+        .args([
+            "recv",
+            "--key",
+            &key,
+            "--listen",
+            "127.0.0.1:0",
+            "--stats-file",
+            nowhere,
+        ])
         .stdout(Stdio::null())
         .output()
         .expect("run recv");
@@ -176,7 +192,15 @@ fn bad_limits_and_outputs_are_refused_before_the_transfer() {
     // Port 9 is "discard": nothing answers, so only an early check fails
     // this in time.
     let out = braid()
-        .args(["send", "--key", &key, "--to", "127.0.0.1:9", "--stats-file", nowhere])
+        .args([
+            "send",
+            "--key",
+            &key,
+            "--to",
+            "127.0.0.1:9",
+            "--stats-file",
+            nowhere,
+        ])
         .arg(input())
         .output()
         .expect("run send");

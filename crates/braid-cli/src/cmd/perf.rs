@@ -92,10 +92,14 @@ pub struct ServerArgs {
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// --key FILE: accept only RUDP clients that hold this key (required
-    /// unless --open; TCP tests stay unauthenticated), --open,
-    /// --no-encrypt.
+    /// unless --open; TCP tests, unauthenticated, then listen on loopback
+    /// only), --open, --no-encrypt.
     #[command(flatten)]
     pub access: super::access::AccessArgs,
+    /// With --key: take unauthenticated TCP tests on --listen too, not
+    /// only on loopback.
+    #[arg(long)]
+    pub tcp_open: bool,
 }
 
 /// Flags of `braid perf client`.
@@ -213,11 +217,24 @@ async fn server(a: ServerArgs) -> anyhow::Result<()> {
     let addr = resolve(&a.listen)?;
     let access = a.access.resolve("braid perf server", None)?;
     let keyed = access.psk.is_some();
-    let server = PerfServer::bind_keyed(addr, access.psk, access.protection).await?;
-    if keyed {
-        eprintln!("braid perf server listening on {addr} (RUDP/UDP only for clients with the key; TCP unauthenticated)");
+    // TCP tests are not authenticated: with a key they stay on loopback
+    // unless asked for, so the key keeps strangers out of every test.
+    let tcp = if keyed && !a.tcp_open {
+        braid::perf::server::TcpTests::LoopbackOnly
     } else {
-        eprintln!("braid perf server listening on {addr} (RUDP/UDP and TCP)");
+        braid::perf::server::TcpTests::Listen
+    };
+    let server = PerfServer::bind_with(addr, access.psk, access.protection, tcp).await?;
+    let addr = server.addr();
+    match (keyed, tcp) {
+        (false, _) => eprintln!("braid perf server listening on {addr} (RUDP/UDP and TCP)"),
+        (true, braid::perf::server::TcpTests::LoopbackOnly) => eprintln!(
+            "braid perf server listening on {addr} (RUDP/UDP for clients with the key; unauthenticated TCP tests on {} only, --tcp-open to serve them on {addr})",
+            server.tcp_addr()
+        ),
+        (true, braid::perf::server::TcpTests::Listen) => eprintln!(
+            "braid perf server listening on {addr} (RUDP/UDP for clients with the key; TCP unauthenticated, --tcp-open)"
+        ),
     }
     let format = a.format;
     let done = Arc::new(move |t: TestDone| match t.result {

@@ -29,6 +29,26 @@ pub struct PerfServer {
     rudp: Endpoint,
     tcp: TcpListener,
     addr: SocketAddr,
+    tcp_addr: SocketAddr,
+}
+
+/// Where a keyed server takes TCP tests, which are not authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpTests {
+    /// On the listening address, like RUDP.
+    Listen,
+    /// On the loopback address of the listening port only (so a key
+    /// keeps strangers out of every test).
+    LoopbackOnly,
+}
+
+/// The loopback address of `addr`'s family, on its port.
+fn loopback_of(addr: SocketAddr) -> SocketAddr {
+    let ip = match addr {
+        SocketAddr::V4(_) => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        SocketAddr::V6(_) => std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+    };
+    SocketAddr::new(ip, addr.port())
 }
 
 impl PerfServer {
@@ -53,20 +73,48 @@ impl PerfServer {
         key: Option<braid_core::transport::Psk>,
         protection: braid_core::transport::Protection,
     ) -> Result<PerfServer, PerfError> {
+        PerfServer::bind_with(addr, key, protection, TcpTests::Listen).await
+    }
+
+    /// Like [`PerfServer::bind_keyed`], with TCP tests where `tcp` says.
+    ///
+    /// # Errors
+    /// [`PerfError`] if either cannot be bound.
+    pub async fn bind_with(
+        addr: SocketAddr,
+        key: Option<braid_core::transport::Psk>,
+        protection: braid_core::transport::Protection,
+        tcp: TcpTests,
+    ) -> Result<PerfServer, PerfError> {
         let mut config = EndpointConfig::server();
         config.transport.psk = key;
         config.transport.protection = protection;
         let rudp = Endpoint::bind(addr, config)
             .map_err(PerfError::rudp(format!("listening for RUDP on {addr}")))?;
-        let tcp = TcpListener::bind(addr)
+        let addr = rudp.local_addr();
+        let tcp_addr = match tcp {
+            TcpTests::Listen => addr,
+            TcpTests::LoopbackOnly => loopback_of(addr),
+        };
+        let tcp = TcpListener::bind(tcp_addr)
             .await
-            .map_err(PerfError::io(format!("listening for TCP on {addr}")))?;
-        Ok(PerfServer { rudp, tcp, addr })
+            .map_err(PerfError::io(format!("listening for TCP on {tcp_addr}")))?;
+        Ok(PerfServer {
+            rudp,
+            tcp,
+            addr,
+            tcp_addr,
+        })
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The address it takes TCP tests on.
+    pub fn tcp_addr(&self) -> SocketAddr {
+        self.tcp_addr
     }
 
     /// Serves tests, each in its own task, calling `done` as each ends;
