@@ -221,3 +221,32 @@ fn insecure_on_both_sides_works_and_warns_on_one_side_is_refused() {
     let _ = rx.wait();
     assert_eq!(std::fs::metadata(dir.join("out2")).expect("out2").len(), 0);
 }
+
+/// Issue 29 §3: strangers who connect and never send a byte stall no
+/// pairing and count for nothing; the sender with the code gets through
+/// while they hang on, and no wrong code is counted.
+#[test]
+fn silent_connections_neither_stall_nor_count_against_the_code() {
+    let dir = tmpdir("code-silent");
+    let want = data(1 << 20);
+    let input = dir.join("in");
+    std::fs::write(&input, &want).expect("write input");
+    let out = dir.join("out");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let (rx, code, rest) = recv_with_code(&addr, &out);
+    // More silent strangers than the three guesses a code allows.
+    let silent: Vec<std::net::TcpStream> = (0..5)
+        .map(|_| std::net::TcpStream::connect(&addr).expect("connect"))
+        .collect();
+    let s = send(&addr, &input, &["--code", &code]);
+    common::assert_ok(&s, "send with the right code while strangers wait");
+    drop(silent);
+    let r = rx.wait_with_output().expect("recv");
+    let rest = rest.join().expect("stderr");
+    assert!(r.status.success(), "recv: {rest}");
+    assert!(!rest.contains("wrong code"), "recv said: {rest}");
+    assert!(
+        std::fs::read(&out).expect("output") == want,
+        "output differs"
+    );
+}

@@ -499,10 +499,29 @@ pub async fn pair_connect(
     }
 }
 
+/// Pairings that may be under way at once (most wait for their first
+/// bytes); a connection beyond them is closed unread.
+pub const MAX_PAIRINGS_AT_ONCE: usize = 64;
+
+/// How one pairing attempt ended.
+enum Pairing {
+    /// The code matched: the session key.
+    Paired(Psk),
+    /// A completed attempt with a wrong code: the sender's confirmation
+    /// came and did not verify. The only outcome that counts as a guess.
+    WrongCode,
+    /// Not a pairing, or one that stopped before its confirmation (it
+    /// learnt nothing: the receiver sends nothing keyed before it).
+    Refused,
+}
+
 /// The receiver's pairing: accepts connections on `listeners` until one
 /// proves the code (its SPAKE2 key is returned) or [`MAX_CODE_FAILURES`]
-/// pairings failed. One connection at a time, each bounded by `timeout`;
-/// anything else is refused and counted.
+/// completed attempts had a wrong code. Attempts run side by side, each
+/// bounded by `timeout`, so a connection that never sends a byte stalls
+/// nobody and counts for nothing; at most as many attempts may be past
+/// SPAKE2's first message as there are guesses left, so no more than
+/// [`MAX_CODE_FAILURES`] guesses can ever be tried.
 ///
 /// # Errors
 /// [`SecureError::TooManyCodeFailures`], or a failure to accept.
@@ -511,70 +530,90 @@ pub async fn pair_accept(
     code: &Code,
     encrypt: bool,
     timeout: std::time::Duration,
-    stats: &SecureStats,
+    stats: &Arc<SecureStats>,
 ) -> Result<Psk, SecureError> {
+    let guesses = Arc::new(tokio::sync::Semaphore::new(MAX_CODE_FAILURES as usize));
     let mut failures = 0;
+    let mut attempts = tokio::task::JoinSet::new();
     loop {
-        let (mut s, peer) = std::future::poll_fn(|cx| {
+        let accept = std::future::poll_fn(|cx| {
             for l in listeners {
                 if let std::task::Poll::Ready(r) = l.poll_accept(cx) {
                     return std::task::Poll::Ready(r);
                 }
             }
             std::task::Poll::Pending
-        })
-        .await?;
-        let mut guessed = false;
-        let r = tokio::time::timeout(
-            timeout,
-            pair_one(&mut s, code, encrypt, &mut guessed, stats),
-        )
-        .await;
-        match r {
-            Ok(Ok(Some(psk))) => return Ok(psk),
-            Ok(Ok(None)) => {}
-            Ok(Err(e)) => tracing::info!(%peer, error = %e, "pairing failed"),
-            Err(_) => tracing::info!(%peer, "pairing timed out"),
-        }
-        // Every exchange that got SPAKE2's message B and did not confirm
-        // is one guess, whatever became of it.
-        if guessed {
-            failures += 1;
-            stats.count_code_failure();
-            tracing::warn!(%peer, failures, "a wrong code");
-            if failures >= MAX_CODE_FAILURES {
-                return Err(SecureError::TooManyCodeFailures);
+        });
+        tokio::select! {
+            r = accept => {
+                let (s, peer) = r?;
+                if attempts.len() >= MAX_PAIRINGS_AT_ONCE {
+                    stats.count_refused();
+                    tracing::info!(%peer, "pairing refused: too many at once");
+                    continue;
+                }
+                let (code, guesses, stats) = (code.clone(), guesses.clone(), stats.clone());
+                attempts.spawn(async move {
+                    let r = tokio::time::timeout(timeout, pair_one(s, &code, encrypt, &guesses, &stats)).await;
+                    (peer, r)
+                });
             }
-        } else {
-            stats.count_refused();
+            Some(done) = attempts.join_next(), if !attempts.is_empty() => {
+                let Ok((peer, r)) = done else {
+                    continue;
+                };
+                match r {
+                    Ok(Ok(Pairing::Paired(psk))) => return Ok(psk),
+                    Ok(Ok(Pairing::WrongCode)) => {
+                        failures += 1;
+                        stats.count_code_failure();
+                        tracing::warn!(%peer, failures, "a wrong code");
+                        if failures >= MAX_CODE_FAILURES {
+                            return Err(SecureError::TooManyCodeFailures);
+                        }
+                    }
+                    Ok(Ok(Pairing::Refused)) => stats.count_refused(),
+                    Ok(Err(e)) => {
+                        stats.count_refused();
+                        tracing::info!(%peer, error = %e, "pairing failed");
+                    }
+                    Err(_) => {
+                        stats.count_refused();
+                        tracing::info!(%peer, "pairing timed out");
+                    }
+                }
+            }
         }
     }
 }
 
-/// One pairing attempt; `Ok(None)` when refused. Sets `guessed` once the
-/// peer has received message B.
+/// One pairing attempt. It takes one of the guesses left before it sends
+/// SPAKE2's message B (waiting for one if every guess is under way), and
+/// gives it back unless the attempt completed with a wrong code.
 async fn pair_one(
-    s: &mut TcpStream,
+    mut s: TcpStream,
     code: &Code,
     encrypt: bool,
-    guessed: &mut bool,
+    guesses: &tokio::sync::Semaphore,
     stats: &SecureStats,
-) -> Result<Option<Psk>, SecureError> {
+) -> Result<Pairing, SecureError> {
     let mut pb = [0u8; PREFACE_LEN];
     s.read_exact(&mut pb).await?;
     let preface = match Preface::decode(&pb) {
         Ok(p) if p.kind == Kind::Pake => p,
-        _ => return Ok(None),
+        _ => return Ok(Pairing::Refused),
     };
     let mut msg_a = [0u8; PAKE_MESSAGE_LEN];
     s.read_exact(&mut msg_a).await?;
     let (state, msg_b) = spake_start(code, false);
     // A malformed message A learns nothing: refused before message B.
     let Ok(k) = state.finish(&msg_a) else {
-        return Ok(None);
+        return Ok(Pairing::Refused);
+    };
+    let Ok(guess) = guesses.acquire().await else {
+        return Ok(Pairing::Refused);
     };
     s.write_all(&msg_b).await?;
-    *guessed = true;
     let psk = psk_from(&k).ok_or(SecureError::Setup(AuthError::Setup))?;
     let status = if preface.encrypt == encrypt {
         STATUS_OK
@@ -582,18 +621,18 @@ async fn pair_one(
         STATUS_MODE_MISMATCH
     };
     let pro = prologue(LABEL_PAKE, &pb, &[msg_a.as_slice(), &msg_b].concat());
-    match respond(s, &psk, &pro, status, preface.encrypt).await? {
-        Some(_) if status == STATUS_OK => {
-            *guessed = false;
-            Ok(Some(psk))
-        }
+    match respond(&mut s, &psk, &pro, status, preface.encrypt).await? {
+        Some(_) if status == STATUS_OK => Ok(Pairing::Paired(psk)),
         Some(_) => {
             // The code was right; the modes differ. Not a guess.
-            *guessed = false;
             stats.count_mode_mismatch();
-            Ok(None)
+            Ok(Pairing::Refused)
         }
-        None => Ok(None),
+        None => {
+            // A guess used up for good.
+            guess.forget();
+            Ok(Pairing::WrongCode)
+        }
     }
 }
 
