@@ -476,6 +476,14 @@ pub enum ProtocolViolation {
     /// Two END frames that disagree.
     #[error("two different END frames")]
     TwoEnds,
+    /// The END's total is not the size the sender announced.
+    #[error("the sender announced {announced} bytes and ended after {total}: its input changed during the send")]
+    SizeChanged {
+        /// What the hello announced.
+        announced: u64,
+        /// What the END says was sent.
+        total: u64,
+    },
     /// A block beyond the receiver's window.
     #[error("block {0} is beyond the reorder window")]
     BeyondWindow(u64),

@@ -377,6 +377,9 @@ struct Shared {
 struct Session {
     id: SessionId,
     max_block: u32,
+    /// The size the sender's first hello announced (`None`: unknown, a
+    /// pipe); an END that disagrees fails the transfer.
+    announced: Option<u64>,
 }
 
 /// A control frame to write on one connection.

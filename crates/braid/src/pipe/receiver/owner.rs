@@ -251,7 +251,14 @@ impl Owner {
                 digest,
                 reply,
             } => {
+                let announced = self.session.as_ref().and_then(|s| s.announced);
                 let r = match self.end {
+                    None if announced.is_some_and(|a| a != total) => {
+                        Err(ProtocolViolation::SizeChanged {
+                            announced: announced.unwrap_or_default(),
+                            total,
+                        })
+                    }
                     None => {
                         self.end = Some((blocks, total, digest));
                         Ok(())
@@ -333,6 +340,7 @@ impl Owner {
             self.session = Some(Session {
                 id: hello.session,
                 max_block: hello.max_block,
+                announced: (hello.total_size != u64::MAX).then_some(hello.total_size),
             });
             self.reorder = Reorder::new(w, bytes);
             (w, bytes)

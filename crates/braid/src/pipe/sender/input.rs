@@ -14,12 +14,21 @@ use std::io::Read;
 use tokio::sync::mpsc;
 
 /// The blocking reader: one block per request, its check (`kind`) here.
+/// An input that ends short of, or runs past, the size `announced` to the
+/// receiver (a file that changed during the send) fails the transfer.
 pub(super) fn reader(
     mut input: Box<dyn Read + Send>,
     kind: CheckKind,
+    announced: Option<u64>,
     mut requests: mpsc::Receiver<Req>,
     out: mpsc::Sender<Input>,
 ) {
+    let changed = |bytes: u64, size: u64| {
+        std::io::Error::other(format!(
+            "the input changed during the send: it was {size} bytes when the send began, and {} {bytes}",
+            if bytes < size { "ended at" } else { "went past" }
+        ))
+    };
     let mut digest = StreamDigest::fresh();
     let mut total: u64 = 0;
     while let Some(req) = requests.blocking_recv() {
@@ -61,6 +70,10 @@ pub(super) fn reader(
             }
         };
         if buf.is_empty() {
+            if let Some(size) = announced.filter(|&s| s != total) {
+                let _ = out.blocking_send(Input::Failed(changed(total, size)));
+                return;
+            }
             let _ = out.blocking_send(Input::Eof {
                 bytes: total,
                 digest: digest.finish(),
@@ -70,6 +83,10 @@ pub(super) fn reader(
         // A block is at most `len` (a u32) long.
         digest.add(buf.len() as u32, &check);
         total += buf.len() as u64;
+        if let Some(size) = announced.filter(|&s| total > s) {
+            let _ = out.blocking_send(Input::Failed(changed(total, size)));
+            return;
+        }
         if out
             .blocking_send(Input::Block(Block { data: buf, check }))
             .is_err()
@@ -140,6 +157,56 @@ mod tests {
             out[..n].copy_from_slice(&self.data[self.at..self.at + n]);
             self.at += n;
             Ok(n)
+        }
+    }
+
+    /// Runs the reader on `data` announced as `announced` bytes, asking
+    /// for blocks of 400 until it answers something but a block.
+    fn read_all(data: Vec<u8>, announced: Option<u64>) -> Input {
+        let (req_tx, req_rx) = mpsc::channel(4);
+        let (out_tx, mut out_rx) = mpsc::channel(4);
+        let input: Box<dyn Read + Send> = Box::new(std::io::Cursor::new(data));
+        let t =
+            std::thread::spawn(move || reader(input, CheckKind::Blake3, announced, req_rx, out_tx));
+        loop {
+            req_tx
+                .blocking_send(Req::Block {
+                    len: 400,
+                    buf: Vec::new(),
+                })
+                .expect("the reader takes requests");
+            match out_rx.blocking_recv().expect("an answer") {
+                Input::Block(_) => continue,
+                other => {
+                    drop(req_tx);
+                    t.join().expect("the reader ends");
+                    return other;
+                }
+            }
+        }
+    }
+
+    /// Issue 29 §3: an input that ends short of (or runs past) the size
+    /// announced to the receiver fails, saying so; one of its announced
+    /// size, or of unknown size, ends normally.
+    #[test]
+    fn an_input_that_changed_during_the_send_fails() {
+        for (len, announced) in [(500, 1_000), (1_500, 1_000)] {
+            match read_all(vec![7; len], Some(announced)) {
+                Input::Failed(e) => {
+                    assert!(
+                        e.to_string().contains("the input changed during the send"),
+                        "{e}"
+                    )
+                }
+                _ => panic!("{len} bytes announced as {announced}: not refused"),
+            }
+        }
+        for announced in [Some(1_000), None] {
+            match read_all(vec![7; 1_000], announced) {
+                Input::Eof { bytes, .. } => assert_eq!(bytes, 1_000),
+                _ => panic!("{announced:?}: not a clean end"),
+            }
         }
     }
 

@@ -394,8 +394,9 @@ pub async fn send_async(
         Security::Insecure => false,
         Security::Key { encrypt, .. } | Security::Code { encrypt, .. } => *encrypt,
     });
+    let announced = cfg.total_size;
     drop(tokio::task::spawn_blocking(move || {
-        reader(input, check, read_rx, input_tx)
+        reader(input, check, announced, read_rx, input_tx)
     }));
     let mut tasks = Vec::new();
     for c in 0..cfg.connections {
