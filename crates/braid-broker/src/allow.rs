@@ -2,31 +2,129 @@
 //!
 //! A broker posts to URLs its clients name, so without a check any user
 //! could make it send requests into the operator's network. The list in
-//! the configuration is the only way in: `[callbacks] allow = [...]`, each
-//! pattern a URL prefix in which `*` stands for any run of characters
-//! other than `/` (`"http://127.0.0.1:*"` allows any port on that host,
-//! `"https://hooks.example.net/braid/"` anything below that path). With no
-//! list, every callback is refused (400 naming `callback`).
+//! the configuration is the only way in: `[callbacks] allow = [...]`. Each
+//! pattern is a URL: scheme, host and port must equal the callback's (the
+//! port may be `*`: any), and its path segments must begin the callback's,
+//! segment by segment (a segment `*` matches any one segment):
+//! `"http://127.0.0.1:*"` allows any port and path on that host,
+//! `"https://hooks.example.net/braid/"` anything below that path. Both sides
+//! are parsed and normalised first (the `url` crate: `..` resolved, the
+//! host lower-cased, default ports made explicit), and a callback with
+//! user information (`http://user@host/`) is refused, so neither
+//! `http://127.0.0.1:1@127.0.0.2:80/` nor `…/hooks/../secret` gets past a
+//! pattern by its spelling. With no list, every callback is refused (400
+//! naming `callback`).
+
+use url::Url;
 
 /// The most patterns in `callbacks.allow`.
 pub const MAX_PATTERNS: usize = 64;
 
+/// One parsed pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pattern {
+    scheme: String,
+    host: String,
+    /// `None`: any port.
+    port: Option<u16>,
+    /// Leading path segments; `"*"` matches any one.
+    segments: Vec<String>,
+}
+
 /// The operator's allow-list of callback URLs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowList {
-    patterns: Vec<String>,
+    patterns: Vec<Pattern>,
 }
 
 /// A pattern that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PatternError {
-    /// Not an http:// or https:// prefix.
-    #[error("callbacks.allow: {0:?} must start with http:// or https://")]
+    /// Not an http:// or https:// URL with a host.
+    #[error("callbacks.allow: {0:?} must be an http:// or https:// URL with a host")]
     Scheme(String),
+    /// A pattern that does not parse, or has user information or a `*`
+    /// anywhere but the whole port or a whole path segment.
+    #[error("callbacks.allow: {0:?}: {1}")]
+    Invalid(String, String),
     /// Too many patterns.
     #[error("callbacks.allow: at most {MAX_PATTERNS} patterns")]
     TooMany,
+}
+
+/// The path segments of `u`, without the empty one a trailing `/` leaves.
+fn segments(u: &Url) -> Vec<String> {
+    let mut v: Vec<String> = u
+        .path_segments()
+        .map(|s| s.map(str::to_string).collect())
+        .unwrap_or_default();
+    if v.last().is_some_and(String::is_empty) {
+        v.pop();
+    }
+    v
+}
+
+impl Pattern {
+    fn parse(p: &str) -> Result<Pattern, PatternError> {
+        let invalid = |why: &str| PatternError::Invalid(p.to_string(), why.to_string());
+        let rest = p
+            .strip_prefix("http://")
+            .or_else(|| p.strip_prefix("https://"))
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| PatternError::Scheme(p.to_string()))?;
+        // `:*` as the whole port means any port; parse with a stand-in.
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let any_port = authority.ends_with(":*");
+        let text = if any_port {
+            p.replacen(authority, &authority.replace(":*", ""), 1)
+        } else {
+            p.to_string()
+        };
+        let u = Url::parse(&text).map_err(|e| invalid(&e.to_string()))?;
+        if !u.username().is_empty() || u.password().is_some() {
+            return Err(invalid("user information is not allowed"));
+        }
+        let host = u
+            .host_str()
+            .ok_or_else(|| PatternError::Scheme(p.to_string()))?;
+        if host.contains('*') {
+            return Err(invalid(
+                "`*` may stand only for the whole port or a whole path segment",
+            ));
+        }
+        let segments = segments(&u);
+        if segments.iter().any(|s| s.contains('*') && s != "*") {
+            return Err(invalid(
+                "`*` may stand only for the whole port or a whole path segment",
+            ));
+        }
+        Ok(Pattern {
+            scheme: u.scheme().to_string(),
+            host: host.to_string(),
+            port: if any_port {
+                None
+            } else {
+                u.port_or_known_default()
+            },
+            segments,
+        })
+    }
+
+    fn allows(&self, u: &Url) -> bool {
+        let path = segments(u);
+        u.scheme() == self.scheme
+            && u.host_str() == Some(self.host.as_str())
+            && self
+                .port
+                .is_none_or(|p| u.port_or_known_default() == Some(p))
+            && path.len() >= self.segments.len()
+            && self
+                .segments
+                .iter()
+                .zip(&path)
+                .all(|(want, got)| want == "*" || want == got)
+    }
 }
 
 impl AllowList {
@@ -38,14 +136,10 @@ impl AllowList {
         if patterns.len() > MAX_PATTERNS {
             return Err(PatternError::TooMany);
         }
-        for p in &patterns {
-            let host = p
-                .strip_prefix("http://")
-                .or_else(|| p.strip_prefix("https://"));
-            if host.is_none_or(str::is_empty) {
-                return Err(PatternError::Scheme(p.clone()));
-            }
-        }
+        let patterns = patterns
+            .iter()
+            .map(|p| Pattern::parse(p))
+            .collect::<Result<_, _>>()?;
         Ok(AllowList { patterns })
     }
 
@@ -54,45 +148,17 @@ impl AllowList {
         self.patterns.is_empty()
     }
 
-    /// Whether `url` is allowed: some pattern matches a prefix of it that
-    /// ends where the pattern ends a path segment (so
-    /// `https://a.example` does not allow `https://a.example.evil.net/`).
+    /// Whether `url` is allowed: it parses as an http(s) URL without user
+    /// information and some pattern matches it (see the module doc).
     pub fn allows(&self, url: &str) -> bool {
-        self.patterns
-            .iter()
-            .any(|p| matched_len(p.as_bytes(), url.as_bytes()).is_some_and(|n| boundary(p, url, n)))
-    }
-}
-
-/// The length of the prefix of `url` that `pattern` matches (`*` takes
-/// any run without `/`, as short as fits, trying every length), if any.
-fn matched_len(pattern: &[u8], url: &[u8]) -> Option<usize> {
-    match pattern.split_first() {
-        None => Some(0),
-        Some((b'*', rest)) => {
-            let run = url.iter().take_while(|&&c| c != b'/').count();
-            // Longest first, so "http://h:*" takes the whole port.
-            (0..=run)
-                .rev()
-                .find_map(|k| matched_len(rest, &url[k..]).map(|n| n + k))
+        let Ok(u) = Url::parse(url) else {
+            return false;
+        };
+        if !u.username().is_empty() || u.password().is_some() {
+            return false;
         }
-        Some((c, rest)) => match url.split_first() {
-            Some((u, url_rest)) if u.eq_ignore_ascii_case(c) => {
-                matched_len(rest, url_rest).map(|n| n + 1)
-            }
-            _ => None,
-        },
+        self.patterns.iter().any(|p| p.allows(&u))
     }
-}
-
-/// A match of `n` bytes is whole when the pattern ends in `/` or the URL
-/// goes on with a path, query or nothing.
-fn boundary(pattern: &str, url: &str, n: usize) -> bool {
-    pattern.ends_with('/')
-        || url
-            .as_bytes()
-            .get(n)
-            .is_none_or(|c| matches!(c, b'/' | b'?' | b'#'))
 }
 
 #[cfg(test)]
@@ -121,5 +187,41 @@ mod tests {
         assert!(!AllowList::default().allows("http://127.0.0.1:1/"));
         assert!(AllowList::new(vec!["ftp://x".into()]).is_err());
         assert!(AllowList::new(vec!["https://".into()]).is_err());
+    }
+
+    /// Issue 29 §4: what a string prefix let through.
+    #[test]
+    fn spelling_does_not_get_past_a_pattern() {
+        let list = AllowList::new(vec![
+            "http://127.0.0.1:*".into(),
+            "https://hooks.example.net/hooks/".into(),
+            "https://b.example:8443/x".into(),
+        ])
+        .unwrap();
+        // User information that makes the host another one.
+        assert!(!list.allows("http://127.0.0.1:1@127.0.0.2:9000/"));
+        assert!(!list.allows("http://user@127.0.0.1:9000/"));
+        // `..` out of the allowed path, raw and percent-encoded.
+        assert!(!list.allows("https://hooks.example.net/hooks/../secret"));
+        assert!(!list.allows("https://hooks.example.net/hooks/%2e%2e/secret"));
+        assert!(list.allows("https://hooks.example.net/hooks/a/../b"));
+        // A path prefix is a segment prefix.
+        assert!(!list.allows("https://hooks.example.net/hooksmith"));
+        assert!(!list.allows("https://b.example:8443/xy"));
+        assert!(list.allows("https://b.example:8443/x/y"));
+        // The port is exact unless `*`, default ports included.
+        assert!(!list.allows("https://b.example/x"));
+        assert!(!list.allows("https://b.example:8444/x"));
+        // Not URLs, or not http(s).
+        assert!(!list.allows("127.0.0.1:80/"));
+        assert!(!list.allows("file:///etc/passwd"));
+        // Patterns with `*` inside a host or segment, or user information.
+        for bad in [
+            "http://*.example/",
+            "http://a.example/ho*ks/",
+            "http://u@a.example/",
+        ] {
+            assert!(AllowList::new(vec![bad.into()]).is_err(), "{bad}");
+        }
     }
 }

@@ -536,11 +536,16 @@ mod tests {
 
     #[test]
     fn a_hold_time_too_short_to_commit_is_refused() {
+        let with = |h: &str| {
+            parse(&format!(
+                "{SECRET}hold_time = \"{h}\"\n[[resource]]\nname = \"link\"\nkind = \"network\"\ncapacity = \"100mbit\"\n"
+            ))
+        };
         for h in ["0s", "1ns", "999ms"] {
-            let e = parse(&format!("{SECRET}hold_time = \"{h}\"\n")).unwrap_err();
+            let e = with(h).unwrap_err();
             assert!(e.to_string().contains("at least 1s"), "{h}: {e}");
         }
-        assert!(parse(&format!("{SECRET}hold_time = \"1s\"\n")).is_ok());
+        assert!(with("1s").is_ok());
     }
 
     #[test]
