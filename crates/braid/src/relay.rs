@@ -124,7 +124,7 @@ impl Relay {
                 ListenError::Udp(e) => RelayError::from(e),
                 ListenError::Tcp { addr, source } => RelayError::TcpListen { addr, source },
             })?;
-        let core = Core::routed(config.transport, os_secret()?)?;
+        let core = Core::routed(config.transport, os_secret()?)?.with_own_addrs(vec![local]);
         let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
         runtime.spawn(Driver {
             sockets: SocketSet::new(sockets),

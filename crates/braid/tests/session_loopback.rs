@@ -117,6 +117,24 @@ async fn a_sink_is_not_a_relay_and_says_so() {
     assert!(msg.contains("not a relay"), "{msg}");
 }
 
+/// Issue 29 §2: a route that comes back to a relay it has passed is
+/// refused with a reason, instead of forwarding each byte round the loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_that_loops_through_a_relay_is_refused() {
+    let (_l, sink) = listener().await;
+    let relay = Relay::bind("127.0.0.1:0".parse().unwrap(), RelayConfig::default()).unwrap();
+    let r = relay.local_addr();
+    let via = format!("via={r},{r}");
+    let e = Session::connect(sink, config(&[&via])).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("loops back"), "{msg}");
+    assert_eq!(
+        relay.snapshot().await.unwrap().stats.pairs,
+        1,
+        "one pair, refused"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_path_to_nowhere_fails_with_a_clear_reason() {
     let (_l, sink) = listener().await;

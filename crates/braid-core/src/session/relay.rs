@@ -157,6 +157,9 @@ pub struct Relay {
     stats: RelayStats,
     /// Reused list of pair ids for the walk over pairs.
     scratch: Vec<u64>,
+    /// The addresses this relay is reached at: a route through one of
+    /// them again is a loop.
+    own: Vec<SocketAddr>,
 }
 
 impl Relay {
@@ -179,6 +182,42 @@ impl Relay {
         Self::build(config, secret, None)
     }
 
+    /// The addresses this relay listens on (a wildcard address stands for
+    /// loopback too): a ROUTE whose hops include one of them is a loop,
+    /// and is refused.
+    pub fn with_own_addrs(mut self, addrs: Vec<SocketAddr>) -> Self {
+        self.own = addrs;
+        self
+    }
+
+    /// Why `route` may not be taken from here, if it may not: a next hop
+    /// that is no single host (unspecified, broadcast, multicast, port 0),
+    /// or a route that comes back to this relay or visits a hop twice.
+    fn refuse_route(&self, route: &super::route::Route) -> Option<String> {
+        let next = route.hops[0];
+        let ip = next.ip();
+        let broadcast = matches!(ip, std::net::IpAddr::V4(v4) if v4.is_broadcast());
+        if ip.is_unspecified() || ip.is_multicast() || broadcast || next.port() == 0 {
+            return Some(format!("relay refuses next hop {next}: not a single host"));
+        }
+        let mine = |h: &SocketAddr| {
+            self.own.iter().any(|o| {
+                o == h
+                    || (o.port() == h.port()
+                        && o.ip().is_unspecified()
+                        && (h.ip().is_loopback() || h.ip().is_unspecified()))
+            })
+        };
+        if let Some(h) = route.hops.iter().find(|h| mine(h)) {
+            return Some(format!("relay refuses a route that loops back to it ({h})"));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(h) = route.hops.iter().find(|h| !seen.insert(**h)) {
+            return Some(format!("relay refuses a route that visits {h} twice"));
+        }
+        None
+    }
+
     fn build(
         config: Config,
         secret: [u8; 32],
@@ -194,6 +233,7 @@ impl Relay {
             by_conn: BTreeMap::new(),
             stats: RelayStats::default(),
             scratch: Vec::new(),
+            own: Vec::new(),
         })
     }
 
@@ -335,6 +375,12 @@ impl Relay {
                 return;
             }
         };
+        if let Some(why) = self.refuse_route(&route) {
+            tracing::debug!(%why, "relay: route refused");
+            self.stats.refused += 1;
+            self.end_pair(now, id, &why);
+            return;
+        }
         let next = FourTuple {
             local: None,
             remote: route.hops[0],
@@ -567,5 +613,51 @@ mod tests {
             })
         );
         assert_eq!(r.next().unwrap().next(), None);
+    }
+
+    /// Issue 29 §2: next hops that are no single host, and routes that
+    /// come back to this relay or visit a hop twice, are refused with a
+    /// reason; an ordinary route is taken.
+    #[test]
+    fn next_hops_that_are_no_host_and_loops_are_refused() {
+        let me: SocketAddr = "0.0.0.0:7000".parse().unwrap();
+        let relay = Relay::routed(Config::default(), [3; 32])
+            .unwrap()
+            .with_own_addrs(vec![me]);
+        let route = |hops: &[&str]| Route {
+            index: 1,
+            hops: hops.iter().map(|h| h.parse().unwrap()).collect(),
+        };
+        for (hops, why) in [
+            (&["0.0.0.0:9000"][..], "not a single host"),
+            (&["255.255.255.255:9000"], "not a single host"),
+            (&["224.0.0.1:9000"], "not a single host"),
+            (&["[ff02::1]:9000"], "not a single host"),
+            (&["10.0.0.2:0"], "not a single host"),
+            (&["127.0.0.1:7000", "10.0.0.9:9000"], "loops back"),
+            (
+                &["10.0.0.2:7001", "127.0.0.1:7000", "10.0.0.9:9000"],
+                "loops back",
+            ),
+            (
+                &[
+                    "10.0.0.2:7001",
+                    "10.0.0.3:7001",
+                    "10.0.0.2:7001",
+                    "10.0.0.9:9000",
+                ],
+                "twice",
+            ),
+        ] {
+            let r = relay.refuse_route(&route(hops));
+            assert!(
+                r.as_deref().is_some_and(|r| r.contains(why)),
+                "{hops:?}: {r:?}"
+            );
+        }
+        assert_eq!(
+            relay.refuse_route(&route(&["10.0.0.2:7001", "10.0.0.9:9000"])),
+            None
+        );
     }
 }
