@@ -33,6 +33,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::sync::{mpsc, oneshot};
 
+/// INITIALs a relay sends to a next hop that has not answered.
+pub const RELAY_UNANSWERED_INITIALS: u32 = 2;
 /// Commands waiting for a relay's driver.
 const COMMAND_QUEUE: usize = 16;
 
@@ -124,7 +126,11 @@ impl Relay {
                 ListenError::Udp(e) => RelayError::from(e),
                 ListenError::Tcp { addr, source } => RelayError::TcpListen { addr, source },
             })?;
-        let core = Core::routed(config.transport, os_secret()?)?.with_own_addrs(vec![local]);
+        let mut transport = config.transport;
+        // Towards a next hop that never answered, no more than the two
+        // INITIALs a source's own handshake takes (issue 29 §2).
+        transport.max_unanswered_initials = Some(RELAY_UNANSWERED_INITIALS);
+        let core = Core::routed(transport, os_secret()?)?.with_own_addrs(vec![local]);
         let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
         runtime.spawn(Driver {
             sockets: SocketSet::new(sockets),

@@ -256,6 +256,12 @@ pub struct Config {
     /// see [`protection`]): encrypted and authenticated (the default), or
     /// authenticated only. Ignored without a key.
     pub protection: Protection,
+    /// A client sends at most this many INITIALs to a peer that has not
+    /// answered yet (no RETRY): an address that is not a braid server gets
+    /// no more than a handshake's bytes. `None` (the default): until the
+    /// connect gives up. A relay sets it, so it cannot be made to send a
+    /// third party more than the source sent it.
+    pub max_unanswered_initials: Option<u32>,
 }
 
 impl Default for Config {
@@ -281,6 +287,7 @@ impl Default for Config {
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             psk: None,
             protection: Protection::Encrypt,
+            max_unanswered_initials: None,
         }
     }
 }

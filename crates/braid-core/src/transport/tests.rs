@@ -1484,3 +1484,31 @@ fn an_idle_connection_wakes_only_for_its_keep_alive() {
         - samples_before;
     assert!(samples >= 5, "{samples} samples in a second of data");
 }
+
+/// Issue 29 §2: a client capped by `max_unanswered_initials` sends no more
+/// than that many INITIALs to an address that never answers (a relay
+/// cannot be made to flood a third party); one that hears a RETRY goes on.
+#[test]
+fn initials_to_a_peer_that_never_answers_are_capped() {
+    let cfg = Config {
+        max_unanswered_initials: Some(2),
+        ..Config::default()
+    };
+    let mut net = Net::new(43, cfg.clone());
+    net.pipe.loss = 1.0;
+    net.pipe.keep_log = true;
+    let c = net.client.connect(net.now, addr(SERVER)).unwrap();
+    net.run(Duration::from_secs(10), |_| false);
+    let sent = net
+        .pipe
+        .log
+        .iter()
+        .filter(|(from, _, _)| *from == addr(CLIENT))
+        .count();
+    assert_eq!(sent, 2, "INITIALs sent to a silent address");
+    assert!(!net.client.connection(c).unwrap().is_established());
+    // With a peer that answers, the cap does not get in the way.
+    let mut net = Net::new(44, cfg);
+    let (c, _) = net.connect();
+    assert!(net.client.connection(c).unwrap().is_established());
+}

@@ -684,6 +684,16 @@ impl Connection {
         self.state == State::HandshakeSent && self.handshake_sends >= MAX_HANDSHAKE_SENDS
     }
 
+    /// A client may send another INITIAL: the peer has answered (its
+    /// RETRY), or fewer than `Config::max_unanswered_initials` went out.
+    fn may_send_initial(&self) -> bool {
+        self.cookie.is_some()
+            || self
+                .config
+                .max_unanswered_initials
+                .is_none_or(|m| self.initial_count < m)
+    }
+
     /// When [`Connection::handle_timeout`] should next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let mut t: Option<Instant> = None;
@@ -698,7 +708,8 @@ impl Connection {
                 at(self.close_deadline);
                 return t;
             }
-            State::Initial => at(Some(self.next_initial)),
+            State::Initial if self.may_send_initial() => at(Some(self.next_initial)),
+            State::Initial => {}
             State::HandshakeSent => at(self.handshake_deadline),
             _ => {}
         }
@@ -758,7 +769,7 @@ impl Connection {
             self.push_event(Event::Closed(CloseReason::IdleTimeout));
             return;
         }
-        if self.state == State::Initial && now >= self.next_initial {
+        if self.state == State::Initial && now >= self.next_initial && self.may_send_initial() {
             self.initial_pending = true;
         }
         if self.recovery.timeout(false).is_some_and(|t| now >= t) {
