@@ -179,12 +179,9 @@ fn three_streams_over_two_paths_arrive_intact() {
     assert_eq!(last["paths"][1]["name"], "direct+bind=127.0.0.2");
 }
 
-#[test]
-fn an_existing_file_is_not_overwritten() {
-    let dir = TempDir::new("session-no-overwrite");
-    std::fs::write(dir.path().join("taken"), b"keep me").expect("write file");
-    let src = dir.path().join("src.bin");
-    std::fs::write(&src, data(10_000, 3)).expect("write file");
+/// `braid serve --open --once --out DIR` on a free loopback port: the
+/// running sink, the address it printed, and the rest of its stderr.
+fn serve_once(out: &Path) -> (Running, String, BufReader<std::process::ChildStderr>) {
     let mut serve = Running(
         Command::new(env!("CARGO_BIN_EXE_braid"))
             .args([
@@ -195,7 +192,7 @@ fn an_existing_file_is_not_overwritten() {
                 "--once",
                 "--out",
             ])
-            .arg(dir.path())
+            .arg(out)
             .env_remove("BRAID_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -210,6 +207,16 @@ fn an_existing_file_is_not_overwritten() {
         .strip_prefix("braid serve: listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
         .to_string();
+    (serve, addr, stderr)
+}
+
+#[test]
+fn an_existing_file_is_not_overwritten() {
+    let dir = TempDir::new("session-no-overwrite");
+    std::fs::write(dir.path().join("taken"), b"keep me").expect("write file");
+    let src = dir.path().join("src.bin");
+    std::fs::write(&src, data(10_000, 3)).expect("write file");
+    let (mut serve, addr, mut stderr) = serve_once(dir.path());
     let source = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["stream", "--open", "--to", &addr, "--stream"])
         .arg(format!("taken:best-effort:{}", src.display()))
@@ -334,31 +341,7 @@ fn a_full_disk_refuses_the_stream_and_the_source_says_so() {
     };
     let src = dir.path().join("src.bin");
     std::fs::write(&src, data(400_000, 4)).expect("write file");
-    let mut serve = Running(
-        Command::new(env!("CARGO_BIN_EXE_braid"))
-            .args([
-                "serve",
-                "--open",
-                "--listen",
-                "127.0.0.1:0",
-                "--once",
-                "--out",
-            ])
-            .arg(&disk.0)
-            .env_remove("BRAID_LOG")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start braid serve"),
-    );
-    let mut stderr = BufReader::new(serve.0.stderr.take().expect("piped stderr"));
-    let mut first = String::new();
-    stderr.read_line(&mut first).expect("first line");
-    let addr = first
-        .trim()
-        .strip_prefix("braid serve: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_string();
+    let (mut serve, addr, _stderr) = serve_once(&disk.0);
     // The first stream fills the disk; the second arrives on a full one.
     let source = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["stream", "--open", "--to", &addr, "--stream"])

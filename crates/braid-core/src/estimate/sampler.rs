@@ -233,12 +233,6 @@ impl RateSampler {
         self.queue.len()
     }
 
-    /// The open interval is app-limited already (marking it again changes
-    /// nothing).
-    pub fn is_marked_app_limited(&self) -> bool {
-        self.start_limited || self.seen_limited
-    }
-
     /// Nothing to measure: the open interval holds nothing and is
     /// app-limited, and so was the last sample. A sender may then skip
     /// [`Self::handle_timeout`] until it has something again; with

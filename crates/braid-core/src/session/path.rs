@@ -76,8 +76,8 @@ pub(crate) struct PathState {
     /// their sums: [`Self::packet_loss`].
     pub packets: VecDeque<(u64, u64)>,
     pub packets_sum: (u64, u64),
-    /// The packet loss the scheduler last saw, and how often it moved
-    /// enough to push the view again.
+    /// The packet loss when it last moved by more than a tenth, and how
+    /// often it did (each move pushes the scheduler's view again).
     pub pushed_loss: f64,
     pub loss_moves: u64,
     pub history: usize,

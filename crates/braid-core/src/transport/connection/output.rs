@@ -182,21 +182,9 @@ impl Connection {
         self.expire_send(now);
         let mss = self.mss();
         let ack_due = self.ack.should_send(now);
-        let control = self.max_data_pending || !self.adapt_out.is_empty();
-        if !(ack_due
-            || self.probe_pending
-            || self.ping_pending
-            || control
-            || self.send.has_sendable()
-            || self.holding)
-            && self.rate.is_marked_app_limited()
-        {
-            // Nothing to send, and the interval already says so: the
-            // common case of an idle connection, without the window.
-            return None;
-        }
         let window_open = !self.recovery.is_full()
             && self.recovery.bytes_in_flight() + mss as u64 <= self.cc.window();
+        let control = self.max_data_pending || !self.adapt_out.is_empty();
         let want_data = window_open && self.send.has_sendable();
         let mut paced = false;
         if want_data && self.config.pacing {
