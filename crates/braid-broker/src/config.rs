@@ -28,6 +28,15 @@
 //!
 //! [callbacks]                    # URLs clients may name as `callback` (default: none)
 //! allow = ["https://hooks.example.net/braid/", "http://127.0.0.1:*"]
+//! resolve_to = ["10.1.0.0/16"]   # non-public addresses a callback's host name may resolve to
+//!
+//! [flows]                        # who may reserve flows on which addresses (crate::scope)
+//! widest_prefix_v4 = 24          # the widest prefix a user's flow may name (default 24; v6: 64)
+//! [flows.users]
+//! alice = ["10.77.1.0/24"]       # alice may reserve traffic from or to these
+//! [flows.groups.lab]
+//! members = ["bob", "carol"]
+//! addresses = ["10.77.2.0/24"]
 //!
 //! [[peer]]                       # a broker this one trusts (see crate::peers)
 //! name = "wan"
@@ -56,6 +65,7 @@ use braid_core::{Bandwidth, Duration};
 use serde::{Deserialize, Deserializer};
 
 use crate::allow::AllowList;
+use crate::scope::{FlowScopes, RawFlows};
 
 /// Shortest accepted token secret, in bytes.
 pub const MIN_SECRET_LEN: usize = 32;
@@ -277,6 +287,8 @@ pub struct Config {
     pub callbacks: AllowList,
     /// Resources held by peer brokers.
     pub routes: Vec<RouteConfig>,
+    /// Who may reserve flows on which addresses.
+    pub flows: FlowScopes,
 }
 
 #[derive(Debug, Deserialize)]
@@ -297,6 +309,8 @@ struct RawConfig {
     callbacks: RawCallbacks,
     #[serde(default)]
     route: Vec<RouteConfig>,
+    #[serde(default)]
+    flows: RawFlows,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -481,6 +495,7 @@ impl Config {
                 MIN_HOLD_TIME
             )));
         }
+        let flows = FlowScopes::new(raw.flows).map_err(&check)?;
         let p = raw.policy;
         Ok(Config {
             domain: raw.domain.unwrap_or_else(|| "local".into()),
@@ -496,6 +511,7 @@ impl Config {
             secret,
             callbacks,
             routes: raw.route,
+            flows,
         })
     }
 

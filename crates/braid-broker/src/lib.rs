@@ -22,6 +22,7 @@
 //! | [`callbacks`] | delivery of state changes to callback URLs, with a bounded retry |
 //! | [`peers`] | peer brokers: resources of other domains, held and committed through them |
 //! | [`catalog`] | the resources and policy in force; operators' changes, stored |
+//! | [`scope`] | whose traffic a reservation may touch: address grants, prefix width, overlap |
 //! | [`groups`] | co-reservation groups: all parts committed, aborted, terminated together |
 //! | [`enforce`] | `--enforce`: htb classes + u32 filters, CPU cgroups for provisioned reservations |
 //! | [`api`] | routes, handlers, errors, the OpenAPI document |
@@ -40,6 +41,7 @@ pub mod enforce;
 pub mod groups;
 pub mod owner;
 pub mod peers;
+pub mod scope;
 pub mod server;
 pub mod store;
 pub mod types;

@@ -181,6 +181,9 @@ pub enum OwnerError {
     /// A co-reservation group refused as a whole.
     #[error(transparent)]
     Group(#[from] GroupError),
+    /// The flow overlaps what a live reservation covers.
+    #[error(transparent)]
+    Flow(#[from] crate::scope::FlowConflict),
     /// The store failed; the broker stops.
     #[error("storage failed: {0}")]
     Store(String),
@@ -629,6 +632,9 @@ impl OwnerTask {
                 binding,
                 reply,
             } => {
+                if let Some(e) = self.flow_conflict(&requests, binding.as_ref()) {
+                    return (reply, Err(e.into()));
+                }
                 let mut made = Vec::new();
                 for req in requests {
                     match self.book.reserve(req, now) {
@@ -801,6 +807,29 @@ impl OwnerTask {
 }
 
 impl OwnerTask {
+    /// Whether the flow of `binding` overlaps, on a resource `requests`
+    /// name, what a live reservation covers in a way [`crate::scope`]
+    /// refuses.
+    fn flow_conflict(
+        &self,
+        requests: &[ReserveRequest],
+        binding: Option<&Binding>,
+    ) -> Option<crate::scope::FlowConflict> {
+        let flow = binding?.flow.as_ref()?;
+        requests.iter().find_map(|req| {
+            let borrow = self
+                .catalog
+                .resource(&req.resource)
+                .and_then(|r| r.borrow)
+                .unwrap_or(true);
+            let others = self
+                .book
+                .reservations()
+                .map(|r| (r, self.bindings.get(&r.id)));
+            crate::scope::conflict(flow, &req.owner.user, &req.resource, borrow, others)
+        })
+    }
+
     /// `Command::Group`: shows the group, or acts on every part.
     fn group(
         &mut self,

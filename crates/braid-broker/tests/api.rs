@@ -95,11 +95,13 @@ fn flow(dst: &str, dport: u16) -> braid_broker::types::FlowSpec {
 
 /// A flow on a resource with a device and a pid on a CPU resource are
 /// accepted (without `--enforce` nothing is enforced), shown, and kept
-/// across a restart; a pid needs an operator.
+/// across a restart; a pid needs an operator. (alice's flow is inside
+/// what `[flows]` grants her: a user may reserve no flow without a grant.)
 async fn binding_on(db: &str) {
     let with_device = || {
         config_with(
-            "[[resource]]\nname = \"wan\"\nkind = \"network\"\ncapacity = \"10mbit\"\ndevice = \"eth9\"\n",
+            "[flows.users]\nalice = [\"fd00::/64\"]\n\
+             [[resource]]\nname = \"wan\"\nkind = \"network\"\ncapacity = \"10mbit\"\ndevice = \"eth9\"\n",
         )
     };
     let r = start_with(db, with_device()).await;

@@ -63,6 +63,7 @@ impl From<OwnerError> for ApiError {
                 ApiError::new(StatusCode::NOT_FOUND, text, None)
             }
             OwnerError::Group(_) => ApiError::new(StatusCode::CONFLICT, text, None),
+            OwnerError::Flow(_) => ApiError::new(StatusCode::CONFLICT, text, Some("flow")),
             OwnerError::Catalog(crate::catalog::CatalogError::Book(e)) => {
                 let mut err = book_error(&e, text);
                 if matches!(e, ReserveError::Overbooked { .. }) {

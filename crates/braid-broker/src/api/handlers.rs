@@ -255,7 +255,8 @@ pub async fn create(
 
 /// Checks `flow` and `pid` against the resources named: a flow needs a
 /// network resource, and every network resource named needs a `device` to
-/// enforce it on; a pid needs a CPU resource and an operator (moving a
+/// enforce it on, and a user's flow must be inside their grants
+/// ([`crate::scope`]); a pid needs a CPU resource and an operator (moving a
 /// process into a capped cgroup is a change to the host).
 fn binding(
     s: &AppState,
@@ -297,6 +298,12 @@ fn binding(
             if !network {
                 return Err(ApiError::bad("flow", "a flow needs a network resource"));
             }
+            s.config
+                .flows
+                .check(&caller.user, caller.role, &flow)
+                .map_err(|e| {
+                    ApiError::new(StatusCode::FORBIDDEN, e.to_string(), Some(e.field()))
+                })?;
             Some(flow)
         }
     };

@@ -40,7 +40,12 @@ pub struct Prefix {
 }
 
 impl Prefix {
-    fn parse(field: &'static str, text: &str) -> Result<Prefix, FlowError> {
+    /// Parses `10.0.0.1`, `10.0.0.0/24` or `fd00::/64`; errors name
+    /// `field`.
+    ///
+    /// # Errors
+    /// [`FlowError`] for a bad address or prefix length.
+    pub fn parse(field: &'static str, text: &str) -> Result<Prefix, FlowError> {
         let (a, l) = match text.split_once('/') {
             Some((a, l)) => (a, Some(l)),
             None => (text, None),
@@ -58,6 +63,43 @@ impl Prefix {
                 })?,
             };
         Ok(Prefix { addr, len })
+    }
+}
+
+impl Prefix {
+    /// The address as 128 bits, left-aligned (an IPv4 address in the top
+    /// 32), so that a prefix of length `len` is its top `len` bits.
+    fn bits(&self) -> u128 {
+        match self.addr {
+            IpAddr::V4(a) => u128::from(u32::from(a)) << 96,
+            IpAddr::V6(a) => u128::from(a),
+        }
+    }
+
+    /// The top `len` bits of the address (the rest zero).
+    fn network(&self, len: u8) -> u128 {
+        match len {
+            0 => 0,
+            l => self.bits() & (u128::MAX << (128 - u32::from(l.min(128)))),
+        }
+    }
+
+    /// Whether the prefix is IPv6.
+    pub fn is_ipv6(&self) -> bool {
+        self.addr.is_ipv6()
+    }
+
+    /// Whether every address of `other` is in this prefix.
+    pub fn contains(&self, other: &Prefix) -> bool {
+        self.is_ipv6() == other.is_ipv6()
+            && self.len <= other.len
+            && self.network(self.len) == other.network(self.len)
+    }
+
+    /// Whether some address is in both prefixes (prefixes are nested or
+    /// disjoint, so: one contains the other).
+    pub fn overlaps(&self, other: &Prefix) -> bool {
+        self.contains(other) || other.contains(self)
     }
 }
 
@@ -164,6 +206,26 @@ impl Flow {
         self.src.or(self.dst).is_some_and(|p| p.addr.is_ipv6())
     }
 
+    /// Whether some packet matches both flows: the same family (a flow
+    /// with ports only is IPv4, as its filter is), overlapping source and
+    /// destination prefixes, and protocol and ports that do not differ
+    /// (what one leaves out matches anything).
+    pub fn overlaps(&self, other: &Flow) -> bool {
+        fn both<T: PartialEq>(a: Option<T>, b: Option<T>, meet: impl Fn(&T, &T) -> bool) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => meet(&a, &b),
+                _ => true,
+            }
+        }
+        let port = |a: u16, b: u16| a == 0 || b == 0 || a == b;
+        self.is_ipv6() == other.is_ipv6()
+            && both(self.src, other.src, Prefix::overlaps)
+            && both(self.dst, other.dst, Prefix::overlaps)
+            && both(self.proto, other.proto, |a, b| a == b)
+            && port(self.sport, other.sport)
+            && port(self.dport, other.dport)
+    }
+
     /// The `tc filter` protocol word: `ip` or `ipv6`.
     pub fn tc_protocol(&self) -> &'static str {
         if self.is_ipv6() {
@@ -250,6 +312,35 @@ mod tests {
             f.u32_args().join(" "),
             "match ip6 src fd00::1/128 match ip6 protocol 17 0xff match ip6 sport 9 0xffff"
         );
+    }
+
+    #[test]
+    fn prefixes_contain_and_overlap_by_their_masked_bits() {
+        let p = |t: &str| Prefix::parse("x", t).unwrap();
+        assert!(p("10.77.0.0/16").contains(&p("10.77.1.5")));
+        assert!(p("10.77.9.9/16").contains(&p("10.77.1.0/24")));
+        assert!(!p("10.77.1.0/24").contains(&p("10.77.0.0/16")));
+        assert!(p("10.77.1.0/24").overlaps(&p("10.77.0.0/16")));
+        assert!(!p("10.77.1.0/24").overlaps(&p("10.77.2.0/24")));
+        assert!(p("0.0.0.0/0").contains(&p("192.0.2.1")));
+        assert!(!p("0.0.0.0/0").overlaps(&p("::1")));
+        assert!(p("fd00::/64").contains(&p("fd00::2")));
+        assert!(!p("fd00::/64").contains(&p("fd01::2")));
+    }
+
+    #[test]
+    fn flows_overlap_when_some_packet_matches_both() {
+        let f = |src: Option<&str>, dst: Option<&str>, proto: Option<&str>, dport: u16| {
+            Flow::parse(src, dst, proto, None, Some(dport)).unwrap()
+        };
+        let victim = f(Some("10.77.1.5"), Some("10.77.2.9"), Some("tcp"), 5201);
+        assert!(victim.overlaps(&f(None, Some("10.77.0.0/16"), None, 0)));
+        assert!(victim.overlaps(&f(Some("0.0.0.0/0"), None, None, 0)));
+        assert!(victim.overlaps(&f(Some("10.77.1.5"), None, Some("tcp"), 0)));
+        assert!(!victim.overlaps(&f(Some("10.77.1.5"), None, Some("udp"), 0)));
+        assert!(!victim.overlaps(&f(Some("10.77.1.5"), None, Some("tcp"), 5202)));
+        assert!(!victim.overlaps(&f(Some("10.77.1.6"), None, None, 0)));
+        assert!(!victim.overlaps(&f(Some("fd00::1"), None, None, 0)));
     }
 
     #[test]
