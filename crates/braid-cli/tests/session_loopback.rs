@@ -182,6 +182,14 @@ fn three_streams_over_two_paths_arrive_intact() {
 /// `braid serve --open --once --out DIR` on a free loopback port: the
 /// running sink, the address it printed, and the rest of its stderr.
 fn serve_once(out: &Path) -> (Running, String, BufReader<std::process::ChildStderr>) {
+    serve_once_with(out, &[])
+}
+
+/// [`serve_once`] with more flags.
+fn serve_once_with(
+    out: &Path,
+    more: &[&str],
+) -> (Running, String, BufReader<std::process::ChildStderr>) {
     let mut serve = Running(
         Command::new(env!("CARGO_BIN_EXE_braid"))
             .args([
@@ -193,6 +201,7 @@ fn serve_once(out: &Path) -> (Running, String, BufReader<std::process::ChildStde
                 "--out",
             ])
             .arg(out)
+            .args(more)
             .env_remove("BRAID_LOG")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -255,6 +264,92 @@ fn an_existing_file_is_not_overwritten() {
         std::fs::read(dir.path().join("taken")).expect("read"),
         b"keep me"
     );
+}
+
+#[test]
+fn streams_past_a_session_quota_are_refused_by_name() {
+    let dir = TempDir::new("session-quota");
+    let src = dir.path().join("src.bin");
+    std::fs::write(&src, data(10_000, 5)).expect("write file");
+    let out = dir.path().join("in");
+    std::fs::create_dir(&out).expect("mkdir");
+    for (quota, refused) in [
+        (
+            "streams=2",
+            "quota: this sink takes at most 2 streams per session",
+        ),
+        (
+            "files=2",
+            "quota: this sink writes at most 2 files per session",
+        ),
+        (
+            "bytes=25KB",
+            "quota: this sink takes at most 25 kB per session",
+        ),
+    ] {
+        for f in std::fs::read_dir(&out).expect("ls") {
+            std::fs::remove_file(f.expect("entry").path()).expect("rm");
+        }
+        let (mut serve, addr, mut stderr) = serve_once_with(&out, &["--session-quota", quota]);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_braid"));
+        cmd.args(["stream", "--open", "--to", &addr]);
+        for name in ["a", "b", "c"] {
+            cmd.arg("--stream")
+                .arg(format!("{name}:best-effort:{}", src.display()));
+        }
+        let source = cmd
+            .env_remove("BRAID_LOG")
+            .output()
+            .expect("run braid stream");
+        let said = String::from_utf8_lossy(&source.stderr);
+        assert!(!source.status.success(), "{quota}: {said}");
+        // Exactly one of the three is refused, by name and with the
+        // quota; the other two are delivered whole.
+        let refusals: Vec<&str> = said
+            .lines()
+            .filter(|l| l.starts_with("braid: ") && l.contains("REFUSED by the sink: "))
+            .collect();
+        assert_eq!(refusals.len(), 1, "{quota}: {said}");
+        assert!(refusals[0].contains(refused), "{quota}: {said}");
+        let delivered = said
+            .lines()
+            .filter(|l| {
+                l.starts_with("braid: ")
+                    && l.ends_with("1 messages, 10000 bytes sent and delivered")
+            })
+            .count();
+        assert_eq!(delivered, 2, "{quota}: {said}");
+        assert!(
+            common::netns::eventually(60_000, || matches!(serve.0.try_wait(), Ok(Some(_)))),
+            "braid serve did not stop"
+        );
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+        assert!(rest.contains(refused), "{quota}: {rest}");
+        // Only what was kept is on disk.
+        let kept = std::fs::read_dir(&out).expect("ls").count();
+        assert_eq!(kept, 2, "{quota}: {rest}");
+    }
+}
+
+#[test]
+fn bad_quota_flags_are_refused_before_listening() {
+    let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args([
+            "serve",
+            "--open",
+            "--listen",
+            "127.0.0.1:0",
+            "--source-quota",
+            "sessions=0",
+        ])
+        .env_remove("BRAID_LOG")
+        .output()
+        .expect("run braid serve");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(said.contains("at least one session"), "{said}");
+    assert!(!said.contains("listening on"), "{said}");
 }
 
 #[test]

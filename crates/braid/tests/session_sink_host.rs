@@ -100,6 +100,27 @@ async fn a_source_beyond_max_sessions_hears_busy() {
     drop(held);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_beyond_its_sessions_quota_hears_busy() {
+    let mut config = ListenerConfig::default();
+    config.source_quota.sessions = Some(1);
+    let mut l = SessionListener::bind("127.0.0.1:0".parse().unwrap(), config).unwrap();
+    let sink = l.local_addr();
+    let first = Session::connect(sink, config_for_busy())
+        .await
+        .expect("the first source");
+    let held = l.accept().await.unwrap();
+    assert_eq!(held.source(), std::net::IpAddr::from([127, 0, 0, 1]));
+    let e = Session::connect(sink, config_for_busy()).await.unwrap_err();
+    let said = e.to_string();
+    assert!(
+        said.contains("sink busy: it serves at most 1 session from one source (127.0.0.1)"),
+        "{said}"
+    );
+    drop(first);
+    drop(held);
+}
+
 fn config_for_busy() -> braid::session::SessionConfig {
     let mut c = config(&["direct"]);
     c.connect_timeout = Duration::from_secs(3);

@@ -10,6 +10,7 @@ pub mod limits;
 pub mod metrics;
 pub mod perf;
 pub mod pipe_security;
+pub mod quota;
 pub mod recv;
 pub mod relay;
 pub mod reserve;

@@ -4,14 +4,16 @@
 //! complete and which did not.
 
 use super::metrics;
+use super::quota::Quotas;
 use super::view::{stream_name, Format, LiveView, Names};
 use anyhow::{bail, Context};
 use braid::session::{IncomingSession, ListenerConfig, SessionListener, SinkItem};
 use braid_core::session::{CloseReason, Event};
 use braid_core::{Duration, StreamId};
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 
 /// Flags of `braid serve`.
@@ -42,6 +44,9 @@ pub struct ServeArgs {
     /// --max-connections N, --max-per-source N.
     #[command(flatten)]
     pub limits: super::limits::LimitArgs,
+    /// --session-quota, --source-quota.
+    #[command(flatten)]
+    pub quota: super::quota::QuotaArgs,
     /// Serve one session, then exit (non-zero if a stream is incomplete).
     #[arg(long)]
     pub once: bool,
@@ -78,11 +83,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.every.is_zero() {
         bail!("--every must be above zero");
     }
+    let quotas = args.quota.resolve()?;
     let rt = super::session_runtime()?;
-    rt.block_on(serve(listen, args))
+    rt.block_on(serve(listen, args, quotas))
 }
 
-async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(listen: SocketAddr, args: ServeArgs, quotas: Quotas) -> anyhow::Result<()> {
     if let Some(addr) = args.metrics {
         metrics::install(addr)?;
     }
@@ -95,6 +101,8 @@ async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
         bail!("--max-sessions must be at least 1");
     }
     config.max_sessions = args.max_sessions;
+    config.core.quota = quotas.session;
+    config.source_quota = quotas.source;
     // A stream is delivered once its file is written and synced: the
     // source hears nothing sooner (`Sink::keep`).
     config.core.confirm_streams = true;
@@ -115,6 +123,11 @@ async fn serve(listen: SocketAddr, args: ServeArgs) -> anyhow::Result<()> {
         format: args.format,
         every: args.every,
         stop: stop.clone(),
+        files: Files {
+            per_session: quotas.session_files,
+            per_source: quotas.source_files,
+            by_source: Arc::default(),
+        },
     };
     let mut stopped = stop.clone();
     if args.once {
@@ -178,6 +191,53 @@ struct Sink {
     every: Duration,
     /// Becomes true on Ctrl-C.
     stop: tokio::sync::watch::Receiver<bool>,
+    files: Files,
+}
+
+/// The files quotas: how many files one session, and one source while
+/// the sink runs, may create in `--out`.
+#[derive(Debug, Clone)]
+struct Files {
+    per_session: Option<u64>,
+    per_source: Option<u64>,
+    /// Files each source has created (only while `per_source` is set).
+    by_source: Arc<Mutex<HashMap<IpAddr, u64>>>,
+}
+
+impl Files {
+    /// Counts one more file of a session that has created `mine`, from
+    /// `source`; or says which quota it would break.
+    fn take(&self, mine: &mut u64, source: IpAddr) -> Result<(), String> {
+        let plural = |n: u64| if n == 1 { "" } else { "s" };
+        if let Some(n) = self.per_session {
+            if *mine >= n {
+                return Err(format!(
+                    "quota: this sink writes at most {n} file{} per session",
+                    plural(n)
+                ));
+            }
+        }
+        if let Some(n) = self.per_source {
+            let mut by_source = self.by_source.lock().unwrap_or_else(|e| e.into_inner());
+            let full = by_source.len() >= braid_core::session::MAX_SOURCES;
+            if full && !by_source.contains_key(&source) {
+                return Err(format!(
+                    "quota: this sink keeps the files quotas of at most {} sources",
+                    braid_core::session::MAX_SOURCES
+                ));
+            }
+            let theirs = by_source.entry(source).or_default();
+            if *theirs >= n {
+                return Err(format!(
+                    "quota: this sink writes at most {n} file{} per source",
+                    plural(n)
+                ));
+            }
+            *theirs += 1;
+        }
+        *mine += 1;
+        Ok(())
+    }
 }
 
 /// Where one stream goes: a file, or nowhere (counted).
@@ -241,9 +301,16 @@ enum Ending {
 
 impl Sink {
     /// Opens `DIR/NAME` for a new stream (refusing to overwrite without
-    /// --force), or counts it only. A file that cannot be created refuses
-    /// the stream: the source hears why, and nothing else is lost.
-    async fn open(&self, incoming: &IncomingSession, id: StreamId, name: String) -> Output {
+    /// --force), or counts it only. A file that cannot be created, or one
+    /// past a files quota (`created`: this session's files so far),
+    /// refuses the stream: the source hears why, and nothing else is lost.
+    async fn open(
+        &self,
+        incoming: &IncomingSession,
+        id: StreamId,
+        name: String,
+        created: &mut u64,
+    ) -> Output {
         let mut out = Output {
             name,
             file: None,
@@ -255,6 +322,10 @@ impl Sink {
         let Some(dir) = &self.out else {
             return out;
         };
+        if let Err(why) = self.files.take(created, incoming.source()) {
+            refuse(incoming, id, &mut out, why).await;
+            return out;
+        }
         let path = dir.join(&out.name);
         let mut o = tokio::fs::OpenOptions::new();
         o.write(true);
@@ -314,6 +385,7 @@ impl Sink {
         let names = Names::default();
         let mut view = LiveView::new(self.format);
         let mut outputs: BTreeMap<StreamId, Output> = BTreeMap::new();
+        let mut files = 0;
         // Streams whose end arrived whole (`Event::StreamClosed`) and were
         // kept, and the last snapshot (the session may be gone when it
         // ends).
@@ -336,7 +408,7 @@ impl Sink {
                             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
                             std::collections::btree_map::Entry::Vacant(e) => {
                                 let name = stream_name_of(&incoming, m.stream).await;
-                                e.insert(self.open(&incoming, m.stream, name).await)
+                                e.insert(self.open(&incoming, m.stream, name, &mut files).await)
                             }
                         };
                         if o.refused.is_some() {
@@ -359,7 +431,7 @@ impl Sink {
                             std::collections::btree_map::Entry::Vacant(e) => {
                                 // An empty stream: an empty file.
                                 let name = stream_name_of(&incoming, stream).await;
-                                e.insert(self.open(&incoming, stream, name).await)
+                                e.insert(self.open(&incoming, stream, name, &mut files).await)
                             }
                         };
                         self.keep(&incoming, stream, o).await;

@@ -173,6 +173,11 @@ pub struct SessionConfig {
     /// taken every message of it. Either way the application may refuse a
     /// stream ([`Session::refuse_stream`](super::Session::refuse_stream)).
     pub confirm_streams: bool,
+    /// Sink: the most streams and bytes of messages one session may give
+    /// it ([`super::quota`]); past it a stream is refused with a reason
+    /// that names the quota. Default: unlimited (the protocol's own bounds
+    /// hold: [`MAX_STREAMS`](crate::id::MAX_STREAMS), `max_bytes` held at once).
+    pub quota: super::quota::Quota,
 }
 
 impl Default for SessionConfig {
@@ -198,6 +203,7 @@ impl Default for SessionConfig {
             calibration: Some(crate::estimate::DEFAULT_SCALE_GAMMA),
             react_to_dips: true,
             confirm_streams: false,
+            quota: super::quota::Quota::UNLIMITED,
         }
     }
 }

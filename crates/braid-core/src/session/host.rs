@@ -25,19 +25,31 @@
 //!   and ends it with [`SinkHost::remove`] once it is over: its
 //!   connections leave the endpoint with it.
 //!
+//! * **Quotas.** Each session is bounded by its own
+//!   [`SessionConfig::quota`]; [`SinkHost::set_source_quota`] bounds each
+//!   source (the IP address of its session's first path) over all its
+//!   sessions: how many run at once, and the streams and bytes they give
+//!   while the host lives ([`super::quota`]).
+//!
 //! Driving is a [`Session`]'s: datagrams in, timeouts, transmits out. A
 //! datagram pumps the lobby and the member that owns the connection it
 //! reached; a timeout pumps everyone. Cost per datagram: one lookup per
 //! member (bounded by `max_sessions`).
 
+use super::quota::{Quota, SourceQuota, Usage};
 use super::{Session, SessionConfig, SessionId};
 use crate::id::PathId;
 use crate::time::Instant;
 use crate::transport::{ConfigError, ConnectionHandle, Endpoint, ErrorCode, FourTuple, Transmit};
 use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
 
 /// Default of the most sessions a [`SinkHost`] serves at once.
 pub const DEFAULT_MAX_SESSIONS: usize = 16;
+
+/// Most sources whose usage a host remembers for a [`SourceQuota`] with a
+/// total; a new source beyond them is refused ("sink busy").
+pub const MAX_SOURCES: usize = 65_536;
 
 /// Where a sink session stands with respect to a host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,6 +75,8 @@ pub(super) struct Greeting {
 struct Member {
     session: Session,
     timeout: Option<Instant>,
+    /// The IP address its first path came from.
+    source: IpAddr,
 }
 
 /// Many sink sessions on one endpoint (see the module docs).
@@ -77,6 +91,11 @@ pub struct SinkHost {
     accepted: VecDeque<SessionId>,
     refused_busy: u64,
     next_sweep: Instant,
+    source_quota: SourceQuota,
+    /// What each source's sessions have taken while the host lives (kept
+    /// only while `source_quota.total` bounds something; at most
+    /// [`MAX_SOURCES`]).
+    sources: BTreeMap<IpAddr, Usage>,
 }
 
 /// How often closed connections nobody owns are forgotten.
@@ -114,6 +133,8 @@ impl SinkHost {
             accepted: VecDeque::new(),
             refused_busy: 0,
             next_sweep: now,
+            source_quota: SourceQuota::default(),
+            sources: BTreeMap::new(),
         })
     }
 
@@ -127,6 +148,29 @@ impl SinkHost {
         let mut s = Session::sink(config.clone(), [0; 32], now)?;
         s.hosting = hosting;
         Ok(s)
+    }
+
+    /// Bounds each source from now on (see the module docs); what its
+    /// sessions took before counts when a total is set.
+    pub fn set_source_quota(&mut self, quota: SourceQuota) {
+        self.source_quota = quota;
+    }
+
+    /// The bounds on each source.
+    pub fn source_quota(&self) -> SourceQuota {
+        self.source_quota
+    }
+
+    /// The source of session `id`: the IP address its first path came
+    /// from.
+    pub fn source_of(&self, id: SessionId) -> Option<IpAddr> {
+        self.members.get(&id).map(|m| m.source)
+    }
+
+    /// What `source`'s sessions have taken while the host lives, as its
+    /// quota counts it (zero when no total is set).
+    pub fn source_usage(&self, source: IpAddr) -> Usage {
+        self.sources.get(&source).copied().unwrap_or_default()
     }
 
     /// The most sessions served at once.
@@ -167,8 +211,20 @@ impl SinkHost {
         f: impl FnOnce(&mut Session) -> R,
     ) -> Option<R> {
         let m = self.members.get_mut(&id)?;
+        let total = self.source_quota.total;
+        let counted = total != Quota::UNLIMITED;
+        let before = m.session.usage;
+        m.session.source_share = counted.then(|| {
+            let used = self.sources.get(&m.source).copied().unwrap_or_default();
+            (total, used.since(before))
+        });
         let r = lend(&mut self.endpoint, &mut m.session, f);
         m.timeout = lend(&mut self.endpoint, &mut m.session, |s| s.poll_timeout());
+        let taken = m.session.usage.since(before);
+        if counted && taken != Usage::default() {
+            let used = self.sources.entry(m.source).or_default();
+            *used = used.plus(taken);
+        }
         Some(r)
     }
 
@@ -268,6 +324,13 @@ impl SinkHost {
             return;
         }
         if !self.members.contains_key(&g.session) {
+            let Some(source) = self
+                .endpoint
+                .connection(g.connection)
+                .map(|c| c.remote().ip())
+            else {
+                return;
+            };
             // Closed sessions winding down do not count, up to as many
             // again (they hold memory until the application removes them).
             let open = self
@@ -286,6 +349,12 @@ impl SinkHost {
                 refuse(&mut self.endpoint, &reason);
                 return;
             }
+            if let Some(reason) = self.source_refusal(source) {
+                self.refused_busy += 1;
+                tracing::debug!(session = g.session.0, %source, "session host: source at its quota");
+                refuse(&mut self.endpoint, &reason);
+                return;
+            }
             let Ok(mut s) = Self::hosted(&self.config, now, Hosting::Member) else {
                 refuse(&mut self.endpoint, "sink cannot start a session");
                 return;
@@ -296,6 +365,7 @@ impl SinkHost {
                 Member {
                     session: s,
                     timeout: None,
+                    source,
                 },
             );
             self.accepted.push_back(g.session);
@@ -317,6 +387,31 @@ impl SinkHost {
             // What came after PATH_HELLO on the connection.
             s.pump(now);
         });
+    }
+
+    /// Why a new session of `source` is refused, if it is: its sessions
+    /// quota is reached, or a total is set and no more sources fit.
+    fn source_refusal(&self, source: IpAddr) -> Option<String> {
+        if let Some(n) = self.source_quota.sessions {
+            let open = self
+                .members
+                .values()
+                .filter(|m| m.source == source && !m.session.is_closed())
+                .count();
+            if open >= n {
+                return Some(format!(
+                    "sink busy: it serves at most {n} session{} from one source ({source}) at once",
+                    if n == 1 { "" } else { "s" }
+                ));
+            }
+        }
+        let counted = self.source_quota.total != Quota::UNLIMITED;
+        if counted && !self.sources.contains_key(&source) && self.sources.len() >= MAX_SOURCES {
+            return Some(format!(
+                "sink busy: it keeps the quotas of at most {MAX_SOURCES} sources"
+            ));
+        }
+        None
     }
 
     /// Forgets closed connections that no session owns any more (a path

@@ -229,3 +229,87 @@ fn beyond_max_sessions_a_source_hears_busy() {
     let why = why.expect("the refused path went down");
     assert!(why.contains("sink busy"), "{why}");
 }
+
+/// Session `id`'s messages until nothing more comes.
+fn drain_all(net: &mut Net, id: SessionId) -> usize {
+    let mut got = 0;
+    for _ in 0..50 {
+        net.run(20);
+        got += net.drain(id).len();
+    }
+    got
+}
+
+fn refusals(s: &mut Session) -> Vec<String> {
+    std::iter::from_fn(|| s.poll_event())
+        .filter_map(|e| match e {
+            Event::StreamRefused { reason, .. } => Some(reason),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_source_beyond_its_sessions_quota_hears_busy_and_others_are_served() {
+    let mut net = Net::new(8);
+    net.host
+        .set_source_quota(crate::session::quota::SourceQuota {
+            sessions: Some(1),
+            ..Default::default()
+        });
+    net.connect(11, &[2]);
+    net.run(100);
+    // The same source (10.0.0.2, another port) again, and another source.
+    let again = net.connect(12, &[2]);
+    let other = net.connect(22, &[3]);
+    net.run(300);
+    assert_eq!(net.host.sessions(), vec![SessionId(11), SessionId(22)]);
+    assert!(net.sources[other].paths()[0].up);
+    let why = net.sources[again].snapshot(net.now).paths[0].error.clone();
+    let why = why.expect("the refused path says why");
+    assert!(
+        why.contains("at most 1 session from one source (10.0.0.2)"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_source_quota_counts_every_session_of_the_source() {
+    let mut net = Net::new(8);
+    let quota = crate::session::quota::Quota {
+        streams: None,
+        bytes: Some(30_000),
+    };
+    net.host
+        .set_source_quota(crate::session::quota::SourceQuota {
+            sessions: None,
+            total: quota,
+        });
+    // Two sessions of 10.0.0.2 at once, and one of 10.0.0.3.
+    let a = net.connect(11, &[2]);
+    let b = net.connect(12, &[2]);
+    let c = net.connect(22, &[3]);
+    net.run(100);
+    send(&mut net, a, b'a', 40); // 20,000 bytes
+    let got_a = drain_all(&mut net, SessionId(11));
+    assert_eq!(got_a, 20_000);
+    send(&mut net, b, b'b', 40); // 20,000 more: only 10,000 fit
+    let got_b = drain_all(&mut net, SessionId(12));
+    // The source's quota, not the session's: 10,000 bytes fit, then the
+    // stream is refused whole (what was not read of it is dropped).
+    assert!(got_b <= 10_000, "{got_b}");
+    send(&mut net, c, b'c', 40); // another source: its own quota
+    assert_eq!(drain_all(&mut net, SessionId(22)), 20_000);
+    assert!(refusals(&mut net.sources[a]).is_empty());
+    let r = refusals(&mut net.sources[b]);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(
+        r[0].starts_with("quota: this sink takes at most 30 kB per source (30 kB taken)"),
+        "{}",
+        r[0]
+    );
+    assert!(refusals(&mut net.sources[c]).is_empty());
+    let ip = std::net::IpAddr::from([10, 0, 0, 2]);
+    assert_eq!(net.host.source_usage(ip).bytes, 30_000);
+    assert_eq!(net.host.source_of(SessionId(12)), Some(ip));
+}

@@ -33,6 +33,7 @@
 //! | [`bulk_yield`] | best effort that yields to guarantees: a delay-based window for unscheduled traffic |
 //! | [`meter`] | [`meter::WindowMeter`], [`meter::RollingMeter`]: when a window meets its spec, the one definition of every report |
 //! | [`probe`] | [`probe::ProbeConfig`]: padding that measures paths the application leaves idle |
+//! | [`quota`] | [`quota::Quota`], [`quota::SourceQuota`]: how much a session or a source may give a sink |
 //! | [`route`] | [`route::Route`] and [`route::HopReport`]: where a relayed path goes, what its relays measure |
 //! | [`relay`] | [`relay::Relay`]: forwards a path's messages hop by hop, each hop its own connection |
 //! | [`event`] | [`Event`]s and [`StreamStats`] |
@@ -85,6 +86,9 @@ mod liveness;
 pub mod meter;
 mod path;
 pub mod probe;
+pub mod quota;
+#[cfg(test)]
+mod quota_tests;
 pub mod relay;
 pub mod route;
 mod sink;
@@ -100,7 +104,7 @@ pub use config::{SchedulerKind, SessionConfig, UnknownScheduler};
 pub use error::{CloseCode, CloseReason, SendRefusal, SendRefused, SessionError};
 pub use event::{Event, PathPromise, StreamStats, MAX_SESSION_EVENTS};
 pub use frame::{Frame, FrameError, SessionId, SESSION_VERSION};
-pub use host::{SinkHost, DEFAULT_MAX_SESSIONS};
+pub use host::{SinkHost, DEFAULT_MAX_SESSIONS, MAX_SOURCES};
 pub use path::PathInfo;
 pub use sink::Delivered;
 pub use snapshot::{HopSnapshot, PathSnapshot, Snapshot, StreamSnapshot};
@@ -265,6 +269,11 @@ pub struct Session {
     /// Sink: each stream's STREAM_VERDICT, told again on every path that
     /// greets later (at most `MAX_STREAMS`).
     verdicts: BTreeMap<StreamId, Vec<u8>>,
+    /// Sink: what this session has taken ([`quota`]).
+    usage: quota::Usage,
+    /// Sink in a host: its source's quota and what the source's other
+    /// sessions have taken (set by the host before every call).
+    source_share: Option<(quota::Quota, quota::Usage)>,
 }
 
 impl Session {
@@ -339,6 +348,8 @@ impl Session {
             hosting: host::Hosting::Alone,
             foreign: Vec::new(),
             verdicts: BTreeMap::new(),
+            usage: quota::Usage::default(),
+            source_share: None,
             config,
         })
     }
@@ -361,6 +372,12 @@ impl Session {
     /// Counters.
     pub fn stats(&self) -> SessionStats {
         self.stats
+    }
+
+    /// Sink: the streams and bytes this session has given it, as its
+    /// quotas count them ([`quota`]).
+    pub fn usage(&self) -> quota::Usage {
+        self.usage
     }
 
     /// Every path, in id order.

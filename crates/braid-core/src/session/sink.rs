@@ -24,6 +24,7 @@
 use super::error::CloseReason;
 use super::frame::{Frame, SessionId};
 use super::meter::RollingMeter;
+use super::quota::{Quota, Usage, Who};
 use super::source::{rate_of, violation};
 use super::stream::{Delivery, StreamConfig};
 use super::{Event, Session, SessionError, StreamStats, CONTROL_STREAM, MAX_PATHS};
@@ -247,6 +248,12 @@ impl Session {
                             // session.
                             let reason = format!("stream name {name:?} is taken in this session");
                             let _ = self.refuse_stream(now, stream, &reason);
+                        } else if let Some(reason) =
+                            over_quota(&self.config.quota, self.usage, self.source_share, 1, 0)
+                        {
+                            let _ = self.refuse_stream(now, stream, &reason);
+                        } else {
+                            self.usage.streams += 1;
                         }
                     }
                 }
@@ -387,6 +394,12 @@ impl Session {
                 )));
             }
             let len = m.data.len() as u64;
+            if let Some(reason) =
+                over_quota(&self.config.quota, self.usage, self.source_share, 0, len)
+            {
+                let _ = self.refuse_stream(now, stream, &reason);
+                return Ok(());
+            }
             if self.held + len > self.config.max_bytes {
                 return Err(violation(format!(
                     "the sink would hold {} bytes, above its bound of {} (SessionConfig::max_bytes)",
@@ -395,6 +408,7 @@ impl Session {
                 )));
             }
             self.held += len;
+            self.usage.bytes += len;
             s.count_arrival(now, &m);
             s.reorder.insert(m.seq, m);
             while let Some(m) = s.reorder.remove(&s.next) {
@@ -436,7 +450,14 @@ impl Session {
                 // dropped (and counted lost: it was never received).
                 return Ok(());
             }
+            if let Some(reason) =
+                over_quota(&self.config.quota, self.usage, self.source_share, 0, len)
+            {
+                let _ = self.refuse_stream(now, stream, &reason);
+                return Ok(());
+            }
             self.held += len;
+            self.usage.bytes += len;
             s.count_arrival(now, &m);
             s.in_ready += 1;
             self.ready.push_back(m);
@@ -676,4 +697,20 @@ impl Session {
             self.push_event(Event::Stats { stream, stats });
         }
     }
+}
+
+/// Why taking `streams` more streams and `bytes` more bytes beyond `used`
+/// would go past the session's quota or its source's (`share`: the
+/// source's quota and what its other sessions took), if it would.
+fn over_quota(
+    quota: &Quota,
+    used: Usage,
+    share: Option<(Quota, Usage)>,
+    streams: u64,
+    bytes: u64,
+) -> Option<String> {
+    quota.check(Who::Session, used, streams, bytes).or_else(|| {
+        let (quota, others) = share?;
+        quota.check(Who::Source, others.plus(used), streams, bytes)
+    })
 }

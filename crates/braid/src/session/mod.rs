@@ -91,7 +91,10 @@ pub use braid_core::session::{
 };
 pub use msg::Message;
 pub use path::{PathConfig, PathSyntaxError, Route};
-pub use sink::{IncomingSession, ListenerConfig, SessionListener, SinkItem};
+pub use sink::{
+    IncomingSession, ListenerConfig, SessionListener, SinkItem, DEFAULT_SESSION_QUOTA,
+    DEFAULT_SOURCE_QUOTA,
+};
 pub use source::{Session, Stream, CLOSE_TIMEOUT};
 
 use crate::rudp::RudpError;

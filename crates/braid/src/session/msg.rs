@@ -93,6 +93,8 @@ pub struct Message {
 #[derive(Debug)]
 pub(super) struct Incoming {
     pub(super) id: SessionId,
+    /// The IP address of the session's first path.
+    pub(super) source: std::net::IpAddr,
     pub(super) msgs: mpsc::Receiver<Message>,
     pub(super) events: mpsc::Receiver<Event>,
     pub(super) rx_stalled: Arc<AtomicBool>,
@@ -118,6 +120,7 @@ impl Incoming {
         (
             Incoming {
                 id: SessionId(0),
+                source: std::net::IpAddr::from([0, 0, 0, 0]),
                 msgs,
                 events,
                 rx_stalled: rx_stalled.clone(),

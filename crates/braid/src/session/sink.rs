@@ -16,6 +16,7 @@ use super::{SessionError, COMMAND_QUEUE, PEER_TIMEOUT};
 use crate::clock;
 use crate::rudp::listen::{bind_listener, ListenError};
 use crate::rudp::os_secret;
+use braid_core::session::quota::{Quota, SourceQuota};
 use braid_core::session::{
     CloseReason, Event, SessionConfig as CoreConfig, SessionId, SinkHost, Snapshot,
     DEFAULT_MAX_SESSIONS,
@@ -31,7 +32,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub struct ListenerConfig {
     /// The sink's settings (braid-core's; its `peer_timeout` is overridden
     /// by [`ListenerConfig::peer_timeout`]). Its `max_bytes` must be at
-    /// least the sources'.
+    /// least the sources'; its `quota` bounds each session (default
+    /// [`DEFAULT_SESSION_QUOTA`]).
     pub core: CoreConfig,
     /// End a session once every path has been down this long.
     pub peer_timeout: Duration,
@@ -47,17 +49,39 @@ pub struct ListenerConfig {
     /// that finds the queue full is closed ("the sink is not accepting
     /// sessions").
     pub accept_queue: usize,
+    /// Bounds on each source over all its sessions (default
+    /// [`DEFAULT_SOURCE_QUOTA`]; braid-core's `quota` module says what
+    /// counts).
+    pub source_quota: SourceQuota,
 }
+
+/// Default of [`ListenerConfig::core`]'s quota: at most 256 streams per
+/// session, bytes unbounded.
+pub const DEFAULT_SESSION_QUOTA: Quota = Quota {
+    streams: Some(256),
+    bytes: None,
+};
+
+/// Default of [`ListenerConfig::source_quota`]: at most 8 sessions of one
+/// source at once, streams and bytes unbounded.
+pub const DEFAULT_SOURCE_QUOTA: SourceQuota = SourceQuota {
+    sessions: Some(8),
+    total: Quota::UNLIMITED,
+};
 
 impl Default for ListenerConfig {
     fn default() -> Self {
         ListenerConfig {
-            core: CoreConfig::default(),
+            core: CoreConfig {
+                quota: DEFAULT_SESSION_QUOTA,
+                ..CoreConfig::default()
+            },
             peer_timeout: PEER_TIMEOUT,
             socket_buffer: 4 << 20,
             accept_tcp: true,
             max_sessions: DEFAULT_MAX_SESSIONS,
             accept_queue: DEFAULT_MAX_SESSIONS,
+            source_quota: DEFAULT_SOURCE_QUOTA,
         }
     }
 }
@@ -83,6 +107,7 @@ pub enum SinkItem {
 #[derive(Debug)]
 pub struct IncomingSession {
     id: SessionId,
+    source: std::net::IpAddr,
     cmd: mpsc::Sender<SinkCommand>,
     msgs: mpsc::Receiver<Message>,
     events: mpsc::Receiver<Event>,
@@ -112,7 +137,8 @@ impl SessionListener {
             })?;
         let mut core_config = config.core.clone();
         core_config.peer_timeout = Some(config.peer_timeout);
-        let host = SinkHost::new(core_config, os_secret()?, clock::now(), config.max_sessions)?;
+        let mut host = SinkHost::new(core_config, os_secret()?, clock::now(), config.max_sessions)?;
+        host.set_source_quota(config.source_quota);
         let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
         let (accept_tx, accept_rx) = mpsc::channel(config.accept_queue.max(1));
         runtime.spawn(SinkDriver::new(sockets, host, cmd_rx, accept_tx));
@@ -141,6 +167,7 @@ impl SessionListener {
             .ok_or(SessionError::DriverGone)?;
         Ok(IncomingSession {
             id: i.id,
+            source: i.source,
             cmd: self.cmd.clone(),
             msgs: i.msgs,
             events: i.events,
@@ -156,6 +183,12 @@ impl IncomingSession {
     /// The session's id.
     pub fn id(&self) -> SessionId {
         self.id
+    }
+
+    /// The source: the IP address the session's first path came from
+    /// (behind a relay, the relay's). Quotas per source count by it.
+    pub fn source(&self) -> std::net::IpAddr {
+        self.source
     }
 
     /// The next message of any stream (each stream's in its order);

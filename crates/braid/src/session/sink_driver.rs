@@ -137,6 +137,9 @@ impl SinkDriver {
             progress = true;
             let (mut incoming, msgs, events, rx_stalled, close_tx) = Incoming::channels(RECV_QUEUE);
             incoming.id = id;
+            if let Some(source) = self.host.source_of(id) {
+                incoming.source = source;
+            }
             if self.accept_tx.try_send(incoming).is_err() {
                 // Nobody accepts (queue full or listener gone): refuse.
                 let now = clock::now();
