@@ -136,6 +136,37 @@ async fn a_route_that_loops_through_a_relay_is_refused() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_relay_says_relay_full_and_its_next_hops_do_not_count_against_the_source() {
+    let (mut l, sink) = listener().await;
+    // At most two connections from 127.0.0.1, where the sink is too: the
+    // relay's own connections to the sink must not take the source's
+    // slots, so two sources fit and the third hears "relay full".
+    let mut rc = RelayConfig::default();
+    rc.transport.max_connections_per_source = 2;
+    let relay = Relay::bind("127.0.0.1:0".parse().unwrap(), rc).unwrap();
+    let via = format!("via={}", relay.local_addr());
+    let mut held = Vec::new();
+    for k in 0..2 {
+        let s = Session::connect(sink, config(&[&via]))
+            .await
+            .unwrap_or_else(|e| panic!("source {k} fits: {e}"));
+        held.push((s, l.accept().await.unwrap()));
+    }
+    let mut c = config(&[&via]);
+    c.connect_timeout = Duration::from_secs(3);
+    let e = Session::connect(sink, c).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!(
+            "relay full: the relay at {} refused it (server full",
+            relay.local_addr()
+        )),
+        "{msg}"
+    );
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_path_to_nowhere_fails_with_a_clear_reason() {
     let (_l, sink) = listener().await;
     // A bound UDP port where nobody speaks braid.

@@ -783,8 +783,8 @@ impl Session {
                             }
                         }
                     }
-                    if closed.is_some() {
-                        p.last_error = closed.clone();
+                    if let Some(why) = &closed {
+                        p.last_error = Some(p.close_words(why));
                     }
                 }
                 if closed.is_some() {

@@ -128,6 +128,20 @@ pub(crate) struct PathState {
 pub(crate) const HOP_REPORT_MAX_AGE: Duration = Duration::from_secs(2);
 
 impl PathState {
+    /// Why the path's connection closed, in words that name the relay
+    /// when its first hop (a relay) had no room for it: "relay full".
+    pub fn close_words(&self, why: &str) -> String {
+        use crate::transport::REASON_SERVER_FULL_PREFIX as FULL;
+        match why.find(FULL) {
+            Some(at) if !self.route.is_empty() => format!(
+                "relay full: the relay at {} refused it ({})",
+                self.addr.remote,
+                &why[at..]
+            ),
+            _ => why.to_string(),
+        }
+    }
+
     pub fn new(
         id: PathId,
         addr: FourTuple,

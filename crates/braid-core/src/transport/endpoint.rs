@@ -520,7 +520,10 @@ impl Endpoint {
     }
 
     /// The "server full" reason if a new connection from `remote` would
-    /// exceed the total or the per-source cap.
+    /// exceed the total or the per-source cap. The per-source cap counts
+    /// the connections `remote`'s address opened here, not the ones this
+    /// endpoint opened to it (a relay's next hop may share a source's
+    /// address: its own connections there must not refuse the source).
     fn full_for(&self, remote: SocketAddr) -> Option<&'static str> {
         if self.conns.len() >= self.config.max_connections {
             return Some(REASON_SERVER_FULL);
@@ -528,7 +531,8 @@ impl Endpoint {
         let ip = remote.ip();
         let mut from_ip = 0usize;
         for c in self.conns.values() {
-            if c.path().remote.ip() == ip {
+            if c.side() == crate::transport::connection::Side::Server && c.path().remote.ip() == ip
+            {
                 from_ip += 1;
                 if from_ip >= self.config.max_connections_per_source {
                     return Some(REASON_SERVER_FULL_SOURCE);

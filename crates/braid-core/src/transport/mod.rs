@@ -221,6 +221,9 @@ pub struct Config {
     /// Close after this long without receiving anything (0 = never).
     pub idle_timeout: Duration,
     /// Send a PING after this long without sending anything ack-eliciting.
+    /// While the connection stays idle the interval backs off (doubling up
+    /// to a third of the idle timeout), and a server pings only when its
+    /// client has stopped (`transport::connection::keep_alive`).
     pub keep_alive: Option<Duration>,
     /// Longest this endpoint delays an ACK.
     pub max_ack_delay: Duration,

@@ -105,6 +105,9 @@ pub struct Stats {
     /// stream has drained. Data is never dropped after its packet was
     /// acknowledged.
     pub refused_packets: u64,
+    /// Packets that carried nothing but a PING (keep-alives, probes):
+    /// what an idle connection costs ([`Config::keep_alive`](crate::transport::Config::keep_alive)).
+    pub lone_pings: u64,
     /// Per-class counters: reliable, unreliable, discardable.
     pub classes: [ClassCounters; 3],
 }

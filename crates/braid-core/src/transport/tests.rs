@@ -1485,6 +1485,41 @@ fn an_idle_connection_wakes_only_for_its_keep_alive() {
     assert!(samples >= 5, "{samples} samples in a second of data");
 }
 
+/// Issue 29 §1: on an idle connection only the client pings, and its
+/// pings back off to a third of the idle timeout; a server whose client
+/// does not ping keeps the connection alive itself.
+#[test]
+fn idle_pings_back_off_and_only_the_client_sends_them() {
+    let cfg = Config {
+        keep_alive: Some(Duration::from_secs(2)),
+        idle_timeout: Duration::from_secs(30),
+        ..Config::default()
+    };
+    let mut net = Net::new(44, cfg.clone());
+    let (c, s) = net.connect();
+    net.run(Duration::from_secs(120), |_| false);
+    let client = net.client.connection(c).unwrap().stats().lone_pings;
+    let server = net.server.connection(s).unwrap().stats().lone_pings;
+    // Every 2 s would be 60; backing off (2, 4, 8, then 10 s) about 13.
+    assert!(client <= 14, "{client} client pings in 120 idle seconds");
+    assert_eq!(server, 0, "the server lets its client ping");
+    assert!(net.client.connection(c).unwrap().is_established());
+    assert!(net.server.connection(s).unwrap().is_established());
+
+    // A client that never pings: the server keeps the connection alive.
+    let quiet = Config {
+        keep_alive: None,
+        ..cfg.clone()
+    };
+    let mut net = Net::with_configs(45, quiet, cfg);
+    let (c, s) = net.connect();
+    net.run(Duration::from_secs(120), |_| false);
+    let server = net.server.connection(s).unwrap().stats().lone_pings;
+    assert!((1..=10).contains(&server), "{server} server pings");
+    assert!(net.client.connection(c).unwrap().is_established());
+    assert!(net.server.connection(s).unwrap().is_established());
+}
+
 /// Issue 29 §2: a client capped by `max_unanswered_initials` sends no more
 /// than that many INITIALs to an address that never answers (a relay
 /// cannot be made to flood a third party); one that hears a RETRY goes on.

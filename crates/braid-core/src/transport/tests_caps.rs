@@ -222,6 +222,27 @@ fn one_address_cannot_take_more_than_its_share() {
 }
 
 #[test]
+fn connections_this_endpoint_opened_do_not_count_against_a_source() {
+    // A relay's endpoint is a server and a client at once: its own
+    // connections to a next hop on host 1 must not refuse host 1's
+    // sources (they still count towards the total).
+    let mut lan = Lan::new(capped(16, 2));
+    for port in 0..3 {
+        lan.server
+            .connect(lan.now, client_addr(1, 7000 + port))
+            .expect("room for it");
+    }
+    for port in 0..2 {
+        let i = lan.connect(client_addr(1, 100 + port), Config::default(), false);
+        lan.settle(i);
+        assert!(lan.conn(i).is_established(), "source {port} of host 1");
+    }
+    let i = lan.connect(client_addr(1, 200), Config::default(), false);
+    lan.settle(i);
+    lan.assert_refused(i, ErrorCode::SERVER_BUSY, REASON_SERVER_FULL_SOURCE);
+}
+
+#[test]
 fn a_full_server_says_so() {
     let mut lan = Lan::new(capped(4, 4));
     for host in 1..=4 {

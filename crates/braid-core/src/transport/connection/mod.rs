@@ -36,6 +36,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 
 mod input;
+mod keep_alive;
 mod output;
 mod protect;
 
@@ -191,6 +192,7 @@ pub struct Connection {
     last_message_size: u64,
     last_received: Instant,
     last_eliciting_sent: Instant,
+    keep_alive: Option<keep_alive::KeepAlive>,
     pacing_wait: Option<Instant>,
     idle_timeout: Duration,
     stats: Stats,
@@ -285,6 +287,7 @@ impl Connection {
             last_message_size: 0,
             last_received: now,
             last_eliciting_sent: now,
+            keep_alive: config.keep_alive.map(keep_alive::KeepAlive::new),
             pacing_wait: None,
             idle_timeout: config.idle_timeout,
             stats: Stats::default(),
@@ -335,6 +338,17 @@ impl Connection {
 
     fn params(&self) -> TransportParams {
         params_of(&self.config)
+    }
+
+    /// When the next keep-alive PING is due ([`keep_alive`]).
+    fn keep_alive_at(&self) -> Option<Instant> {
+        let k = self.keep_alive?;
+        Some(k.deadline(
+            self.side,
+            self.last_eliciting_sent,
+            self.last_received,
+            self.idle_timeout,
+        ))
     }
 
     fn apply_peer_params(&mut self, p: TransportParams) {
@@ -732,9 +746,7 @@ impl Connection {
             }
             at(self.send.next_deadline());
             at(self.recv.next_deadline());
-            if let Some(k) = self.config.keep_alive {
-                at(Some(self.last_eliciting_sent + k));
-            }
+            at(self.keep_alive_at());
             at(self.pacing_wait);
         }
         t
@@ -806,10 +818,8 @@ impl Connection {
                 self.push_event(Event::Threshold(e));
             }
         }
-        if let Some(k) = self.config.keep_alive {
-            if now >= self.last_eliciting_sent + k {
-                self.ping_pending = true;
-            }
+        if self.keep_alive_at().is_some_and(|t| now >= t) {
+            self.ping_pending = true;
         }
         self.check_finish(now);
     }

@@ -232,7 +232,8 @@ impl Connection {
             self.adapt_out.pop_front();
             log.push(SentFrame::Adapt(a));
         }
-        if self.probe_pending || self.ping_pending {
+        let pinged = self.probe_pending || self.ping_pending;
+        if pinged {
             b.push(&Frame::Ping).ok()?;
             log.push(SentFrame::Other);
             self.probe_pending = false;
@@ -276,6 +277,11 @@ impl Connection {
         // spirit): nothing more to send, or less than half the window used.
         let app_limited = !self.send.has_sendable()
             || self.recovery.bytes_in_flight() + (size as u64) < self.cc.window() / 2;
+        let lone_ping = pinged && log.len() == 1;
+        self.stats.lone_pings += u64::from(lone_ping);
+        if let Some(k) = &mut self.keep_alive {
+            k.on_sent(lone_ping, self.idle_timeout);
+        }
         self.record(now, pn, size, log, true, app_limited);
         Some(size)
     }
