@@ -40,7 +40,8 @@ impl KeepAlive {
     }
 
     /// The interval now.
-    pub(super) fn every(&self) -> Duration {
+    #[cfg(test)]
+    fn every(&self) -> Duration {
         self.every
     }
 
