@@ -12,7 +12,8 @@
 //!   session S, the host places it: in S when S is served here (a second
 //!   path, or a path reconnecting), in a new session S while fewer than
 //!   `max_sessions` are open (and, with the closed ones still winding
-//!   down, fewer than twice that are held), otherwise the connection is closed with
+//!   down, fewer than `max(4 × max_sessions, max_sessions + 64)` are
+//!   held), otherwise the connection is closed with
 //!   [`ErrorCode::SERVER_BUSY`] and a reason that says so. A connection is
 //!   placed before anything after its PATH_HELLO is read, so no frame of
 //!   it reaches the wrong session.
@@ -331,14 +332,24 @@ impl SinkHost {
             else {
                 return;
             };
-            // Closed sessions winding down do not count, up to as many
-            // again (they hold memory until the application removes them).
+            // Closed sessions winding down do not count, up to
+            // `max_held` in all (they hold memory until the application
+            // removes them).
             let open = self
                 .members
                 .values()
                 .filter(|m| !m.session.is_closed())
                 .count();
-            if open >= self.max_sessions || self.members.len() >= 2 * self.max_sessions {
+            if open < self.max_sessions && self.members.len() >= self.max_held() {
+                self.refused_busy += 1;
+                let reason = format!(
+                    "sink busy: {} ended sessions are still winding down",
+                    self.members.len() - open
+                );
+                refuse(&mut self.endpoint, &reason);
+                return;
+            }
+            if open >= self.max_sessions {
                 self.refused_busy += 1;
                 let n = self.max_sessions;
                 let reason = format!(
@@ -387,6 +398,13 @@ impl SinkHost {
             // What came after PATH_HELLO on the connection.
             s.pump(now);
         });
+    }
+
+    /// Most sessions held, open or winding down: the open ones, and ended
+    /// ones until the application removes them (a source may end a
+    /// session every few milliseconds; they must not turn the next away).
+    fn max_held(&self) -> usize {
+        (4 * self.max_sessions).max(self.max_sessions + 64)
     }
 
     /// Why a new session of `source` is refused, if it is: its sessions

@@ -313,3 +313,24 @@ fn a_source_quota_counts_every_session_of_the_source() {
     assert_eq!(net.host.source_usage(ip).bytes, 30_000);
     assert_eq!(net.host.source_of(SessionId(12)), Some(ip));
 }
+
+#[test]
+fn sessions_ended_in_quick_succession_do_not_turn_the_next_away() {
+    // Twelve sources, one after another, each ending its session before
+    // the next: none is removed yet (the application is slow to), and
+    // every one is still served.
+    let mut net = Net::new(2);
+    for k in 0..12u64 {
+        let i = net.connect(100 + k, &[2 + (k % 3) as u8]);
+        net.run(60);
+        assert!(
+            net.sources[i].paths().iter().all(|p| p.up),
+            "source {k} was turned away"
+        );
+        let now = net.now;
+        net.sources[i].close(now, crate::session::CloseCode::Done, "done");
+        net.run(20);
+    }
+    assert_eq!(net.host.len(), 12);
+    assert_eq!(net.host.refused_busy(), 0);
+}
