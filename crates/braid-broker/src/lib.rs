@@ -26,6 +26,7 @@
 //! | [`groups`] | co-reservation groups: all parts committed, aborted, terminated together |
 //! | [`enforce`] | `--enforce`: htb classes + u32 filters, CPU cgroups for provisioned reservations |
 //! | [`api`] | routes, handlers, errors, the OpenAPI document |
+//! | [`http`] | the HTTP server's bounds: connection cap and reserve, header and body timeouts |
 //! | [`server`] | [`Broker`]: a running service |
 //! | [`client`] | [`Client`]: the API from Rust (`braid reserve`) |
 
@@ -39,6 +40,7 @@ pub mod clock;
 pub mod config;
 pub mod enforce;
 pub mod groups;
+pub mod http;
 pub mod owner;
 pub mod peers;
 pub mod scope;

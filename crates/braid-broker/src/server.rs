@@ -1,7 +1,9 @@
 //! A running broker: the store opened, the owner task started, the HTTP
 //! server listening, callbacks delivered.
 //!
-//! [`Broker::start`] takes a bound listener (tests bind `127.0.0.1:0`);
+//! [`Broker::start`] takes a bound listener (tests bind `127.0.0.1:0`),
+//! [`Broker::start_with`] also [`Options`] (enforcement, the HTTP bounds of
+//! [`crate::http`]);
 //! [`Broker::stop`] stops the owner task (which closes the store after its
 //! last group commit) and the server.
 
@@ -15,6 +17,7 @@ use crate::api::{router, AppState};
 use crate::auth::Auth;
 use crate::config::Config;
 use crate::enforce::Enforcer;
+use crate::http::HttpLimits;
 use crate::owner::{self, StartError, CALLBACK_QUEUE};
 use crate::store::Store;
 
@@ -34,6 +37,9 @@ pub enum BrokerError {
     /// `--enforce` cannot work here (one line saying what is missing).
     #[error(transparent)]
     Enforce(#[from] crate::enforce::EnforceError),
+    /// The HTTP bounds cannot work.
+    #[error(transparent)]
+    Limits(#[from] crate::http::LimitsError),
     /// The listener failed.
     #[error("listening: {0}")]
     Io(#[from] std::io::Error),
@@ -47,6 +53,16 @@ pub struct Broker {
     owner: JoinHandle<()>,
     callbacks: JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    stop_http: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// How a broker runs: [`Broker::start_with`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Enforce provisioned reservations in the kernel (`--enforce`).
+    pub enforce: bool,
+    /// The HTTP server's bounds.
+    pub http: HttpLimits,
 }
 
 impl Broker {
@@ -60,7 +76,29 @@ impl Broker {
         db: &str,
         listener: tokio::net::TcpListener,
     ) -> Result<Broker, BrokerError> {
-        Broker::launch(config, db, listener, None).await
+        Broker::start_with(config, db, listener, Options::default()).await
+    }
+
+    /// [`Broker::start`] with `options`: enforcement, and the HTTP
+    /// server's bounds (`max_connections` lowered to what the process's
+    /// file-descriptor limit leaves).
+    ///
+    /// # Errors
+    /// [`BrokerError::Limits`] for bounds that cannot work, else as
+    /// [`Broker::start_enforcing`] or [`Broker::start`].
+    pub async fn start_with(
+        config: Config,
+        db: &str,
+        listener: tokio::net::TcpListener,
+        options: Options,
+    ) -> Result<Broker, BrokerError> {
+        let limits = options.http.fitted(crate::http::fd_limit())?;
+        let enforcer = if options.enforce {
+            Some(Enforcer::new(&config)?)
+        } else {
+            None
+        };
+        Broker::launch(config, db, listener, enforcer, limits).await
     }
 
     /// [`Broker::start`], enforcing provisioned reservations in the kernel
@@ -76,8 +114,11 @@ impl Broker {
         db: &str,
         listener: tokio::net::TcpListener,
     ) -> Result<Broker, BrokerError> {
-        let enforcer = Enforcer::new(&config)?;
-        Broker::launch(config, db, listener, Some(enforcer)).await
+        let options = Options {
+            enforce: true,
+            ..Options::default()
+        };
+        Broker::start_with(config, db, listener, options).await
     }
 
     async fn launch(
@@ -85,6 +126,7 @@ impl Broker {
         db: &str,
         listener: tokio::net::TcpListener,
         enforcer: Option<Enforcer>,
+        limits: HttpLimits,
     ) -> Result<Broker, BrokerError> {
         let addr = listener.local_addr()?;
         let store = Store::open(db).await.map_err(StartError::from)?;
@@ -98,22 +140,20 @@ impl Broker {
             peers: Arc::new(peers),
             handle,
             auth: Arc::new(Auth::new(&config.secret)),
-            sse_slots: Arc::new(tokio::sync::Semaphore::new(crate::api::MAX_SSE_CLIENTS)),
+            sse_slots: Arc::new(tokio::sync::Semaphore::new(limits.max_event_streams)),
             config: Arc::new(config),
         };
         let app = router(state);
-        let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "the HTTP server stopped");
-            }
-        });
-        tracing::info!(%addr, "broker listening");
+        let (stop_http, stop_http_rx) = tokio::sync::oneshot::channel();
+        let server = tokio::spawn(crate::http::serve(listener, app, limits, stop_http_rx));
+        tracing::info!(%addr, max_connections = limits.max_connections, "broker listening");
         Ok(Broker {
             addr,
             server,
             owner,
             callbacks,
             stop: Some(stop),
+            stop_http: Some(stop_http),
         })
     }
 
@@ -135,7 +175,11 @@ impl Broker {
             let _ = stop.send(());
         }
         let _ = (&mut self.owner).await;
-        self.server.abort();
+        // The server closes every connection it holds, then stops.
+        if let Some(stop) = self.stop_http.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.server).await;
         self.callbacks.abort();
     }
 }

@@ -564,7 +564,9 @@ pub async fn availability(
 
 /// State changes of your reservations (an operator's: all) as server-sent
 /// events named `changed` or `share`, data an [`EventView`]. At most
-/// [`super::MAX_SSE_CLIENTS`] streams are open at once; beyond, 503.
+/// [`crate::http::HttpLimits::max_event_streams`] streams are open at
+/// once (default [`super::MAX_SSE_CLIENTS`]); beyond, 503, and the
+/// connection is closed.
 #[utoipa::path(get, path = "/v1/events",
     responses((status = 200, description = "text/event-stream of EventView", body = EventView), (status = 401, body = ErrorBody),
         (status = 503, body = ErrorBody)))]
@@ -575,10 +577,7 @@ pub async fn events(
     let permit = s.sse_slots.clone().try_acquire_owned().map_err(|_| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "too many event streams open ({}); retry later",
-                super::MAX_SSE_CLIENTS
-            ),
+            "too many event streams open (--max-event-streams); retry later",
             None,
         )
     })?;

@@ -40,11 +40,13 @@ pub struct AppState {
     pub config: Arc<Config>,
     /// Peer brokers (resources routed to other domains).
     pub peers: Arc<crate::peers::Peers>,
-    /// One permit per open `/v1/events` stream ([`MAX_SSE_CLIENTS`]).
+    /// One permit per open `/v1/events` stream
+    /// ([`crate::http::HttpLimits::max_event_streams`]).
     pub sse_slots: Arc<tokio::sync::Semaphore>,
 }
 
-/// Open `/v1/events` streams at once; one more is answered 503.
+/// Open `/v1/events` streams at once by default; one more is answered
+/// 503 (`--max-event-streams`).
 pub const MAX_SSE_CLIENTS: usize = 256;
 
 /// The authenticated caller of a `/v1` route.

@@ -6,6 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use braid_broker::config::parse_duration;
+use braid_broker::http::HttpLimits;
+use braid_broker::owner::StartError;
+use braid_broker::server::{BrokerError, Options};
 use braid_broker::{Auth, Broker, Config, Role};
 
 /// Flags of `braid broker`.
@@ -33,6 +36,33 @@ pub struct BrokerArgs {
     /// cgroup per reserved pid (docs/broker.md, "Enforcement").
     #[arg(long)]
     pub enforce: bool,
+    /// HTTP connections open at once; lowered to what the file limit
+    /// (ulimit -n) leaves. When full, an idle or slow connection gives way
+    /// to a new one.
+    #[arg(long, value_name = "N", default_value_t = HttpLimits::default().max_connections)]
+    pub max_connections: usize,
+    /// Of --max-connections, the slots kept for GET /healthz when all the
+    /// others are serving requests.
+    #[arg(long, value_name = "N", default_value_t = HttpLimits::default().health_reserve)]
+    pub health_reserve: usize,
+    /// A request head must arrive within this; idle connections are
+    /// closed after it.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub header_timeout: std::time::Duration,
+    /// A request body must arrive within this (else 408).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = duration)]
+    pub body_timeout: std::time::Duration,
+    /// GET /v1/events streams open at once (503 beyond, connection closed).
+    #[arg(long, value_name = "N", default_value_t = HttpLimits::default().max_event_streams)]
+    pub max_event_streams: usize,
+}
+
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(text)?;
+    if d.is_zero() {
+        return Err("must be above zero".into());
+    }
+    Ok(std::time::Duration::from_nanos(d.as_nanos()))
 }
 
 /// `braid broker` subcommands.
@@ -75,22 +105,27 @@ pub fn run(a: BrokerArgs) -> anyhow::Result<()> {
         let listener = tokio::net::TcpListener::bind(a.listen)
             .await
             .with_context(|| format!("listening on {}", a.listen))?;
-        let mut broker = if a.enforce {
-            // The enforcement error is the whole story (not root, no tc, …).
-            Broker::start_enforcing(config, &db, listener)
-                .await
-                .map_err(|e| match e {
-                    braid_broker::server::BrokerError::Enforce(e)
-                    | braid_broker::server::BrokerError::Start(
-                        braid_broker::owner::StartError::Enforce(e),
-                    ) => anyhow::anyhow!("{e}"),
-                    e => anyhow::Error::new(e).context(format!("starting the broker on {db}")),
-                })?
-        } else {
-            Broker::start(config, &db, listener)
-                .await
-                .with_context(|| format!("starting the broker on {db}"))?
+        let options = Options {
+            enforce: a.enforce,
+            http: HttpLimits {
+                max_connections: a.max_connections,
+                health_reserve: a.health_reserve,
+                header_timeout: a.header_timeout,
+                body_timeout: a.body_timeout,
+                max_event_streams: a.max_event_streams,
+            },
         };
+        let mut broker = Broker::start_with(config, &db, listener, options)
+            .await
+            .map_err(|e| match e {
+                // These errors are the whole story (not root, no tc, a
+                // flag that cannot work, …).
+                BrokerError::Enforce(e) | BrokerError::Start(StartError::Enforce(e)) => {
+                    anyhow::anyhow!("{e}")
+                }
+                BrokerError::Limits(e) => anyhow::anyhow!("{e}"),
+                e => anyhow::Error::new(e).context(format!("starting the broker on {db}")),
+            })?;
         eprintln!(
             "braid: broker listening on http://{} (database {db}{})",
             broker.addr(),
