@@ -14,8 +14,20 @@
 //! `http://127.0.0.1:1@127.0.0.2:80/` nor `…/hooks/../secret` gets past a
 //! pattern by its spelling. With no list, every callback is refused (400
 //! naming `callback`).
+//!
+//! A pattern names a host; what the host's name resolves to is checked
+//! when the broker connects ([`AllowList::reachable`], used by
+//! [`crate::callbacks`]): a name may lead only to a public address, or to
+//! one inside the config's `[callbacks] resolve_to` prefixes, so a name
+//! that is allowed but later resolves into the operator's network (DNS
+//! rebinding) reaches nothing there. A pattern that is an address (like
+//! `127.0.0.1`) is connected to as written.
+
+use std::net::IpAddr;
 
 use url::Url;
+
+use crate::enforce::flow::Prefix;
 
 /// The most patterns in `callbacks.allow`.
 pub const MAX_PATTERNS: usize = 64;
@@ -35,6 +47,58 @@ struct Pattern {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowList {
     patterns: Vec<Pattern>,
+    /// Non-public prefixes a callback host's name may resolve to.
+    resolve_to: Vec<Prefix>,
+}
+
+/// Addresses that are not public: a callback host's name may resolve to
+/// them only through `resolve_to`. (IPv4 special-purpose registry, RFC
+/// 6890 and successors; IPv6: loopback, unspecified, unique local, link
+/// local, multicast, documentation, and IPv4-mapped ones by their IPv4.)
+const NOT_PUBLIC: &[&str] = &[
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "127.0.0.0/8",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.0.0.0/24",
+    "192.0.2.0/24",
+    "192.88.99.0/24",
+    "192.168.0.0/16",
+    "198.18.0.0/15",
+    "198.51.100.0/24",
+    "203.0.113.0/24",
+    "224.0.0.0/4",
+    "240.0.0.0/4",
+    "::/127",
+    "64:ff9b:1::/48",
+    "100::/64",
+    "2001:db8::/32",
+    "fc00::/7",
+    "fe80::/10",
+    "ff00::/8",
+];
+
+/// Whether `ip` is a public address (not in [`NOT_PUBLIC`]).
+pub fn is_public(ip: IpAddr) -> bool {
+    let ip = canonical(ip);
+    let host = Prefix {
+        addr: ip,
+        len: if ip.is_ipv4() { 32 } else { 128 },
+    };
+    !NOT_PUBLIC
+        .iter()
+        .filter_map(|p| Prefix::parse("callbacks", p).ok())
+        .any(|p| p.contains(&host))
+}
+
+/// An IPv4-mapped IPv6 address as its IPv4 address; others as they are.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
 }
 
 /// A pattern that cannot be used.
@@ -140,7 +204,39 @@ impl AllowList {
             .iter()
             .map(|p| Pattern::parse(p))
             .collect::<Result<_, _>>()?;
-        Ok(AllowList { patterns })
+        Ok(AllowList {
+            patterns,
+            resolve_to: Vec::new(),
+        })
+    }
+
+    /// The list with `prefixes` (addresses or prefixes) that a callback
+    /// host's name may resolve to besides public addresses.
+    ///
+    /// # Errors
+    /// [`PatternError::Invalid`] for one that is not an address or prefix.
+    pub fn resolving_to(mut self, prefixes: &[String]) -> Result<AllowList, PatternError> {
+        self.resolve_to = prefixes
+            .iter()
+            .map(|p| {
+                Prefix::parse("callbacks.resolve_to", p).map_err(|e| {
+                    PatternError::Invalid(format!("resolve_to {p}"), e.message.clone())
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(self)
+    }
+
+    /// Whether the broker may connect to `ip`, an address a callback
+    /// host's name resolved to: a public address, or one inside
+    /// `resolve_to`.
+    pub fn reachable(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        let host = Prefix {
+            addr: ip,
+            len: if ip.is_ipv4() { 32 } else { 128 },
+        };
+        is_public(ip) || self.resolve_to.iter().any(|p| p.contains(&host))
     }
 
     /// Whether no callback is allowed.
@@ -187,6 +283,42 @@ mod tests {
         assert!(!AllowList::default().allows("http://127.0.0.1:1/"));
         assert!(AllowList::new(vec!["ftp://x".into()]).is_err());
         assert!(AllowList::new(vec!["https://".into()]).is_err());
+    }
+
+    #[test]
+    fn names_lead_only_to_public_addresses_or_resolve_to() {
+        let ip = |t: &str| t.parse::<IpAddr>().unwrap();
+        let list = AllowList::default();
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "224.0.0.1",
+            "255.255.255.255",
+            "::1",
+            "::",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(!list.reachable(ip(private)), "{private}");
+        }
+        for public in ["192.0.1.1", "8.8.8.8", "2606:4700::1111", "::ffff:8.8.8.8"] {
+            assert!(list.reachable(ip(public)), "{public}");
+        }
+        let list = list
+            .resolving_to(&["10.1.0.0/16".into(), "::1".into()])
+            .unwrap();
+        assert!(list.reachable(ip("10.1.2.3")));
+        assert!(!list.reachable(ip("10.2.0.1")));
+        assert!(list.reachable(ip("::1")));
+        assert!(AllowList::default()
+            .resolving_to(&["10.1.0.0/33".into()])
+            .is_err());
     }
 
     /// Issue 29 §4: what a string prefix let through.

@@ -318,6 +318,8 @@ struct RawConfig {
 struct RawCallbacks {
     #[serde(default)]
     allow: Vec<String>,
+    #[serde(default)]
+    resolve_to: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -487,7 +489,9 @@ impl Config {
                 )));
             }
         }
-        let callbacks = AllowList::new(raw.callbacks.allow).map_err(|e| check(e.to_string()))?;
+        let callbacks = AllowList::new(raw.callbacks.allow)
+            .and_then(|l| l.resolving_to(&raw.callbacks.resolve_to))
+            .map_err(|e| check(e.to_string()))?;
         if raw.hold_time.is_some_and(|h| h < MIN_HOLD_TIME) {
             return Err(check(format!(
                 "hold_time = \"{}\": a held reservation needs at least {} to be committed",

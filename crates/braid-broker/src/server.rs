@@ -131,7 +131,10 @@ impl Broker {
         let addr = listener.local_addr()?;
         let store = Store::open(db).await.map_err(StartError::from)?;
         let (callback_tx, callback_rx) = mpsc::channel(CALLBACK_QUEUE);
-        let callbacks = tokio::spawn(crate::callbacks::deliver(callback_rx));
+        let callbacks = tokio::spawn(crate::callbacks::deliver(
+            callback_rx,
+            Arc::new(config.callbacks.clone()),
+        ));
         let (stop, stop_rx) = tokio::sync::oneshot::channel();
         let (handle, owner) =
             owner::start(&config, store, Some(callback_tx), enforcer, stop_rx).await?;
