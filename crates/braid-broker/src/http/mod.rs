@@ -162,6 +162,7 @@ pub async fn serve(
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let slots = Slots::new(limits.max_connections, limits.health_reserve);
+    let refused = refused_answer();
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -180,7 +181,7 @@ pub async fn serve(
             Admission::Refused => {
                 tracing::debug!("every connection is serving a request; one more refused");
                 // Best effort, without waiting: the client may read why.
-                let _ = stream.try_write(REFUSED);
+                let _ = stream.try_write(&refused);
                 continue;
             }
         };
@@ -190,7 +191,14 @@ pub async fn serve(
 }
 
 /// What a connection beyond every slot is sent before it is closed.
-const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: 66\r\n\r\n{\"error\":\"the broker has too many connections open; retry later\"}";
+fn refused_answer() -> Vec<u8> {
+    let body = r#"{"error":"the broker has too many connections open; retry later"}"#;
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
 
 async fn connection(
     stream: tokio::net::TcpStream,
@@ -307,4 +315,24 @@ fn closing(e: ApiError) -> Response<Body> {
     r.headers_mut()
         .insert(CONNECTION, HeaderValue::from_static("close"));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refusal_is_a_whole_response() {
+        let answer = String::from_utf8(refused_answer()).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(length, body.len());
+        assert!(head.starts_with("HTTP/1.1 503") && head.contains("connection: close"));
+        assert!(serde_json::from_str::<serde_json::Value>(body).is_ok());
+    }
 }
