@@ -300,6 +300,11 @@ impl RateSampler {
         self.start + self.interval
     }
 
+    /// True if a finished sample waits for [`Self::poll_sample`].
+    pub fn has_sample(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
     /// The next finished sample, oldest first.
     pub fn poll_sample(&mut self) -> Option<RateSample> {
         self.queue.pop_front()

@@ -728,6 +728,12 @@ impl Session {
         );
         let mut dips = Vec::new();
         'conns: for &h in &handles {
+            let quiet = |c: &Connection| !c.has_news() && !c.has_rate_sample();
+            if self.endpoint.connection(h).is_some_and(quiet) {
+                // Nothing to read, no event, no sample: not touched, so
+                // the endpoint does not look at it again for this.
+                continue;
+            }
             loop {
                 if self.foreign.iter().any(|g| g.connection == h) {
                     // Greeted for a session the host places: that session

@@ -33,11 +33,16 @@
 //!   connection's stats) and changes nothing else.
 //! - Every datagram is either routed to exactly one connection, answered
 //!   statelessly, or dropped and counted.
+//! - Only connections touched since they last had nothing to send are
+//!   asked for datagrams and timers; the others wait on their timers
+//!   ([`super::wakeups`]). Every call that may change a connection goes
+//!   through a path that touches it.
 
 use super::auth::{self, AuthError, SeedSource, SessionKeys};
 use super::connection::Connection;
 use super::cookie::{CookieKey, COOKIE_TAG_LEN};
 use super::protection::Protection;
+use super::wakeups::Wakeups;
 use super::{Config, ConfigError, FourTuple, Transmit};
 use crate::time::Instant;
 use crate::wire::{
@@ -153,6 +158,7 @@ pub struct Endpoint {
     stateless: VecDeque<(FourTuple, Vec<u8>)>,
     incoming: VecDeque<ConnectionHandle>,
     cursor: u64,
+    wakeups: Wakeups,
     stats: EndpointStats,
 }
 
@@ -192,6 +198,7 @@ impl Endpoint {
             stateless: VecDeque::new(),
             incoming: VecDeque::new(),
             cursor: 0,
+            wakeups: Wakeups::default(),
             stats: EndpointStats::default(),
         })
     }
@@ -216,6 +223,7 @@ impl Endpoint {
         self.next_handle += 1;
         self.by_cid.insert(c.local_cid(), h);
         self.conns.insert(h, c);
+        self.wakeups.touch(h);
         ConnectionHandle(h)
     }
 
@@ -273,7 +281,15 @@ impl Endpoint {
 
     /// A connection by handle, mutably (to send, receive, poll events).
     pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
-        self.conns.get_mut(&h.0)
+        self.conn_mut(h.0)
+    }
+
+    /// Connection `h`, touched: whatever the caller does to it, the
+    /// endpoint looks at it again.
+    fn conn_mut(&mut self, h: u64) -> Option<&mut Connection> {
+        let c = self.conns.get_mut(&h)?;
+        self.wakeups.touch(h);
+        Some(c)
     }
 
     /// Handles of all connections, in creation order.
@@ -293,6 +309,13 @@ impl Endpoint {
         self.last_route.map(|(_, h)| ConnectionHandle(h))
     }
 
+    /// Connections the endpoint looks at on its next call (touched since
+    /// they last had nothing to send).
+    #[cfg(test)]
+    pub(crate) fn active_connections(&self) -> usize {
+        self.wakeups.active_count()
+    }
+
     /// Number of connections held.
     pub fn connection_count(&self) -> usize {
         self.conns.len()
@@ -301,6 +324,7 @@ impl Endpoint {
     /// Forgets a connection (closed or not); its handle becomes invalid.
     pub fn remove(&mut self, h: ConnectionHandle) -> Option<Connection> {
         let c = self.conns.remove(&h.0)?;
+        self.wakeups.forget(h.0);
         self.by_cid.remove(&c.local_cid());
         self.last_route = None;
         self.by_initial.retain(|_, v| *v != h.0);
@@ -331,7 +355,7 @@ impl Endpoint {
         let route = self.route(&header.dst_cid);
         let mut scratch = None;
         let mut bytes = data;
-        if let Some(c) = route.and_then(|i| self.conns.get_mut(&i)) {
+        if let Some(c) = route.and_then(|i| self.conn_mut(i)) {
             let Some(clear) = c.open(&header, header_len, data, &mut scratch) else {
                 self.stats.decrypt_failed += 1;
                 trace!(?path, reason = "decrypt_failed", "datagram dropped");
@@ -358,7 +382,7 @@ impl Endpoint {
             }
             return;
         }
-        match route.and_then(|i| self.conns.get_mut(&i)) {
+        match route.and_then(|i| self.conn_mut(i)) {
             Some(c) => c.handle_packet(now, path, &packet, data.len()),
             None => {
                 self.stats.unknown_connection += 1;
@@ -415,7 +439,8 @@ impl Endpoint {
         if let Some(c) = self
             .by_initial
             .get(&(path, h.dst_cid))
-            .and_then(|i| self.conns.get_mut(i))
+            .copied()
+            .and_then(|i| self.conn_mut(i))
         {
             // The client did not get our HANDSHAKE yet.
             c.on_initial_retransmit();
@@ -669,18 +694,20 @@ impl Endpoint {
                 size: bytes.len(),
             });
         }
-        // Round robin, starting after the connection that sent last: the
-        // handles from the cursor up, then those below it (no list of
-        // handles built per datagram, and no B-tree search per
-        // connection visited).
-        let cursor = self.cursor;
-        for range in [cursor..u64::MAX, 0..cursor] {
-            for (&k, c) in self.conns.range_mut(range) {
-                if let Some(t) = c.poll_transmit_append(now, buf) {
-                    self.cursor = k + 1;
-                    return Some(t);
-                }
+        // Round robin over the active connections, starting after the one
+        // that sent last; one that has nothing to send goes quiet on its
+        // timer, so the walk ends.
+        while let Some(k) = self.wakeups.next_active(self.cursor) {
+            let Some(c) = self.conns.get_mut(&k) else {
+                self.wakeups.forget(k);
+                continue;
+            };
+            if let Some(t) = c.poll_transmit_append(now, buf) {
+                self.cursor = k + 1;
+                return Some(t);
             }
+            let timeout = c.poll_timeout();
+            self.wakeups.quiet(k, timeout);
         }
         None
     }
@@ -730,16 +757,24 @@ impl Endpoint {
         Some(batch)
     }
 
-    /// The earliest timer of any connection.
+    /// The earliest timer of any connection: the quiet ones' earliest,
+    /// and each active one's ([`super::wakeups`]).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns.values().filter_map(|c| c.poll_timeout()).min()
+        let active = self
+            .wakeups
+            .active()
+            .filter_map(|h| self.conns.get(&h).and_then(Connection::poll_timeout));
+        active.chain(self.wakeups.first_timer()).min()
     }
 
     /// Runs every connection's due timers.
     pub fn handle_timeout(&mut self, now: Instant) {
-        for c in self.conns.values_mut() {
-            if c.poll_timeout().is_some_and(|t| now >= t) {
-                c.handle_timeout(now);
+        self.wakeups.wake_due(now);
+        for h in self.wakeups.active() {
+            if let Some(c) = self.conns.get_mut(&h) {
+                if c.poll_timeout().is_some_and(|t| now >= t) {
+                    c.handle_timeout(now);
+                }
             }
         }
     }

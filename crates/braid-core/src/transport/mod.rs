@@ -75,6 +75,7 @@ pub mod stats;
 mod stream_table;
 pub mod suite;
 pub mod thresholds;
+mod wakeups;
 
 #[cfg(test)]
 mod tests;

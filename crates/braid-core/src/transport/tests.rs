@@ -1485,6 +1485,50 @@ fn an_idle_connection_wakes_only_for_its_keep_alive() {
     assert!(samples >= 5, "{samples} samples in a second of data");
 }
 
+/// Issue 29 §1: an idle connection costs its timers only. With fifty
+/// idle connections the server looks at none of them between
+/// keep-alives, and a keep-alive wakes only the connection it is for.
+#[test]
+fn idle_connections_are_not_looked_at_between_their_timers() {
+    let mut net = Net::new(46, Config::default());
+    let handles: Vec<_> = (0..50).map(|_| net.connect()).collect();
+    net.run(Duration::from_secs(1), |_| false);
+    assert_eq!(net.server.active_connections(), 0);
+    assert_eq!(net.client.active_connections(), 0);
+    // The application sends on one: only it is active, and the other 49
+    // wait on their timers.
+    let (c, s) = handles[7];
+    let now = net.now;
+    net.client
+        .connection_mut(c)
+        .unwrap()
+        .send(
+            now,
+            crate::id::StreamId(1),
+            vec![1; 100],
+            SendOptions::RELIABLE,
+        )
+        .unwrap();
+    assert_eq!(net.client.active_connections(), 1);
+    let mut got = None;
+    net.run(Duration::from_millis(500), |n| {
+        let now = n.now;
+        got = got
+            .take()
+            .or_else(|| n.server.connection_mut(s).unwrap().recv(now));
+        got.is_some()
+    });
+    assert!(got.is_some(), "the message arrived");
+    net.run(Duration::from_secs(1), |_| false);
+    assert_eq!(net.server.active_connections(), 0);
+    // Every connection is still up, kept alive by its own timers.
+    net.run(Duration::from_secs(60), |_| false);
+    for (c, s) in handles {
+        assert!(net.client.connection(c).unwrap().is_established());
+        assert!(net.server.connection(s).unwrap().is_established());
+    }
+}
+
 /// Issue 29 §1: on an idle connection only the client pings, and its
 /// pings back off to a third of the idle timeout; a server whose client
 /// does not ping keeps the connection alive itself.

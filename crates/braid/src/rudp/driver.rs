@@ -305,21 +305,28 @@ impl Driver {
 
     /// Moves events, received messages and queued sends between the core
     /// and the handles, then forgets the connections that are gone. True
-    /// if anything moved.
+    /// if anything moved. A connection is taken mutably only when
+    /// something moves (taking it makes the core look at it again: a
+    /// thousand idle connections would cost a walk on every datagram).
     fn service(&mut self, cx: &mut Context<'_>) -> bool {
         self.accept_new();
         let now = clock::now();
         let mut progress = false;
         let mut gone = Vec::new();
         for (&h, st) in self.conns.iter_mut() {
-            let Some(c) = self.core.connection_mut(h) else {
+            let Some(c) = self.core.connection(h) else {
                 gone.push(h);
                 continue;
             };
-            progress |= deliver_events(st, c, &mut self.sockets.io);
-            progress |= deliver_messages(st, c, now);
-            progress |= take_sends(st, c, cx, now, &mut self.sockets.io);
-            if c.is_closed() && st.stalled_rx.is_none() {
+            if c.has_news() || st.stalled_rx.is_some() {
+                if let Some(c) = self.core.connection_mut(h) {
+                    progress |= deliver_events(st, c, &mut self.sockets.io);
+                    progress |= deliver_messages(st, c, now);
+                }
+            }
+            progress |= take_sends(st, &mut self.core, h, cx, now, &mut self.sockets.io);
+            let closed = self.core.connection(h).is_none_or(|c| c.is_closed());
+            if closed && st.stalled_rx.is_none() {
                 gone.push(h);
             }
         }
@@ -453,7 +460,8 @@ fn deliver_messages(st: &mut Conn, c: &mut CoreConnection, now: Instant) -> bool
 /// core while its send queue has room; true if any moved.
 fn take_sends(
     st: &mut Conn,
-    c: &mut CoreConnection,
+    core: &mut CoreEndpoint,
+    h: ConnectionHandle,
     cx: &mut Context<'_>,
     now: Instant,
     io: &mut IoStats,
@@ -461,6 +469,9 @@ fn take_sends(
     let mut progress = false;
     loop {
         if let Some((stream, data, opts)) = st.stalled_tx.take() {
+            let Some(c) = core.connection_mut(h) else {
+                break;
+            };
             match c.send(now, stream, data, opts) {
                 Ok(_) => progress = true,
                 // The queue is full: the core hands the message back; it
@@ -479,7 +490,7 @@ fn take_sends(
                 }
             }
         }
-        if !st.data_open || c.is_closed() {
+        if !st.data_open || core.connection(h).is_none_or(|c| c.is_closed()) {
             break;
         }
         match st.side.data.poll_recv(cx) {
@@ -494,14 +505,18 @@ fn take_sends(
                     }
                     None => {
                         st.finish_waiters.push(w);
-                        c.finish(now);
+                        if let Some(c) = core.connection_mut(h) {
+                            c.finish(now);
+                        }
                     }
                 }
             }
             Poll::Ready(None) => {
                 progress = true;
                 st.data_open = false;
-                c.finish(now);
+                if let Some(c) = core.connection_mut(h) {
+                    c.finish(now);
+                }
             }
             Poll::Pending => break,
         }

@@ -582,6 +582,19 @@ impl Connection {
         m
     }
 
+    /// True if [`Self::recv`] or [`Self::poll_event`] has something: an
+    /// application that drains many connections skips the others without
+    /// touching them (a connection taken mutably is one its endpoint
+    /// looks at again).
+    pub fn has_news(&self) -> bool {
+        self.recv.has_ready() || !self.events.is_empty()
+    }
+
+    /// True if [`Self::poll_rate_sample`] has a sample.
+    pub fn has_rate_sample(&self) -> bool {
+        self.rate.has_sample()
+    }
+
     /// Takes the next event, if any.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
