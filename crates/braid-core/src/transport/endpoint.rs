@@ -222,8 +222,8 @@ impl Endpoint {
         let h = self.next_handle;
         self.next_handle += 1;
         self.by_cid.insert(c.local_cid(), h);
-        self.conns.insert(h, c);
-        self.wakeups.touch(h);
+        let c = self.conns.entry(h).or_insert(c);
+        self.wakeups.touch(h, &mut c.wake);
         ConnectionHandle(h)
     }
 
@@ -288,7 +288,7 @@ impl Endpoint {
     /// endpoint looks at it again.
     fn conn_mut(&mut self, h: u64) -> Option<&mut Connection> {
         let c = self.conns.get_mut(&h)?;
-        self.wakeups.touch(h);
+        self.wakeups.touch(h, &mut c.wake);
         Some(c)
     }
 
@@ -324,7 +324,7 @@ impl Endpoint {
     /// Forgets a connection (closed or not); its handle becomes invalid.
     pub fn remove(&mut self, h: ConnectionHandle) -> Option<Connection> {
         let c = self.conns.remove(&h.0)?;
-        self.wakeups.forget(h.0);
+        self.wakeups.forget(h.0, &c.wake);
         self.by_cid.remove(&c.local_cid());
         self.last_route = None;
         self.by_initial.retain(|_, v| *v != h.0);
@@ -694,12 +694,17 @@ impl Endpoint {
                 size: bytes.len(),
             });
         }
+        // A quiet connection whose timer has come is asked too (a paced
+        // one may send again microseconds later, long before a timer of
+        // the driver's would fire): what the whole walk over every
+        // connection used to find.
+        self.wake_due(now);
         // Round robin over the active connections, starting after the one
         // that sent last; one that has nothing to send goes quiet on its
         // timer, so the walk ends.
         while let Some(k) = self.wakeups.next_active(self.cursor) {
             let Some(c) = self.conns.get_mut(&k) else {
-                self.wakeups.forget(k);
+                self.wakeups.forget_handle(k);
                 continue;
             };
             if let Some(t) = c.poll_transmit_append(now, buf) {
@@ -707,7 +712,7 @@ impl Endpoint {
                 return Some(t);
             }
             let timeout = c.poll_timeout();
-            self.wakeups.quiet(k, timeout);
+            self.wakeups.quiet(k, &mut c.wake, timeout);
         }
         None
     }
@@ -769,12 +774,22 @@ impl Endpoint {
 
     /// Runs every connection's due timers.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.wakeups.wake_due(now);
+        self.wake_due(now);
         for h in self.wakeups.active() {
             if let Some(c) = self.conns.get_mut(&h) {
                 if c.poll_timeout().is_some_and(|t| now >= t) {
                     c.handle_timeout(now);
                 }
+            }
+        }
+    }
+
+    /// Makes every quiet connection whose timer is due at `now` active.
+    fn wake_due(&mut self, now: Instant) {
+        while let Some(h) = self.wakeups.pop_due(now) {
+            if let Some(c) = self.conns.get_mut(&h) {
+                c.wake.unscheduled();
+                self.wakeups.touch(h, &mut c.wake);
             }
         }
     }

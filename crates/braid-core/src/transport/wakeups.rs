@@ -19,54 +19,77 @@
 //! idle connections cost their keep-alives and nothing else.
 
 use crate::time::Instant;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+/// Where one connection stands, kept beside it (so a touch of a
+/// connection that is already active costs one test, no lookup).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Slot {
+    active: bool,
+    /// Its entry in `Wakeups::timers`, while quiet.
+    deadline: Option<Instant>,
+}
 
 /// The active set and the quiet connections' timers (see the module docs).
 #[derive(Debug, Default)]
 pub(super) struct Wakeups {
     active: BTreeSet<u64>,
     timers: BTreeSet<(Instant, u64)>,
-    deadline: HashMap<u64, Instant>,
 }
 
 impl Wakeups {
     /// Connection `h` was (or may have been) changed: it is active.
-    pub(super) fn touch(&mut self, h: u64) {
-        self.unschedule(h);
+    pub(super) fn touch(&mut self, h: u64, slot: &mut Slot) {
+        if slot.active {
+            return;
+        }
+        slot.active = true;
+        if let Some(t) = slot.deadline.take() {
+            self.timers.remove(&(t, h));
+        }
         self.active.insert(h);
     }
 
     /// Connection `h` has nothing to send until `timeout` (or until it is
     /// touched).
-    pub(super) fn quiet(&mut self, h: u64, timeout: Option<Instant>) {
-        self.active.remove(&h);
-        self.unschedule(h);
-        if let Some(t) = timeout {
-            self.timers.insert((t, h));
-            self.deadline.insert(h, t);
+    pub(super) fn quiet(&mut self, h: u64, slot: &mut Slot, timeout: Option<Instant>) {
+        if slot.active {
+            slot.active = false;
+            self.active.remove(&h);
+        }
+        if slot.deadline != timeout {
+            if let Some(t) = slot.deadline.take() {
+                self.timers.remove(&(t, h));
+            }
+            if let Some(t) = timeout {
+                self.timers.insert((t, h));
+            }
+            slot.deadline = timeout;
         }
     }
 
     /// Connection `h` is gone.
-    pub(super) fn forget(&mut self, h: u64) {
+    pub(super) fn forget(&mut self, h: u64, slot: &Slot) {
         self.active.remove(&h);
-        self.unschedule(h);
-    }
-
-    fn unschedule(&mut self, h: u64) {
-        if let Some(t) = self.deadline.remove(&h) {
+        if let Some(t) = slot.deadline {
             self.timers.remove(&(t, h));
         }
     }
 
-    /// Makes every connection whose timer is due at `now` active.
-    pub(super) fn wake_due(&mut self, now: Instant) {
-        while let Some(&(t, h)) = self.timers.first() {
-            if t > now {
-                break;
-            }
-            self.touch(h);
+    /// A connection whose timer is due at `now`, taken off the timers
+    /// (its slot must then be [`Slot::unscheduled`] and touched).
+    pub(super) fn pop_due(&mut self, now: Instant) -> Option<u64> {
+        let &(t, h) = self.timers.first()?;
+        if t > now {
+            return None;
         }
+        self.timers.pop_first();
+        Some(h)
+    }
+
+    /// Handle `h` has no connection any more: it is not active.
+    pub(super) fn forget_handle(&mut self, h: u64) {
+        self.active.remove(&h);
     }
 
     /// The earliest timer of a quiet connection.
@@ -95,6 +118,13 @@ impl Wakeups {
     }
 }
 
+impl Slot {
+    /// Its timer left the set (taken as due): it is no longer scheduled.
+    pub(super) fn unscheduled(&mut self) {
+        self.deadline = None;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,23 +137,30 @@ mod tests {
     #[test]
     fn quiet_connections_wake_at_their_timer_and_touched_ones_at_once() {
         let mut w = Wakeups::default();
-        w.quiet(1, Some(at(30)));
-        w.quiet(2, Some(at(10)));
-        w.quiet(3, None);
+        let mut slots = [Slot::default(); 4];
+        for (h, s) in slots.iter_mut().enumerate().skip(1) {
+            w.touch(h as u64, s);
+        }
+        w.quiet(1, &mut slots[1], Some(at(30)));
+        w.quiet(2, &mut slots[2], Some(at(10)));
+        w.quiet(3, &mut slots[3], None);
         assert_eq!(w.first_timer(), Some(at(10)));
         assert_eq!(w.next_active(0), None);
-        w.wake_due(at(20));
+        assert_eq!(w.pop_due(at(20)), Some(2));
+        assert_eq!(w.pop_due(at(20)), None);
+        slots[2].unscheduled();
+        w.touch(2, &mut slots[2]);
         assert_eq!(w.active().collect::<Vec<_>>(), vec![2]);
         assert_eq!(w.first_timer(), Some(at(30)));
         // A touch replaces the connection's timer.
-        w.touch(1);
+        w.touch(1, &mut slots[1]);
         assert_eq!(w.first_timer(), None);
         assert_eq!(w.next_active(2), Some(2));
         assert_eq!(w.next_active(3), Some(1), "wraps around");
-        w.forget(1);
-        w.forget(2);
+        w.forget(1, &slots[1]);
+        w.forget(2, &slots[2]);
         assert_eq!(w.next_active(0), None);
-        w.touch(3);
+        w.touch(3, &mut slots[3]);
         assert_eq!(w.active().collect::<Vec<_>>(), vec![3]);
     }
 }

@@ -196,6 +196,8 @@ pub struct Connection {
     pacing_wait: Option<Instant>,
     idle_timeout: Duration,
     stats: Stats,
+    /// Where its endpoint's wake-ups have it (the endpoint's alone).
+    pub(in crate::transport) wake: crate::transport::wakeups::Slot,
 }
 
 /// The transport parameters a connection with `config` advertises.
@@ -290,6 +292,7 @@ impl Connection {
             keep_alive: config.keep_alive.map(keep_alive::KeepAlive::new),
             pacing_wait: None,
             idle_timeout: config.idle_timeout,
+            wake: Default::default(),
             stats: Stats::default(),
             config,
         }
@@ -580,6 +583,12 @@ impl Connection {
             self.max_data_pending = true;
         }
         m
+    }
+
+    /// When the pacer lets the next datagram go, while it holds one back.
+    #[cfg(test)]
+    pub(crate) fn paced_until(&self) -> Option<Instant> {
+        self.pacing_wait
     }
 
     /// True if [`Self::recv`] or [`Self::poll_event`] has something: an
