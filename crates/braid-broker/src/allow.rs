@@ -80,7 +80,7 @@ const NOT_PUBLIC: &[&str] = &[
     "ff00::/8",
 ];
 
-/// Whether `ip` is a public address (not in [`NOT_PUBLIC`]).
+/// Whether `ip` is a public address (not in `NOT_PUBLIC`).
 pub fn is_public(ip: IpAddr) -> bool {
     let ip = canonical(ip);
     let host = Prefix {

@@ -763,7 +763,7 @@ impl Endpoint {
     }
 
     /// The earliest timer of any connection: the quiet ones' earliest,
-    /// and each active one's ([`super::wakeups`]).
+    /// and each active one's (`transport::wakeups`).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let active = self
             .wakeups
