@@ -27,7 +27,7 @@ use std::net::IpAddr;
 
 use url::Url;
 
-use crate::enforce::flow::Prefix;
+use crate::flow::Prefix;
 
 /// The most patterns in `callbacks.allow`.
 pub const MAX_PATTERNS: usize = 64;

@@ -39,6 +39,7 @@ pub mod client;
 pub mod clock;
 pub mod config;
 pub mod enforce;
+pub mod flow;
 pub mod groups;
 pub mod http;
 pub mod owner;

@@ -33,8 +33,8 @@ use braid_core::reserve::Reservation;
 use serde::Deserialize;
 
 use crate::auth::Role;
-use crate::enforce::flow::Prefix;
-use crate::enforce::{Binding, Flow};
+use crate::flow::Prefix;
+use crate::flow::{Binding, Flow};
 
 /// The widest IPv4 prefix a user's flow may name by default: /24.
 pub const DEFAULT_WIDEST_V4: u8 = 24;

@@ -23,7 +23,7 @@
 //! one line what is missing (root, `tc`, htb, u32, a `cpu` cgroup).
 
 pub mod cpu;
-pub mod flow;
+pub use crate::flow;
 pub mod net;
 
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use braid_core::reserve::{Class, ProvisionState, Reservation};
 use braid_core::{Bandwidth, ReservationId};
 
-pub use flow::{Binding, Flow, FlowError};
+pub use crate::flow::{Binding, Flow, FlowError};
 
 use crate::config::{Config, ResourceKind};
 use cpu::{Cgroups, CpuError};

@@ -28,7 +28,7 @@ use std::process::Command;
 
 use braid_core::{Bandwidth, ReservationId};
 
-use super::flow::Flow;
+use crate::flow::Flow;
 
 /// The major handle of the broker's root htb qdisc (`bd:`, "braid").
 pub const QDISC_MAJOR: u16 = 0xbd;
