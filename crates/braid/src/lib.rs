@@ -11,6 +11,7 @@
 pub mod clock;
 pub mod emulate;
 pub mod key;
+pub mod local_addrs;
 pub mod perf;
 pub mod pipe;
 pub mod relay;

@@ -130,7 +130,8 @@ impl Relay {
         // Towards a next hop that never answered, no more than the two
         // INITIALs a source's own handshake takes (issue 29 §2).
         transport.max_unanswered_initials = Some(RELAY_UNANSWERED_INITIALS);
-        let core = Core::routed(transport, os_secret()?)?.with_own_addrs(vec![local]);
+        let own = crate::local_addrs::own_addrs(local);
+        let core = Core::routed(transport, os_secret()?)?.with_own_addrs(own);
         let (cmd, cmd_rx) = mpsc::channel(COMMAND_QUEUE);
         runtime.spawn(Driver {
             sockets: SocketSet::new(sockets),

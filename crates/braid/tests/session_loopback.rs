@@ -166,6 +166,24 @@ async fn a_full_relay_says_relay_full_and_its_next_hops_do_not_count_against_the
     drop(held);
 }
 
+/// A relay bound to the wildcard address knows every interface address as
+/// its own: a route that comes back to it through another of them is
+/// refused (it could only catch loopback before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wildcard_relay_refuses_a_route_back_through_any_of_its_addresses() {
+    let (_l, sink) = listener().await;
+    let relay = Relay::bind("0.0.0.0:0".parse().unwrap(), RelayConfig::default()).unwrap();
+    let port = relay.local_addr().port();
+    let other = braid::local_addrs::interface_ips()
+        .into_iter()
+        .find(|ip| ip.is_ipv4() && !ip.is_loopback())
+        .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+    let via = format!("via=127.0.0.1:{port},{other}:{port}");
+    let e = Session::connect(sink, config(&[&via])).await.unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("loops back"), "{msg}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_path_to_nowhere_fails_with_a_clear_reason() {
     let (_l, sink) = listener().await;
