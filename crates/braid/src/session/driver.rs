@@ -404,7 +404,11 @@ impl Driver {
                 (a, b) => a.or(b),
             };
         };
-        take(self.closed_at.map(|a| a + LINGER));
+        // LINGER only while it is ahead: past it, a close still waiting to
+        // be heard would arm a timer in the past and spin until
+        // LINGER_FOR_CLOSE.
+        let now = clock::now();
+        take(self.closed_at.map(|a| a + LINGER).filter(|t| *t > now));
         if self.waits_for_close_heard() {
             take(self.closed_at.map(|a| a + LINGER_FOR_CLOSE));
         }

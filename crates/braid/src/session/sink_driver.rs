@@ -269,10 +269,15 @@ impl SinkDriver {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
+        // Only lingers still ahead: a session past it that waits for the
+        // application to read would otherwise arm a timer in the past and
+        // spin (the application's read wakes the driver).
+        let now = clock::now();
         let linger = self
             .sessions
             .values()
-            .filter_map(|ch| ch.closed_at.map(|t| t + LINGER));
+            .filter_map(|ch| ch.closed_at.map(|t| t + LINGER))
+            .filter(|t| *t > now);
         self.host.poll_timeout().into_iter().chain(linger).min()
     }
 }
