@@ -412,6 +412,48 @@ fn streams_past_a_session_quota_are_refused_by_name() {
     }
 }
 
+/// A link with outages (a cellular one stops for seconds at a time):
+/// with `--peer-timeout 10s` on both sides a session outlives a 4 s
+/// silence of the sink (SIGSTOP, then SIGCONT) and every message arrives;
+/// the default 3 s ends it.
+#[test]
+fn a_longer_peer_timeout_outlives_an_outage() {
+    let dir = TempDir::new("session-outage");
+    let (mut serve, addr, mut stderr) = serve_once_with(dir.path(), &["--peer-timeout", "10s"]);
+    let pid = serve.0.id().to_string();
+    let source = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["stream", "--open", "--peer-timeout", "10s", "--to", &addr])
+        .args(["--stream", "a:best-effort:cbr:1mbit", "--duration", "3s"])
+        .env_remove("BRAID_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start braid stream");
+    std::thread::sleep(Duration::from_millis(1000));
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill {sig}");
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_secs(4));
+    signal("-CONT");
+    let done = source.wait_with_output().expect("wait for braid stream");
+    let said = String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{said}");
+    assert!(said.contains("sent and delivered"), "{said}");
+    assert!(
+        common::netns::eventually(60_000, || matches!(serve.0.try_wait(), Ok(Some(_)))),
+        "braid serve did not stop"
+    );
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
+    assert!(rest.contains(": a: complete,"), "{rest}");
+}
+
 #[test]
 fn bad_quota_flags_are_refused_before_listening() {
     let out = Command::new(env!("CARGO_BIN_EXE_braid"))

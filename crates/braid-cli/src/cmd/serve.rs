@@ -64,6 +64,11 @@ pub struct ServeArgs {
     /// How often the view, the JSON line and the metrics are refreshed.
     #[arg(long, default_value = "1s")]
     pub every: Duration,
+    /// End a session once every path of it has been down this long (a
+    /// link with outages, such as a cellular one, needs more than the
+    /// default).
+    #[arg(long, value_name = "DURATION", default_value = "3s")]
+    pub peer_timeout: Duration,
 }
 
 /// Checks `--out`: an existing folder, or one that can be created.
@@ -83,6 +88,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.every.is_zero() {
         bail!("--every must be above zero");
     }
+    if args.peer_timeout < Duration::from_millis(500) {
+        bail!(
+            "--peer-timeout {}: must be at least 500ms",
+            args.peer_timeout
+        );
+    }
     let quotas = args.quota.resolve()?;
     let rt = super::session_runtime()?;
     rt.block_on(serve(listen, args, quotas))
@@ -101,6 +112,7 @@ async fn serve(listen: SocketAddr, args: ServeArgs, quotas: Quotas) -> anyhow::R
         bail!("--max-sessions must be at least 1");
     }
     config.max_sessions = args.max_sessions;
+    config.peer_timeout = args.peer_timeout;
     config.core.quota = quotas.session;
     config.source_quota = quotas.source;
     // A stream is delivered once its file is written and synced: the

@@ -79,6 +79,10 @@ pub struct StreamArgs {
     /// How often the view, the JSON line and the metrics are refreshed.
     #[arg(long, default_value = "1s")]
     pub every: Duration,
+    /// End the session once every path has been down this long (a link
+    /// with outages, such as a cellular one, needs more than the default).
+    #[arg(long, value_name = "DURATION", default_value = "3s")]
+    pub peer_timeout: Duration,
     /// Put stream NAME (a --stream) on a committed foreground reservation
     /// of a `braid broker`: its spec becomes rate=RATE@0.99 at the
     /// reserved rate (delivery options kept), a file or stdin source is
@@ -118,6 +122,12 @@ pub fn run(mut args: StreamArgs) -> anyhow::Result<()> {
     if args.every.is_zero() {
         anyhow::bail!("--every must be above zero");
     }
+    if args.peer_timeout < Duration::from_millis(500) {
+        anyhow::bail!(
+            "--peer-timeout {}: must be at least 500ms",
+            args.peer_timeout
+        );
+    }
     let sources = plan
         .streams
         .iter()
@@ -140,6 +150,7 @@ pub fn run(mut args: StreamArgs) -> anyhow::Result<()> {
             metrics: args.metrics,
             every: args.every,
         },
+        args.peer_timeout,
     );
     booked.release();
     res

@@ -44,9 +44,10 @@ pub fn session(
     sources: Vec<Source>,
     access: Access,
     out: Output,
+    peer_timeout: Duration,
 ) -> anyhow::Result<()> {
     let rt = crate::cmd::session_runtime()?;
-    rt.block_on(run(plan, sources, out, access))
+    rt.block_on(run(plan, sources, out, access, peer_timeout))
 }
 
 /// A [`Stream`] as a producer's outlet.
@@ -92,7 +93,13 @@ impl Streams {
     }
 }
 
-async fn run(plan: Plan, sources: Vec<Source>, out: Output, access: Access) -> anyhow::Result<()> {
+async fn run(
+    plan: Plan,
+    sources: Vec<Source>,
+    out: Output,
+    access: Access,
+    peer_timeout: Duration,
+) -> anyhow::Result<()> {
     if let Some(addr) = out.metrics {
         metrics::install(addr)?;
     }
@@ -103,6 +110,7 @@ async fn run(plan: Plan, sources: Vec<Source>, out: Output, access: Access) -> a
         .collect::<Result<Vec<_>, _>>()?;
     let mut config = SessionConfig {
         paths,
+        peer_timeout,
         ..SessionConfig::default()
     };
     config.core.scheduler = plan.scheduler;
