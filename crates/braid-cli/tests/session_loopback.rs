@@ -421,7 +421,7 @@ fn a_longer_peer_timeout_outlives_an_outage() {
     let dir = TempDir::new("session-outage");
     let (mut serve, addr, mut stderr) = serve_once_with(dir.path(), &["--peer-timeout", "10s"]);
     let pid = serve.0.id().to_string();
-    let source = Command::new(env!("CARGO_BIN_EXE_braid"))
+    let mut source = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["stream", "--open", "--peer-timeout", "10s", "--to", &addr])
         .args(["--stream", "a:best-effort:cbr:1mbit", "--duration", "3s"])
         .env_remove("BRAID_LOG")
@@ -429,7 +429,6 @@ fn a_longer_peer_timeout_outlives_an_outage() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start braid stream");
-    std::thread::sleep(Duration::from_millis(1000));
     let signal = |sig: &str| {
         let ok = Command::new("kill")
             .args([sig, &pid])
@@ -438,12 +437,35 @@ fn a_longer_peer_timeout_outlives_an_outage() {
             .success();
         assert!(ok, "kill {sig}");
     };
-    signal("-STOP");
-    std::thread::sleep(Duration::from_secs(4));
-    signal("-CONT");
-    let done = source.wait_with_output().expect("wait for braid stream");
-    let said = String::from_utf8_lossy(&done.stderr);
-    assert!(done.status.success(), "{said}");
+    // The source's own clock paces the outage: its view prints a line
+    // stamped `t=…s` every second, sink or no sink. Silence from t = 1 s
+    // to t = 5 s.
+    let lines = BufReader::new(source.stderr.take().expect("piped stderr"));
+    let mut said = String::new();
+    let mut stopped = false;
+    let mut resumed = false;
+    for line in lines.lines() {
+        let line = line.expect("a line");
+        let t = line
+            .strip_prefix("t=")
+            .and_then(|r| r.split_once('s'))
+            .and_then(|(t, _)| t.parse::<f64>().ok());
+        if let Some(t) = t {
+            if !stopped && t >= 1.0 {
+                signal("-STOP");
+                stopped = true;
+            }
+            if stopped && !resumed && t >= 5.0 {
+                signal("-CONT");
+                resumed = true;
+            }
+        }
+        said.push_str(&line);
+        said.push('\n');
+    }
+    let status = source.wait().expect("wait for braid stream");
+    assert!(stopped && resumed, "{said}");
+    assert!(status.success(), "{said}");
     assert!(said.contains("sent and delivered"), "{said}");
     assert!(
         common::netns::eventually(60_000, || matches!(serve.0.try_wait(), Ok(Some(_)))),
