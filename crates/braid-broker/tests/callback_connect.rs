@@ -12,11 +12,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use braid_broker::types::CreateRequest;
-use braid_broker::{Auth, Broker, Client, Config, Role};
+use braid_broker::{Broker, Client, Role};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-const SECRET: &str = "0123456789abcdef0123456789abcdef";
+mod start;
+
 const GUARD: Duration = Duration::from_secs(30);
 
 /// A hook on 127.0.0.1 that answers every POST (`/redirect` with a 302 to
@@ -73,21 +74,12 @@ fn complete(got: &[u8]) -> bool {
 }
 
 async fn start(db: &Path, callbacks: &str) -> (Broker, Client) {
-    let text = format!(
-        "secret = \"{SECRET}\"\n[callbacks]\n{callbacks}\n\
+    let body = format!(
+        "[callbacks]\n{callbacks}\n\
          [[resource]]\nname = \"link\"\nkind = \"network\"\ncapacity = \"100mbit\"\n"
     );
-    let config = Config::parse(&text, Path::new("c.toml")).expect("test config is valid");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let broker = Broker::start(config, db.to_str().expect("utf-8 path"), listener)
-        .await
-        .expect("broker starts");
-    let token = Auth::new(SECRET.as_bytes())
-        .issue("alice", Role::User, 4_000_000_000)
-        .expect("issue");
-    let client = Client::new(&format!("http://{}", broker.addr()), &token).expect("client");
+    let broker = start::start_broker(&body, db).await;
+    let client = start::client_for(&broker, "alice", Role::User);
     (broker, client)
 }
 

@@ -9,10 +9,10 @@ use std::path::Path;
 
 use braid_broker::client::ClientError;
 use braid_broker::types::{CreateRequest, FlowSpec};
-use braid_broker::{Auth, Broker, Client, Config, Role};
-use reqwest::StatusCode;
+use braid_broker::{Broker, Client, Role};
 
-const SECRET: &str = "0123456789abcdef0123456789abcdef";
+mod start;
+use reqwest::StatusCode;
 
 const CONFIG: &str = "[flows.users]\nalice = [\"10.77.1.0/24\"]\nbob = [\"10.77.2.0/24\"]\n\
      [flows.groups.lab]\nmembers = [\"alice\", \"bob\"]\naddresses = [\"10.77.9.0/24\"]\n\
@@ -20,24 +20,11 @@ const CONFIG: &str = "[flows.users]\nalice = [\"10.77.1.0/24\"]\nbob = [\"10.77.
      [[resource]]\nname = \"tight\"\nkind = \"network\"\ncapacity = \"100mbit\"\ndevice = \"eth8\"\nborrow = false\n";
 
 async fn start(db: &Path) -> Broker {
-    let config = Config::parse(
-        &format!("secret = \"{SECRET}\"\n{CONFIG}"),
-        Path::new("flows.toml"),
-    )
-    .expect("test config is valid");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    Broker::start(config, db.to_str().expect("utf-8 path"), listener)
-        .await
-        .expect("broker starts")
+    start::start_broker(CONFIG, db).await
 }
 
 fn client(b: &Broker, user: &str, role: Role) -> Client {
-    let token = Auth::new(SECRET.as_bytes())
-        .issue(user, role, 4_000_000_000)
-        .expect("issue");
-    Client::new(&format!("http://{}", b.addr()), &token).expect("client")
+    start::client_for(b, user, role)
 }
 
 fn on(resource: &str, rate: &str, src: Option<&str>, dst: Option<&str>) -> CreateRequest {

@@ -67,7 +67,7 @@ pub struct ServeArgs {
     /// End a session once every path of it has been down this long (a
     /// link with outages, such as a cellular one, needs more than the
     /// default).
-    #[arg(long, value_name = "DURATION", default_value = "3s")]
+    #[arg(long, value_name = "DURATION", default_value_t = braid::session::PEER_TIMEOUT)]
     pub peer_timeout: Duration,
 }
 

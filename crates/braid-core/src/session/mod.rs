@@ -763,7 +763,12 @@ impl Session {
                             tracing::debug!(session = self.id.0, path = ?self.conns.get(&h), reason = ?r, "session: the peer heard the close");
                         }
                         self.close_heard |= self.closed.is_some() && closes_heard(&r);
-                        closed = Some(describe_close(&r));
+                        let words = self
+                            .conns
+                            .get(&h)
+                            .and_then(|id| self.paths.get(id))
+                            .map_or_else(|| describe_close(&r), |p| p.close_words(&r));
+                        closed = Some(words);
                     }
                 }
                 // The RTT only with a sample: `stats` is not free, and
@@ -789,8 +794,8 @@ impl Session {
                             }
                         }
                     }
-                    if let Some(why) = &closed {
-                        p.last_error = Some(p.close_words(why));
+                    if closed.is_some() {
+                        p.last_error = closed.clone();
                     }
                 }
                 if closed.is_some() {

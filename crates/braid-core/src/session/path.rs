@@ -128,17 +128,18 @@ pub(crate) struct PathState {
 pub(crate) const HOP_REPORT_MAX_AGE: Duration = Duration::from_secs(2);
 
 impl PathState {
-    /// Why the path's connection closed, in words that name the relay
-    /// when its first hop (a relay) had no room for it: "relay full".
-    pub fn close_words(&self, why: &str) -> String {
-        use crate::transport::REASON_SERVER_FULL_PREFIX as FULL;
-        match why.find(FULL) {
-            Some(at) if !self.route.is_empty() => format!(
-                "relay full: the relay at {} refused it ({})",
-                self.addr.remote,
-                &why[at..]
-            ),
-            _ => why.to_string(),
+    /// Why the path's connection closed, in words; a "server full"
+    /// refusal by its first hop, when that is a relay, says "relay full".
+    pub fn close_words(&self, r: &crate::transport::CloseReason) -> String {
+        use crate::transport::{CloseReason as C, REASON_SERVER_FULL_PREFIX as FULL};
+        match r {
+            C::Peer { reason, .. } if !self.route.is_empty() && reason.starts_with(FULL) => {
+                format!(
+                    "relay full: the relay at {} refused it ({reason})",
+                    self.addr.remote
+                )
+            }
+            _ => super::describe_close(r),
         }
     }
 

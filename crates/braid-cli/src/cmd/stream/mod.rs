@@ -81,7 +81,7 @@ pub struct StreamArgs {
     pub every: Duration,
     /// End the session once every path has been down this long (a link
     /// with outages, such as a cellular one, needs more than the default).
-    #[arg(long, value_name = "DURATION", default_value = "3s")]
+    #[arg(long, value_name = "DURATION", default_value_t = braid::session::PEER_TIMEOUT)]
     pub peer_timeout: Duration,
     /// Put stream NAME (a --stream) on a committed foreground reservation
     /// of a `braid broker`: its spec becomes rate=RATE@0.99 at the
