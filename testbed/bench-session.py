@@ -78,13 +78,27 @@ def pct(v, q):
     return s[lo] + (s[hi] - s[lo]) * (i - lo)
 
 
+def met_of(tag):
+    """The sink session's own share of windows met per stream (its `met`
+    lines: braid's one definition, over the whole run)."""
+    met = {}
+    try:
+        for line in open(tag + '.sink'):
+            f = line.split()
+            if len(f) == 3 and f[0] == 'met':
+                met[int(f[1])] = float(f[2])
+    except FileNotFoundError:
+        pass
+    return met
+
+
 def table3():
     tags = sorted(glob.glob(os.path.join(OUT, 't3-*.source')))
     if not tags:
         return
     print(f'## Table III on real sockets (1 s windows, first {WARM:.0f} s after the source started not counted)')
-    print('| scheduler | stream | target Mbit/s | p95 (5th pct) Mbit/s | p95 / target | mean | std | windows | load start/end |')
-    print('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+    print('| scheduler | stream | target Mbit/s | p95 (5th pct) Mbit/s | p95 / target | mean | std | windows | met (sink) | load start/end |')
+    print('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
     stds = {}
     for src in tags:
         tag = src[:-len('.source')]
@@ -92,6 +106,7 @@ def table3():
         m = meta(tag)
         start, end, _ = source(tag)
         wins, _, _ = sink(tag)
+        met = met_of(tag)
         if start is None or end is None:
             print(f'| {sched} | (no run: {m}) |')
             continue
@@ -108,7 +123,8 @@ def table3():
             mean = statistics.fmean(v)
             sd = statistics.pstdev(v)
             stds[(sched, name)] = sd
-            print(f'| {sched} | {name} | {target:.3f} | {p5:.3f} | {p5 / target:.1%} | {mean:.3f} | {sd:.4f} | {len(v)} | {m.get("load_start")}/{m.get("load_end")} |')
+            share = f'{met[i]:.1%}' if i in met else '-'
+            print(f'| {sched} | {name} | {target:.3f} | {p5:.3f} | {p5 / target:.1%} | {mean:.3f} | {sd:.4f} | {len(v)} | {share} | {m.get("load_start")}/{m.get("load_end")} |')
     std_check(stds)
     print()
     phases(tags)

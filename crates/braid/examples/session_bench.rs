@@ -33,8 +33,10 @@
 //! * sink: `win STREAM UNIX_SECOND BYTES` (bytes delivered per 1 s window),
 //!   `bin STREAM UNIX_10MS BYTES` (the same per 10 ms),
 //!   `gap STREAM START_MS LEN_MS` (every pause of 50 ms or more between two
-//!   messages of a stream), `total STREAM BYTES FIRST_MS LAST_MS`, `close
-//!   MS REASON`;
+//!   messages of a stream), `total STREAM BYTES FIRST_MS LAST_MS`,
+//!   `met STREAM SHARE` (the share of the stream's windows the sink session
+//!   judged met by braid's one definition, `braid_core::session::meter`,
+//!   at its last look; guarantees only), `close MS REASON`;
 //! * relay: `relay ADDR` once bound;
 //! * cross: `cross LOCAL -> ADDR mean MBIT Mbit/s` once bound, `cross-end
 //!   packets N errors N bytes N` at the end;
@@ -164,8 +166,21 @@ async fn sink(a: Args) -> Result<(), BoxError> {
     println!("listen {}", listener.local_addr());
     let mut inc = listener.accept().await?;
     let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
+    // The sink session's own verdicts, looked at about once a second.
+    let mut met: BTreeMap<u32, f64> = BTreeMap::new();
+    let mut looked = 0;
     while let Some(m) = inc.recv().await {
         let t = now_ms();
+        if t >= looked + 1000 {
+            looked = t;
+            if let Ok(snap) = inc.snapshot().await {
+                for st in &snap.streams {
+                    if let Some(share) = st.windows_met {
+                        met.insert(st.id.0, share);
+                    }
+                }
+            }
+        }
         let s = seen.entry(m.stream.0).or_default();
         if s.bytes == 0 {
             s.first = t;
@@ -192,6 +207,9 @@ async fn sink(a: Args) -> Result<(), BoxError> {
             writeln!(out, "gap {id} {start} {len}")?;
         }
         writeln!(out, "total {id} {} {} {}", s.bytes, s.first, s.last)?;
+        if let Some(share) = met.get(id) {
+            writeln!(out, "met {id} {share}")?;
+        }
     }
     writeln!(out, "close {} {:?}", now_ms(), inc.close_reason())?;
     Ok(())

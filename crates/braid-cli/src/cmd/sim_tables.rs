@@ -140,6 +140,7 @@ pub fn run(table: Table, args: TableArgs) -> anyhow::Result<()> {
                     "std_mbps": s.std,
                     "jitter_ms": s.jitter_ms,
                     "met": s.met,
+                    "windows_met": s.windows_met,
                 })
             })
             .collect();

@@ -25,8 +25,8 @@ use super::harness::{PathSpec, StreamDef, StreamResult};
 use super::setup::HarnessConfig;
 use super::ExperimentError;
 use crate::session::{
-    build, CrossDef, HopDef, Infeasible, PathDef, SessionNode, SessionSim, SinkApp, SourceApp,
-    SourceStream, ViolationPromise, Workload,
+    build, CrossDef, HopDef, Infeasible, PathDef, SessionNode, SessionReport, SessionSim, SinkApp,
+    SourceApp, SourceStream, ViolationPromise, Workload,
 };
 use braid_core::link::LinkConfig;
 use braid_core::link::{Capacity, RateSchedule};
@@ -214,6 +214,8 @@ fn run_session(
         .filter(|(_, e)| matches!(e, Event::GuaranteeUnmet { .. }))
         .count() as u64;
     let sent = tx.app().sent();
+    // Windows met by the one definition, as `braid sim session` reports them.
+    let report = SessionReport::from_run(&sim, &def, cfg.start.since_origin());
     let promises = tx.app().violation_promises().to_vec();
     let first = (cfg.start.since_origin().as_nanos() / cfg.sample.as_nanos().max(1)) as usize;
     let last = (cfg.end.since_origin().as_nanos() / cfg.sample.as_nanos().max(1)) as usize;
@@ -234,6 +236,8 @@ fn run_session(
                 frame_done: Vec::new(),
                 frames_dropped: sent.get(i).map_or(0, |s| s.3),
                 upcalls,
+                windows_met: report.streams.get(i).and_then(|s| s.windows_met),
+                expected_misses: report.streams.get(i).and_then(|s| s.expected_misses),
             }
         })
         .collect();

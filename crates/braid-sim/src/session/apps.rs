@@ -416,14 +416,21 @@ impl SourceApp {
 
 impl SessionApp for SourceApp {
     fn drive(&mut self, now: Instant, session: &mut Session) {
+        let mut stats = Vec::new();
         while let Some(e) = session.poll_event() {
             self.answer(now, session, &e);
             if let Event::Stats { stream, .. } = e {
-                self.record_violation_promise(now, session, stream);
+                stats.push(stream);
             }
             if self.events.len() < MAX_EVENT_LOG {
                 self.events.push((now, e));
             }
+        }
+        // The promise in force once this instant's upcalls are answered: a
+        // statistics event ahead of an upcall in the queue would otherwise
+        // record the moment between a re-map and its answer as unmapped.
+        for stream in stats {
+            self.record_violation_promise(now, session, stream);
         }
         let mut wake: Option<Instant> = None;
         // Streams open at their start, in list order (so stream i is

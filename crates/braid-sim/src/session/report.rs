@@ -32,7 +32,7 @@
 //!   **delivered** is what the path's first hop carried of the session's
 //!   datagrams (headers included) after the warm-up.
 
-use super::apps::{Metered, SinkApp, SinkStream, SourceApp};
+use super::apps::{Metered, SinkApp, SinkStream, SourceApp, MAX_METERED};
 use super::node::SessionNode;
 use super::scenario::SessionScenario;
 use super::setup::{build, SessionSim};
@@ -258,16 +258,22 @@ fn delivery_words(d: Delivery) -> String {
 
 /// A metered stream's windows ([`WindowMeter::for_spec`], from time
 /// zero): what its source model generated, and what of it reached the sink
-/// application when. `None` for best effort.
+/// application when; with the offer time up to which the records are
+/// whole (`None`: all of the run). The apps keep at most
+/// [`MAX_METERED`] records of each kind, so a long, fast stream's later
+/// windows would look empty (offered nothing, so met); they are left out.
+/// `None` for best effort.
 fn meter(
     config: &braid_core::session::StreamConfig,
     source: Option<&Metered>,
     sink: &SinkStream,
-) -> Option<WindowMeter> {
+) -> Option<(WindowMeter, Option<Instant>)> {
     let mut meter = WindowMeter::for_spec(&config.spec, config.delivery, Instant::ZERO)?;
     let Some(m) = source else {
-        return Some(meter);
+        return Some((meter, None));
     };
+    let arrivals = sink.arrivals.as_deref().unwrap_or(&[]);
+    let whole_until = whole_until(m, arrivals, MAX_METERED);
     for &(at, bytes) in &m.offers {
         meter.offer(at, u64::from(bytes));
     }
@@ -279,7 +285,31 @@ fn meter(
             meter.deliver(generated, at, u64::from(bytes));
         }
     }
-    Some(meter)
+    Some((meter, whole_until))
+}
+
+/// The offer time up to which a stream's records, each kept up to `cap`
+/// entries, are whole: the earliest of the last offer, the last send and
+/// the latest offer time among the arrivals, over the lists that are full
+/// (each list is in time order of the offers it stands for). `None` when
+/// none is full.
+fn whole_until(m: &Metered, arrivals: &[(u64, Instant, u32)], cap: usize) -> Option<Instant> {
+    let full = |n: usize| n >= cap;
+    [
+        full(m.offers.len()).then(|| m.offers.last().map(|o| o.0)),
+        full(m.generated_at.len()).then(|| m.generated_at.last().copied()),
+        full(arrivals.len()).then(|| {
+            arrivals
+                .iter()
+                .filter_map(|&(seq, _, _)| m.generated_at.get(usize::try_from(seq).ok()?))
+                .max()
+                .copied()
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|t| t.unwrap_or(Instant::ZERO))
+    .min()
 }
 
 impl SessionReport {
@@ -377,17 +407,22 @@ impl SessionReport {
             }
             let (kind, words, probability) = spec_words(&s.config.spec);
             let target = s.config.spec.required_rate();
-            let judged = meter(&s.config, metered.get(k).copied().flatten(), &rec).map(|m| {
-                let len = m.len().as_nanos().max(1);
-                let first = (from as u64 * 1_000_000_000).div_ceil(len) as usize;
-                let last = (to as u64 * 1_000_000_000 / len) as usize;
-                let end = Instant::ZERO + def.duration;
-                let mut ks: Vec<usize> = (first..last).filter(|&w| m.decided(w, end)).collect();
-                if ks.is_empty() {
-                    ks = (first..last).collect();
-                }
-                ks.iter().map(|&w| m.window(w)).collect::<Vec<_>>()
-            });
+            let judged =
+                meter(&s.config, metered.get(k).copied().flatten(), &rec).map(|(m, whole)| {
+                    let len = m.len().as_nanos().max(1);
+                    let first = (from as u64 * 1_000_000_000).div_ceil(len) as usize;
+                    let mut last = (to as u64 * 1_000_000_000 / len) as usize;
+                    if let Some(w) = whole {
+                        // Only the windows wholly before the records ran out.
+                        last = last.min((w.since_origin().as_nanos() / len) as usize);
+                    }
+                    let end = Instant::ZERO + def.duration;
+                    let mut ks: Vec<usize> = (first..last).filter(|&w| m.decided(w, end)).collect();
+                    if ks.is_empty() {
+                        ks = (first..last).collect();
+                    }
+                    ks.iter().map(|&w| m.window(w)).collect::<Vec<_>>()
+                });
             let windows_judged = judged.as_ref().map(Vec::len);
             let windows_met = judged
                 .as_ref()
@@ -527,5 +562,32 @@ impl SessionReport {
     pub fn to_json(&self) -> String {
         // Plain data of numbers, strings and options: serialisation cannot fail.
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: u64) -> Instant {
+        Instant::ZERO + Duration::from_secs(s)
+    }
+
+    /// The records of a long, fast stream stop at the apps' cap; the
+    /// windows after that would look empty (offered nothing, so met) and
+    /// must not be judged.
+    #[test]
+    fn records_cut_at_their_cap_end_the_judged_windows() {
+        let m = Metered {
+            offers: (0..4).map(|s| (at(s), 1000)).collect(),
+            generated_at: (0..4).map(at).collect(),
+        };
+        let arrivals: Vec<(u64, Instant, u32)> = (0..3).map(|q| (q, at(q + 1), 1000)).collect();
+        // Nothing full: the records are whole.
+        assert_eq!(whole_until(&m, &arrivals, 5), None);
+        // The offers and sends fill at 4: whole until the last of them.
+        assert_eq!(whole_until(&m, &arrivals, 4), Some(at(3)));
+        // The arrivals fill at 3: whole until the offer of the last one.
+        assert_eq!(whole_until(&m, &arrivals, 3), Some(at(2)));
     }
 }
