@@ -6,6 +6,7 @@ mod alloc_tuning;
 mod args;
 mod cmd;
 mod pipe_buffer;
+mod shutdown;
 
 use clap::error::ErrorKind;
 use clap::Parser;
@@ -20,10 +21,17 @@ fn main() -> ExitCode {
     init_tracing(cli.verbose);
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("braid: error: {}", one_line(&err));
-            ExitCode::FAILURE
-        }
+        Err(err) => match shutdown::exit_code(&err) {
+            // Stopped by a signal before its work was done (see `shutdown`).
+            Some(code) => {
+                eprintln!("braid: {}", one_line(&err));
+                ExitCode::from(code)
+            }
+            None => {
+                eprintln!("braid: error: {}", one_line(&err));
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

@@ -600,3 +600,82 @@ fn a_full_disk_refuses_the_stream_and_the_source_says_so() {
         assert!(!disk.0.join(name).exists(), "{name} left behind");
     }
 }
+
+/// SIGTERM, the way every long-running command is stopped (issue 30 §8):
+/// a `braid stream` cut short closes its session (what it sent is
+/// delivered) and exits 143; `braid serve` and `braid relay`, whose work
+/// ends that way, finish theirs and exit 0.
+#[test]
+fn sigterm_cuts_a_stream_short_and_stops_serve_and_relay_cleanly() {
+    let dir = TempDir::new("session-sigterm");
+    let (mut serve, addr, serve_err) = serve_with(dir.path(), &[]);
+    let term = |child: &Child| {
+        // SAFETY: kill with a child's own pid and a valid signal.
+        let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        assert_eq!(rc, 0, "kill -TERM");
+    };
+    let mut source = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["stream", "--open", "--to", &addr])
+        .args([
+            "--stream",
+            "tick:best-effort:cbr:1mbit",
+            "--duration",
+            "60s",
+        ])
+        .env_remove("BRAID_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start braid stream");
+    // Its view's lines come every second; once one shows messages sent,
+    // the stream runs.
+    let mut lines = BufReader::new(source.stderr.take().expect("piped stderr")).lines();
+    let mut said = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("a line");
+        said.push_str(&line);
+        said.push('\n');
+        if line.contains("stream tick") && !line.contains("messages=0 ") {
+            break;
+        }
+    }
+    term(&source);
+    for line in lines {
+        said.push_str(&line.expect("a line"));
+        said.push('\n');
+    }
+    let status = source.wait().expect("wait for braid stream");
+    assert_eq!(status.code(), Some(143), "{said}");
+    assert!(said.contains("stopped by SIGTERM"), "{said}");
+    assert!(said.contains("closing the session"), "{said}");
+    // The sink has what was sent, and it ends cleanly.
+    let got = std::fs::metadata(dir.path().join("tick")).map_or(0, |m| m.len());
+    assert!(got > 0, "nothing kept of the cut stream; {said}");
+    term(&serve.0);
+    let status = serve.0.wait().expect("wait for braid serve");
+    let rest: Vec<String> = serve_err.lines().map_while(Result::ok).collect();
+    assert_eq!(status.code(), Some(0), "{}", rest.join("\n"));
+
+    let mut relay = Running(
+        Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args(["relay", "--open", "--listen", "127.0.0.1:0"])
+            .env_remove("BRAID_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start braid relay"),
+    );
+    let mut relay_err = BufReader::new(relay.0.stderr.take().expect("piped stderr"));
+    let mut first = String::new();
+    relay_err.read_line(&mut first).expect("first line");
+    assert!(first.starts_with("braid relay: listening on "), "{first}");
+    term(&relay.0);
+    let status = relay.0.wait().expect("wait for braid relay");
+    let rest: Vec<String> = relay_err.lines().map_while(Result::ok).collect();
+    assert_eq!(status.code(), Some(0), "{}", rest.join("\n"));
+    assert!(
+        rest.iter().any(|l| l.contains("stopped by SIGTERM")),
+        "{}",
+        rest.join("\n")
+    );
+}

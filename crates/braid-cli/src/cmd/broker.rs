@@ -126,16 +126,14 @@ pub fn run(a: BrokerArgs) -> anyhow::Result<()> {
                 BrokerError::Limits(e) => anyhow::anyhow!("{e}"),
                 e => anyhow::Error::new(e).context(format!("starting the broker on {db}")),
             })?;
+        let stop = crate::shutdown::requested();
         eprintln!(
             "braid: broker listening on http://{} (database {db}{})",
             broker.addr(),
             if a.enforce { ", enforcing" } else { "" }
         );
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .context("watching SIGTERM")?;
         let stopped = tokio::select! {
-            _ = tokio::signal::ctrl_c() => true,
-            _ = term.recv() => true,
+            _ = stop => true,
             () = broker.wait() => false,
         };
         if !stopped {

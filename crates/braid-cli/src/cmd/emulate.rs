@@ -9,7 +9,6 @@ use braid::emulate::{Direction, Emulator, EmulatorConfig, Ipv4Cidr, Side};
 use braid_core::link::{Capacity, LinkConfig};
 use braid_core::{Bandwidth, ByteSize, Duration};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How often the main thread looks at signals, the watched process and the
 /// control FIFO.
@@ -259,22 +258,6 @@ fn scenario_specs(
     Ok((spec_of(link)?, back))
 }
 
-/// Set by SIGINT, SIGTERM and SIGHUP.
-static SIGNALLED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    SIGNALLED.store(true, Ordering::Relaxed);
-}
-
-fn install_signal_handlers() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
-        unsafe {
-            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
-        }
-    }
-}
-
 fn pid_alive(pid: u32) -> bool {
     // SAFETY: kill with signal 0 only checks; no signal is sent.
     let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
@@ -340,7 +323,7 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
         Some(p) => Some(Control::create(p)?),
         None => None,
     };
-    install_signal_handlers();
+    crate::shutdown::watch_blocking();
     let emu = Emulator::start(EmulatorConfig {
         a: Side {
             namespace: args.ns_a.clone(),
@@ -368,7 +351,7 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
     let reason = loop {
         std::thread::park_timeout(TICK);
         let elapsed = braid::clock::now() - started;
-        if SIGNALLED.load(Ordering::Relaxed) {
+        if crate::shutdown::signalled().is_some() {
             break Ok("signal");
         }
         if let Err(e) = emu.check() {

@@ -71,31 +71,42 @@ async fn relay(listen: SocketAddr, args: RelayArgs) -> anyhow::Result<()> {
     config.transport.protection = access.protection;
     args.limits.apply(&mut config.transport)?;
     let relay = Relay::bind(listen, config).with_context(|| format!("relaying on {listen}"))?;
+    let stop = crate::shutdown::requested();
+    tokio::pin!(stop);
     eprintln!("braid relay: listening on {}", relay.local_addr());
     let mut tick = tokio::time::interval(args.every.into());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
-            _ = tick.tick() => {
-                let snap = relay.snapshot().await.context("the relay stopped")?;
-                let t = braid::clock::now().as_secs_f64();
-                metrics::record_relay(&snap.stats, snap.pairs.len());
-                match args.format {
-                    Format::Json => {
-                        if let Ok(line) = serde_json::to_string(&RelayLine::new(&snap, t)) {
-                            let mut out = std::io::stdout().lock();
-                            let _ = writeln!(out, "{line}");
-                            let _ = out.flush();
-                        }
-                    }
-                    Format::Text => {
-                        let _ = std::io::stderr().write_all(render(&snap, t).as_bytes());
-                    }
-                }
+            _ = tick.tick() => show(&relay, args.format).await?,
+            s = &mut stop => {
+                // Stopping is how a relay ends: its last figures, then 0.
+                show(&relay, args.format).await?;
+                eprintln!("braid relay: stopped by {}", s.name());
+                return Ok(());
             }
-            _ = tokio::signal::ctrl_c() => return Ok(()),
         }
     }
+}
+
+/// Prints the relay's figures now, as `--format` says, and records them.
+async fn show(relay: &Relay, format: Format) -> anyhow::Result<()> {
+    let snap = relay.snapshot().await.context("the relay stopped")?;
+    let t = braid::clock::now().as_secs_f64();
+    metrics::record_relay(&snap.stats, snap.pairs.len());
+    match format {
+        Format::Json => {
+            if let Ok(line) = serde_json::to_string(&RelayLine::new(&snap, t)) {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+        }
+        Format::Text => {
+            let _ = std::io::stderr().write_all(render(&snap, t).as_bytes());
+        }
+    }
+    Ok(())
 }
 
 /// One line for the relay, then one per forwarding pair.

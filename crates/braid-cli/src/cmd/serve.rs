@@ -6,6 +6,7 @@
 use super::metrics;
 use super::quota::Quotas;
 use super::view::{stream_name, Format, LiveView, Names};
+use crate::shutdown::{Stop, Stopped};
 use anyhow::{bail, Context};
 use braid::session::{IncomingSession, ListenerConfig, SessionListener, SinkItem};
 use braid_core::session::{CloseReason, Event};
@@ -120,15 +121,14 @@ async fn serve(listen: SocketAddr, args: ServeArgs, quotas: Quotas) -> anyhow::R
     config.core.confirm_streams = true;
     let mut listener =
         SessionListener::bind(listen, config).with_context(|| format!("listening on {listen}"))?;
-    eprintln!("braid serve: listening on {}", listener.local_addr());
-    // Ctrl-C (or SIGINT) ends every session the same way a lost source
-    // does: files flushed and closed, streams reported.
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    // SIGINT or SIGTERM ends every session the same way a lost source
+    // does: files flushed and closed, streams reported (`crate::shutdown`).
+    let (stop_tx, stop) = tokio::sync::watch::channel(None);
+    let signal = crate::shutdown::requested();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = stop_tx.send(true);
-        }
+        let _ = stop_tx.send(Some(signal.await));
     });
+    eprintln!("braid serve: listening on {}", listener.local_addr());
     let sink = Sink {
         out: args.out.clone(),
         force: args.force,
@@ -145,7 +145,9 @@ async fn serve(listen: SocketAddr, args: ServeArgs, quotas: Quotas) -> anyhow::R
     if args.once {
         let incoming = tokio::select! {
             r = listener.accept() => r.context("accepting a session")?,
-            _ = stop_requested(&mut stopped) => bail!("interrupted before any session"),
+            s = stop_requested(&mut stopped) => {
+                return Err(Stopped::new(s, "before any session").into());
+            }
         };
         let report = sink.session(incoming).await?;
         return report.verdict();
@@ -168,16 +170,26 @@ async fn serve(listen: SocketAddr, args: ServeArgs, quotas: Quotas) -> anyhow::R
     while let Some(done) = sessions.join_next().await {
         failed |= !session_ended(done);
     }
-    if failed {
-        bail!("interrupted: some streams are incomplete");
+    let signal = *stopped.borrow();
+    match signal {
+        // Stopping is how a server ends; only streams left incomplete
+        // make it a failure.
+        Some(s) if failed => Err(Stopped::new(s, "some streams are incomplete").into()),
+        _ if failed => bail!("some streams are incomplete"),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
-/// Returns once Ctrl-C was pressed (never, if the watcher is gone).
-async fn stop_requested(stop: &mut tokio::sync::watch::Receiver<bool>) {
-    if stop.wait_for(|s| *s).await.is_err() {
-        std::future::pending::<()>().await;
+/// Returns the signal once one asked to stop (never, if the watcher is
+/// gone).
+async fn stop_requested(stop: &mut tokio::sync::watch::Receiver<Option<Stop>>) -> Stop {
+    let seen = stop
+        .wait_for(Option::is_some)
+        .await
+        .map(|s| s.unwrap_or(Stop::Interrupt));
+    match seen {
+        Ok(s) => s,
+        Err(_) => std::future::pending().await,
     }
 }
 
@@ -202,7 +214,7 @@ struct Sink {
     format: Format,
     every: Duration,
     /// Becomes true on Ctrl-C.
-    stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<Option<Stop>>,
     files: Files,
 }
 
@@ -406,11 +418,11 @@ impl Sink {
         let mut tick = tokio::time::interval(self.every.into());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut stop = self.stop.clone();
-        let mut interrupted = false;
+        let mut interrupted = None;
         loop {
             tokio::select! {
-                _ = stop_requested(&mut stop) => {
-                    interrupted = true;
+                s = stop_requested(&mut stop) => {
+                    interrupted = Some(s);
                     break;
                 }
                 item = incoming.next_item() => match item {
@@ -471,8 +483,8 @@ impl Sink {
         }
         view.detach();
         let snap = incoming.snapshot().await.ok().or(last);
-        let ended = if interrupted {
-            Some("interrupted".to_string())
+        let ended = if let Some(s) = interrupted {
+            Some(format!("stopped by {}", s.name()))
         } else {
             incoming.close_reason().and_then(|r| match r {
                 CloseReason::Peer { .. } => None,

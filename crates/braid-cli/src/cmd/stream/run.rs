@@ -160,7 +160,9 @@ async fn run(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut sent: BTreeMap<StreamId, Produced> = BTreeMap::new();
     let mut refused: BTreeMap<StreamId, String> = BTreeMap::new();
-    let mut interrupted = false;
+    let mut interrupted = None;
+    let stop = crate::shutdown::requested();
+    tokio::pin!(stop);
     while !tasks.is_empty() {
         tokio::select! {
             ev = session.next_event() => match ev {
@@ -205,8 +207,8 @@ async fn run(
                 Some(Err(e)) => return Err(anyhow!("a stream's producer failed: {e}")),
                 None => {}
             },
-            _ = tokio::signal::ctrl_c() => {
-                interrupted = true;
+            s = &mut stop => {
+                interrupted = Some(s);
                 tasks.abort_all();
                 break;
             }
@@ -214,8 +216,11 @@ async fn run(
     }
     show(&session, &mut view, &names).await;
     view.detach();
-    if interrupted {
-        eprintln!("braid: interrupted: closing the session (what was sent is delivered first)");
+    if let Some(s) = interrupted {
+        eprintln!(
+            "braid: {}: closing the session (what was sent is delivered first)",
+            s.name()
+        );
     }
     let final_snap = session.snapshot().await.ok();
     session.close().await.map_err(|e| session_error(to, e))?;
@@ -234,8 +239,8 @@ async fn run(
     if let Some(s) = final_snap {
         metrics::record_session(&s, &names);
     }
-    if interrupted {
-        bail!("interrupted");
+    if let Some(s) = interrupted {
+        return Err(crate::shutdown::Stopped::new(s, "the streams had more to send").into());
     }
     if !refused.is_empty() {
         let names: Vec<String> = refused.keys().map(|id| streams.name(*id)).collect();
