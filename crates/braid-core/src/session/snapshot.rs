@@ -101,7 +101,8 @@ pub struct StreamSnapshot {
     pub last: StreamStats,
     /// Share of the spec's windows that met the spec since the stream
     /// opened: the sink's own figure, or on a source the last figure the
-    /// sink reported (`None` before its first report).
+    /// sink reported (`None` before the first window is judged, and for
+    /// best effort).
     pub windows_met: Option<f64>,
     /// What each path promises the stream now (source).
     pub paths: Vec<PathPromise>,
@@ -233,9 +234,14 @@ impl super::Session {
                 id,
                 config: l.config.clone(),
                 last: l.last,
+                // None until a window has been judged (and always for best
+                // effort, which has none to meet).
                 windows_met: match self.role {
-                    Role::Sink => Some(l.last.windows_met),
-                    Role::Source => l.reported.map(|(m, _, _)| m),
+                    Role::Sink => (l.last.windows_judged > 0).then_some(l.last.windows_met),
+                    Role::Source => l
+                        .reported
+                        .filter(|_| l.judged.judged > 0)
+                        .map(|(m, _, _)| m),
                 },
                 paths: l.promises.clone(),
                 unmet: l.unmet,
