@@ -5,6 +5,10 @@
 #[allow(dead_code)]
 mod guaranteed_streams;
 
+#[path = "../examples/relayed_paths.rs"]
+#[allow(dead_code)]
+mod relayed_paths;
+
 /// Two guaranteed streams and a best-effort one over one session: all
 /// three deliver, both guarantees are mapped, and the sink judges the
 /// constant-rate guarantee's windows.
@@ -30,4 +34,18 @@ async fn the_guaranteed_streams_example_runs() {
     );
     // Best effort has no windows to meet, and says so (it read 100 %).
     assert_eq!(report.received["bulk"].windows_met, None, "{report:?}");
+}
+
+/// A file's bytes over a direct path and one through a relay: all of it
+/// arrives intact, and the relayed path carried part of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relayed_paths_example_runs() {
+    let report = relayed_paths::run(8 << 20).await.expect("the example runs");
+    assert_eq!(report.bytes, 8 << 20, "{report:?}");
+    assert!(report.intact, "{report:?}");
+    assert_eq!(report.per_path.len(), 2, "{report:?}");
+    assert!(
+        report.relayed > 0,
+        "nothing went through the relay: {report:?}"
+    );
 }
