@@ -91,11 +91,15 @@ pub mod quota;
 mod quota_tests;
 pub mod relay;
 pub mod route;
+#[cfg(test)]
+mod scenario_tests;
 mod sink;
 pub mod snapshot;
 mod source;
 pub mod spec_str;
 pub mod stream;
+#[cfg(test)]
+mod test_net;
 #[cfg(test)]
 mod verdict_tests;
 
