@@ -15,6 +15,7 @@ pub mod local_addrs;
 pub mod perf;
 pub mod pipe;
 pub mod relay;
+pub mod resolve;
 pub mod rudp;
 pub mod session;
 mod tcp_info;

@@ -27,7 +27,7 @@ use braid::perf::{
 use braid::rudp::Reliability;
 use braid_core::transport::CongestionKind;
 use braid_core::{Bandwidth, Duration, Instant};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// `braid perf` subcommands.
@@ -205,10 +205,7 @@ pub fn run(cmd: PerfCommand) -> anyhow::Result<()> {
 }
 
 fn resolve(a: &str) -> anyhow::Result<SocketAddr> {
-    a.to_socket_addrs()
-        .with_context(|| format!("bad address {a:?} (expected host:port)"))?
-        .next()
-        .with_context(|| format!("address {a:?} resolves to nothing"))
+    Ok(braid::resolve::host_port(a, None)?)
 }
 
 // ---- server ----------------------------------------------------------------

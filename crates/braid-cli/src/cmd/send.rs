@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use braid::pipe::{self, net::SockOpts, Layout, Mode, Progress, SendConfig};
 use braid_core::Duration;
 use std::io::IsTerminal;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 
 /// TCP_NOTSENT_LOWAT in blocks: unsent data a socket may hold. Small keeps
 /// the scheduler's view of each path fresh; too small starves a fast
@@ -155,18 +155,10 @@ pub fn sockbuf(bytes: u64) -> usize {
 
 /// Resolves `host:port` strings.
 pub fn resolve(addrs: &[String]) -> anyhow::Result<Vec<SocketAddr>> {
-    let mut out = Vec::new();
-    for a in addrs {
-        let found = a
-            .to_socket_addrs()
-            .with_context(|| format!("bad address {a:?} (expected host:port)"))?
-            .next();
-        match found {
-            Some(x) => out.push(x),
-            None => bail!("address {a:?} resolves to nothing"),
-        }
-    }
-    Ok(out)
+    addrs
+        .iter()
+        .map(|a| Ok(braid::resolve::host_port(a, None)?))
+        .collect()
 }
 
 /// Progress display over indicatif, or nothing.

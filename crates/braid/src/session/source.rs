@@ -371,22 +371,14 @@ async fn resolve(p: &PathConfig, sink: SocketAddr) -> Result<Resolved, SessionEr
         Route::Via(hops) => {
             let mut addrs = Vec::with_capacity(hops.len() + 1);
             for h in hops {
-                let err = |why: String| SessionError::Resolve {
-                    path: p.to_string(),
-                    host: h.clone(),
-                    why,
-                };
-                let mut found = tokio::net::lookup_host(h.as_str())
-                    .await
-                    .map_err(|e| err(e.to_string()))?;
                 // The sink's family first, so one socket carries the path.
-                let all: Vec<SocketAddr> = found.by_ref().collect();
-                let a = all
-                    .iter()
-                    .find(|a| a.is_ipv4() == sink.is_ipv4())
-                    .or(all.first())
-                    .copied()
-                    .ok_or_else(|| err("no address".into()))?;
+                let a = crate::resolve::host_port_async(h, Some(sink))
+                    .await
+                    .map_err(|e| SessionError::Resolve {
+                        path: p.to_string(),
+                        host: h.clone(),
+                        why: e.to_string(),
+                    })?;
                 addrs.push(a);
             }
             addrs.push(sink);

@@ -28,7 +28,7 @@ use super::source::{SourceSpec, MAX_MESSAGE_SIZE};
 use anyhow::{bail, Context};
 use braid_core::session::{split_spec, SchedulerKind, StreamConfig};
 use braid_core::{ByteSize, Duration};
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 /// What the source does when a stream's guarantee cannot be met.
@@ -176,10 +176,7 @@ pub fn check_route(route: &str) -> anyhow::Result<()> {
 /// # Errors
 /// Bad syntax or no address.
 pub fn resolve(a: &str) -> anyhow::Result<SocketAddr> {
-    a.to_socket_addrs()
-        .with_context(|| format!("bad address {a:?} (expected HOST:PORT)"))?
-        .next()
-        .with_context(|| format!("address {a:?} resolves to nothing"))
+    Ok(braid::resolve::host_port(a, None)?)
 }
 
 /// Everything `braid stream` needs, checked.
