@@ -100,8 +100,9 @@ pub fn exit_code(err: &anyhow::Error) -> Option<u8> {
 /// runtime.
 pub fn requested() -> impl std::future::Future<Output = Stop> + Send + 'static {
     use tokio::signal::unix::{signal, SignalKind};
-    // Without handlers (no signal driver) the default action, ending the
-    // process, stays.
+    // Registering fails only if the OS refuses the handler (tokio panics
+    // instead when called outside a runtime); then the default action,
+    // ending the process, stays for both signals.
     let handlers =
         signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?)));
     async move {
@@ -128,14 +129,11 @@ pub fn requested() -> impl std::future::Future<Output = Stop> + Send + 'static {
 static SIGNALLED: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn on_signal(signo: libc::c_int) {
-    // The first signal is kept; a second exits at once (both calls are
-    // async-signal-safe).
-    if SIGNALLED
-        .compare_exchange(0, signo, Ordering::Relaxed, Ordering::Relaxed)
-        .is_err()
-    {
+    // The first signal is kept; a second exits at once, with the first's
+    // code as the async path does (both calls are async-signal-safe).
+    if let Err(first) = SIGNALLED.compare_exchange(0, signo, Ordering::Relaxed, Ordering::Relaxed) {
         // SAFETY: _exit is async-signal-safe.
-        unsafe { libc::_exit(128 + signo) };
+        unsafe { libc::_exit(128 + first) };
     }
 }
 

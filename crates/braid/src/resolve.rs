@@ -11,6 +11,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 
 /// A `HOST:PORT` that does not resolve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ResolveError {
     /// Not `HOST:PORT`, or the name service refused it.
     #[error("bad address {given:?} (expected HOST:PORT): {why}")]

@@ -150,7 +150,11 @@ async fn serve(listen: SocketAddr, args: ServeArgs, quotas: Quotas) -> anyhow::R
             }
         };
         let report = sink.session(incoming).await?;
-        return report.verdict();
+        let signal = *stopped.borrow();
+        return match (report.verdict(), signal) {
+            (Err(e), Some(s)) => Err(Stopped::new(s, format!("{e:#}")).into()),
+            (verdict, _) => verdict,
+        };
     }
     let mut sessions = tokio::task::JoinSet::new();
     let mut failed = false;
@@ -213,7 +217,7 @@ struct Sink {
     force: bool,
     format: Format,
     every: Duration,
-    /// Becomes true on Ctrl-C.
+    /// The signal that asked every session to stop, once one did.
     stop: tokio::sync::watch::Receiver<Option<Stop>>,
     files: Files,
 }

@@ -144,7 +144,16 @@ impl Net {
     /// Runs the two sides for `d` of virtual time.
     pub fn run_for(&mut self, d: Duration) {
         let end = self.now + d;
+        // Passes at one instant: a side whose timer stays due after it ran
+        // would spin here forever; fail instead.
+        let mut same = (self.now, 0u32);
         loop {
+            if same.0 == self.now {
+                same.1 += 1;
+                assert!(same.1 < 100_000, "the sessions spin at {:?}", self.now);
+            } else {
+                same = (self.now, 0);
+            }
             self.transmit();
             let next = [
                 self.flights.peek().map(|f| f.0 .0),

@@ -58,6 +58,10 @@ pub struct StreamResult {
     /// definition (what the window needed less what came in time), from
     /// packet-level runs; `None` otherwise.
     pub expected_misses: Option<f64>,
+    /// How many windows those two figures judged (from the start of the
+    /// measured span; fewer than its length when the run's records were
+    /// cut, see `SessionReport`); `None` where there are none.
+    pub windows_judged: Option<usize>,
 }
 
 /// Run `streams` over `paths` with `algo` on the simulator: a
@@ -113,6 +117,7 @@ pub fn run(
                 throughput_mbps: rx.throughput_mbps(i),
                 windows_met: fluid_windows_met(s, &frame_done, cfg),
                 expected_misses: None,
+                windows_judged: None,
                 frame_done,
                 frames_dropped: tx.frames_dropped(i),
                 upcalls: tx.upcalls(),
@@ -179,7 +184,9 @@ pub fn windows_met(
         .filter(|&k| m.decided(k, end))
         .map(|k| m.window(k).met)
         .collect();
-    Some(judged.iter().filter(|&&met| met).count() as f64 / judged.len().max(1) as f64)
+    // No window judged: nothing to say (not "none met").
+    (!judged.is_empty())
+        .then(|| judged.iter().filter(|&&met| met).count() as f64 / judged.len() as f64)
 }
 
 /// Summary statistics of one stream, as the seed's tables report them.

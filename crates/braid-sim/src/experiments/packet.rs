@@ -238,6 +238,7 @@ fn run_session(
                 upcalls,
                 windows_met: report.streams.get(i).and_then(|s| s.windows_met),
                 expected_misses: report.streams.get(i).and_then(|s| s.expected_misses),
+                windows_judged: report.streams.get(i).and_then(|s| s.windows_judged),
             }
         })
         .collect();

@@ -273,7 +273,7 @@ fn meter(
         return Some((meter, None));
     };
     let arrivals = sink.arrivals.as_deref().unwrap_or(&[]);
-    let whole_until = whole_until(m, arrivals, MAX_METERED);
+    let whole_until = whole_until(m, arrivals, MAX_METERED, meter.allowance());
     for &(at, bytes) in &m.offers {
         meter.offer(at, u64::from(bytes));
     }
@@ -289,21 +289,25 @@ fn meter(
 }
 
 /// The offer time up to which a stream's records, each kept up to `cap`
-/// entries, are whole: the earliest of the last offer, the last send and
-/// the latest offer time among the arrivals, over the lists that are full
-/// (each list is in time order of the offers it stands for). `None` when
-/// none is full.
-fn whole_until(m: &Metered, arrivals: &[(u64, Instant, u32)], cap: usize) -> Option<Instant> {
+/// entries, are whole: the earliest of the last offer, the last send (both
+/// lists in offer order) and, for the arrivals (in arrival order, so a
+/// reordered or resent message may come after the cut), the last
+/// recorded arrival less the `allowance` (every message that counts for a
+/// window before that arrived before the cut). `None` when none is full.
+fn whole_until(
+    m: &Metered,
+    arrivals: &[(u64, Instant, u32)],
+    cap: usize,
+    allowance: Duration,
+) -> Option<Instant> {
     let full = |n: usize| n >= cap;
     [
         full(m.offers.len()).then(|| m.offers.last().map(|o| o.0)),
         full(m.generated_at.len()).then(|| m.generated_at.last().copied()),
         full(arrivals.len()).then(|| {
             arrivals
-                .iter()
-                .filter_map(|&(seq, _, _)| m.generated_at.get(usize::try_from(seq).ok()?))
-                .max()
-                .copied()
+                .last()
+                .map(|&(_, at, _)| Instant::ZERO + at.since_origin().saturating_sub(allowance))
         }),
     ]
     .into_iter()
@@ -582,12 +586,16 @@ mod tests {
             offers: (0..4).map(|s| (at(s), 1000)).collect(),
             generated_at: (0..4).map(at).collect(),
         };
-        let arrivals: Vec<(u64, Instant, u32)> = (0..3).map(|q| (q, at(q + 1), 1000)).collect();
+        let arrivals: Vec<(u64, Instant, u32)> = (0..3).map(|q| (q, at(q + 2), 1000)).collect();
+        let allowance = Duration::from_secs(1);
         // Nothing full: the records are whole.
-        assert_eq!(whole_until(&m, &arrivals, 5), None);
+        assert_eq!(whole_until(&m, &arrivals, 5, allowance), None);
         // The offers and sends fill at 4: whole until the last of them.
-        assert_eq!(whole_until(&m, &arrivals, 4), Some(at(3)));
-        // The arrivals fill at 3: whole until the offer of the last one.
-        assert_eq!(whole_until(&m, &arrivals, 3), Some(at(2)));
+        assert_eq!(whole_until(&m, &arrivals, 4, allowance), Some(at(3)));
+        // The arrivals fill at 3: whole until the last arrival (4 s) less
+        // the allowance.
+        assert_eq!(whole_until(&m, &arrivals, 3, allowance), Some(at(3)));
+        let late: Vec<(u64, Instant, u32)> = (0..3).map(|q| (q, at(q + 1), 1000)).collect();
+        assert_eq!(whole_until(&m, &late, 3, allowance), Some(at(2)));
     }
 }

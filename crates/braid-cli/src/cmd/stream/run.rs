@@ -223,7 +223,19 @@ async fn run(
         );
     }
     let final_snap = session.snapshot().await.ok();
-    session.close().await.map_err(|e| session_error(to, e))?;
+    // Closing waits until what was sent is delivered; a signal during it
+    // (the first, if the streams ended by themselves) stops the wait.
+    let closed = if interrupted.is_some() {
+        session.close().await
+    } else {
+        tokio::select! {
+            r = session.close() => r,
+            s = &mut stop => {
+                return Err(crate::shutdown::Stopped::new(s, "closing the session before all was delivered").into());
+            }
+        }
+    };
+    closed.map_err(|e| session_error(to, e))?;
     if out.format == Format::Text {
         for (id, name) in &streams.names {
             match (sent.get(id), refused.get(id)) {
