@@ -280,6 +280,20 @@ mod tests {
     use braid_core::link::Capacity;
     use braid_core::scheduler::{Msfq, StreamSpec};
 
+    /// 10 s measured after 2 s, 1 s bins.
+    fn ten_seconds() -> HarnessConfig {
+        HarnessConfig {
+            start: Instant::ZERO + Duration::from_secs(2),
+            end: Instant::ZERO + Duration::from_secs(12),
+            sample: Duration::from_secs(1),
+            window_samples: 2,
+            max_backlog: Duration::from_secs(2),
+            opt_window: Duration::from_secs(1),
+            bulk_yield: None,
+            queue: None,
+        }
+    }
+
     /// One 10 Mbit/s path, one 1 Mbit/s stream of 5000-byte frames: every
     /// bin gets exactly the offered rate and every frame completes one
     /// period after the previous one (4 ms serialisation + 10 ms delay).
@@ -298,16 +312,7 @@ mod tests {
             period,
             target: Bandwidth::from_mbps(1),
         }];
-        let cfg = HarnessConfig {
-            start: Instant::ZERO + Duration::from_secs(2),
-            end: Instant::ZERO + Duration::from_secs(12),
-            sample: Duration::from_secs(1),
-            window_samples: 2,
-            max_backlog: Duration::from_secs(2),
-            opt_window: Duration::from_secs(1),
-            bulk_yield: None,
-            queue: None,
-        };
+        let cfg = ten_seconds();
         let r = run(&paths, &streams, Algo::Online(Box::new(Msfq::new())), &cfg).unwrap();
         assert_eq!(r[0].throughput_mbps, vec![1.0; 10]);
         assert_eq!(r[0].frames_dropped, 0);
@@ -339,16 +344,7 @@ mod tests {
                 period: Duration::from_millis(40),
                 target: Bandwidth::from_mbps(1),
             }];
-            let cfg = HarnessConfig {
-                start: Instant::ZERO + Duration::from_secs(2),
-                end: Instant::ZERO + Duration::from_secs(12),
-                sample: Duration::from_secs(1),
-                window_samples: 2,
-                max_backlog: Duration::from_secs(2),
-                opt_window: Duration::from_secs(1),
-                bulk_yield: None,
-                queue: None,
-            };
+            let cfg = ten_seconds();
             let r = run(&paths, &streams, Algo::Online(Box::new(Msfq::new())), &cfg).unwrap();
             r[0].windows_met
         };
