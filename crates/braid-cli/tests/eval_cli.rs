@@ -144,10 +144,7 @@ fn unknown_units_and_bad_flags_are_refused() {
         stderr(&o)
     );
     let o = braid(&["eval", "predictors", "--trace", p, "--horizon", "150ms"]);
-    assert_one_line_error(
-        &o,
-        &["--horizon 150ms", "whole multiple", "--interval 100ms"],
-    );
+    assert_one_line_error(&o, &["--horizon 150ms", "whole multiple", "interval 100ms"]);
     let o = braid(&[
         "eval",
         "predictors",

@@ -64,6 +64,7 @@ pub mod sim;
 pub mod sink;
 pub mod sources;
 pub mod stats;
+pub mod study;
 pub mod trace_file;
 pub mod wire;
 

@@ -3,14 +3,12 @@
 //! * `braid eval predictors` — seed 000 §VI-A (Fig. 7): average predictors
 //!   (MA, EWMA, SMA) judged by mean relative error, the percentile predictor
 //!   judged by how often its promise is broken, on real bandwidth traces.
-//!   The arithmetic is [`braid_core::estimate::study`]; this module reads
-//!   the trace files, bins them and prints tables or JSON.
+//!   The study on files is [`braid_sim::study`]; this module parses
+//!   flags and prints its tables or JSON.
 //! * `braid eval synthetic` — the same study on the throughput a greedy
 //!   flow measures over a simulated synthetic path (no files needed).
 
-mod plan;
 mod predictors;
-mod render;
 mod synthetic;
 
 pub use predictors::PredictorsArgs;

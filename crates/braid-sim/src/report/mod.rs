@@ -11,7 +11,7 @@
 
 mod csv;
 mod svg;
-pub(crate) mod table;
+pub mod table;
 
 pub use svg::{LineChart, Series};
 

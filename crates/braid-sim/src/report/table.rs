@@ -3,8 +3,10 @@
 use super::Report;
 use std::fmt::Write;
 
-/// Left-aligned first column, right-aligned rest, two spaces between.
-pub(crate) fn grid(rows: &[Vec<String>]) -> String {
+/// braid's one plain-text table layout: the first `left` columns
+/// left-aligned, the rest right-aligned, two spaces between, trailing
+/// spaces trimmed.
+pub fn grid(rows: &[Vec<String>], left: usize) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {
@@ -22,7 +24,7 @@ pub(crate) fn grid(rows: &[Vec<String>]) -> String {
             if c > 0 {
                 line.push_str("  ");
             }
-            if c == 0 || c == 1 || c == 2 {
+            if c < left {
                 let _ = write!(line, "{cell:<w$}", w = widths[c]);
             } else {
                 let _ = write!(line, "{cell:>w$}", w = widths[c]);
@@ -84,7 +86,7 @@ pub(super) fn render(r: &Report) -> String {
             ]);
         }
         out.push_str("flows (throughput over 1 s windows; one-way delay)\n");
-        out.push_str(&grid(&rows));
+        out.push_str(&grid(&rows, 3));
     }
     out.push('\n');
     let mut rows = vec![vec![
@@ -119,7 +121,7 @@ pub(super) fn render(r: &Report) -> String {
         ]);
     }
     out.push_str("links\n");
-    out.push_str(&grid(&rows));
+    out.push_str(&grid(&rows, 3));
     if r.sim.refused_events > 0 {
         let _ = writeln!(
             out,

@@ -5,6 +5,7 @@
 //! | module | what it is for |
 //! | --- | --- |
 //! | [`node`] | [`SessionNode`], [`RelayNode`], the address/route table [`Peers`] |
+//! | [`demo`] | `braid demo`'s built-in session, run under PGOS and MSFQ, and its table |
 //! | [`apps`] | source workloads (constant rate, greedy, video frames) and the checking sink |
 //! | [`setup`] | building a simulation from paths, hops, relays, streams and cross traffic |
 //! | [`scenario`] | session scenarios in TOML (`braid sim session FILE`) |
@@ -17,6 +18,7 @@
 //! to it.
 
 pub mod apps;
+pub mod demo;
 pub mod frames;
 pub mod node;
 mod raw;

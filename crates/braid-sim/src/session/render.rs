@@ -129,7 +129,7 @@ impl SessionReport {
             self.warmup_s
         );
         out.push('\n');
-        out.push_str(&grid(&stream_rows(&self.streams)));
+        out.push_str(&grid(&stream_rows(&self.streams), 3));
         let errors: u64 = self.streams.iter().map(|s| s.errors).sum();
         let upcalls: u64 = self.streams.iter().map(|s| s.upcalls).sum();
         let _ = writeln!(
@@ -156,7 +156,7 @@ impl SessionReport {
                 p.down.to_string(),
             ]);
         }
-        out.push_str(&grid(&rows));
+        out.push_str(&grid(&rows, 3));
         out
     }
 

@@ -1,37 +1,16 @@
-//! `braid eval predictors`: flags, trace loading and the per-trace and
-//! whole-folder runs. Tables and JSON are in `render`.
-//!
-//! One trace becomes one rate series: the trace binned at `--interval` with
-//! [`Trace::checked_rate_series`]. The study then slides a window of
-//! `--window` bins along it and predicts the next `--horizon`, which must be
-//! a whole number (at least one) of intervals: a horizon of 1 s at 100 ms
-//! bins is the next 10 bins. A horizon that is not a whole multiple is
-//! refused rather than rounded, so the printed horizon is the one used.
+//! `braid eval predictors`: flags, and printing what
+//! [`braid_sim::study`] finds (the study, the trace loading and the
+//! tables live there).
 
-use super::plan::{Evaluation, Plan};
-use super::render;
-use anyhow::{bail, Context as _};
-use braid_core::estimate::study::{run_study, StudyConfig};
-use braid_core::estimate::{AdwinConfig, DEFAULT_ACI_GAMMA, DEFAULT_ADWIN_DELTA};
-use braid_core::trace::{Trace, TraceFormat};
+use anyhow::bail;
+use braid_core::estimate::{DEFAULT_ACI_GAMMA, DEFAULT_ADWIN_DELTA};
+use braid_core::trace::TraceFormat;
 use braid_core::Duration;
+use braid_sim::study::{
+    evaluate_file, single_table, study_folder, summary_table, FolderProgress, StudyPlan,
+    StudySettings,
+};
 use std::path::{Path, PathBuf};
-
-/// The largest trace file read (bytes); the largest real one is about 3 MB.
-const MAX_TRACE_FILE_BYTES: u64 = 512 * 1024 * 1024;
-
-/// How deep `--all` descends into sub-folders.
-const MAX_DIR_DEPTH: usize = 16;
-
-/// The most files `--all` looks at.
-const MAX_DIR_FILES: usize = 10_000;
-
-/// File extensions `--all` skips without trying to parse: documents,
-/// images, archives, code and metadata that may sit beside traces.
-const NON_TRACE_EXTENSIONS: &[&str] = &[
-    "md", "rst", "pdf", "html", "htm", "png", "jpg", "jpeg", "svg", "gif", "json", "toml", "yaml",
-    "yml", "py", "sh", "zip", "gz", "xz", "bz2", "tar", "zst", "ini", "log",
-];
 
 /// Flags of `braid eval predictors`.
 #[derive(Debug, clap::Args)]
@@ -138,83 +117,33 @@ impl From<TraceFormatArg> for TraceFormat {
     }
 }
 
-/// Validates the flags into the settings every trace of a run shares.
-fn plan_from_args(args: &PredictorsArgs) -> anyhow::Result<Plan> {
-    if args.interval.is_zero() {
-        bail!("--interval must be longer than zero");
-    }
-    let horizon_bins = args
-        .horizon
-        .checked_div_duration(args.interval)
-        .unwrap_or(0);
-    let whole = args.interval.saturating_mul(horizon_bins) == args.horizon;
-    if horizon_bins == 0 || !whole {
-        bail!(
-            "--horizon {} must be a whole multiple (at least 1) of --interval {}",
-            args.horizon,
-            args.interval
-        );
-    }
-    if args.window == 0 {
-        bail!("--window must be at least 1 bin");
-    }
-    if args.probability.is_empty() {
-        bail!("--probability needs at least one value");
-    }
-    for &p in &args.probability {
-        if !(p > 0.0 && p < 1.0) {
-            bail!("--probability {p} is out of range: use numbers strictly between 0 and 1, e.g. 0.8,0.9,0.95,0.99");
-        }
-    }
-    if !(args.delta > 0.0 && args.delta < 1.0) {
-        bail!(
-            "--delta {} is out of range: use a number strictly between 0 and 1, e.g. 0.002",
-            args.delta
-        );
-    }
-    if !(args.gamma > 0.0 && args.gamma <= 1.0) {
-        bail!(
-            "--gamma {} is out of range: use a number in (0, 1], e.g. 0.005",
-            args.gamma
-        );
-    }
-    let defaults = AdwinConfig::for_window(args.window);
-    let min_window = args.min_window.unwrap_or(defaults.min_window);
-    if min_window == 0 || min_window > args.window {
-        bail!(
-            "--min-window {min_window} is out of range: use 1 to --window ({})",
-            args.window
-        );
-    }
-    let adaptive = (!args.no_adaptive).then_some(AdwinConfig {
-        min_window,
-        delta: args.delta,
-        ..defaults
-    });
-    let study = StudyConfig {
-        window: args.window,
-        adaptive,
-        calibrated: (!args.no_calibrated).then_some(args.gamma),
-        horizon: usize::try_from(horizon_bins).context("--horizon is too long")?,
-        probabilities: args.probability.clone(),
-        ..StudyConfig::default()
-    };
-    Ok(Plan {
+/// The study's settings from the flags.
+fn settings(args: &PredictorsArgs) -> StudySettings {
+    StudySettings {
         interval: args.interval,
+        window: args.window,
         horizon: args.horizon,
-        study,
+        probabilities: args.probability.clone(),
+        adaptive: !args.no_adaptive,
+        min_window: args.min_window,
+        delta: args.delta,
+        calibrated: !args.no_calibrated,
+        gamma: args.gamma,
         trace_format: args.trace_format.map(Into::into),
-    })
+    }
 }
 
 /// Runs `braid eval predictors`.
 pub fn run(args: PredictorsArgs) -> anyhow::Result<()> {
-    let plan = plan_from_args(&args)?;
+    // The library names settings as the flags do, without the dashes.
+    let plan = settings(&args)
+        .plan()
+        .map_err(|e| anyhow::anyhow!("--{e}"))?;
     match (&args.trace, &args.all) {
         (Some(path), None) => {
-            let eval = evaluate(path, path.display().to_string(), &plan)?;
+            let eval = evaluate_file(path, path.display().to_string(), &plan)?;
             match args.format {
-                OutputFormat::Table => print!("{}", render::single(&eval, &plan)),
+                OutputFormat::Table => print!("{}", single_table(&eval, &plan)),
                 OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&eval)?),
             }
             Ok(())
@@ -225,180 +154,41 @@ pub fn run(args: PredictorsArgs) -> anyhow::Result<()> {
     }
 }
 
-/// Reads, parses and bins one trace and runs the study on it.
-fn evaluate(path: &Path, name: String, plan: &Plan) -> anyhow::Result<Evaluation> {
-    let trace = load_trace(path, plan.trace_format)?;
-    let series = trace
-        .checked_rate_series(plan.interval)
-        .with_context(|| format!("binning trace {}", path.display()))?;
-    let report = run_study(&series, &plan.study)
-        .with_context(|| format!("evaluating trace {}", path.display()))?;
-    Ok(Evaluation {
-        trace: name,
-        format: trace.format(),
-        trace_samples: trace.samples(),
-        duration_s: trace.duration().as_secs_f64(),
-        interval: plan.interval.to_string(),
-        bins: series.len(),
-        horizon: plan.horizon.to_string(),
-        window: plan.study.window,
-        horizon_bins: plan.study.horizon,
-        report,
-    })
-}
-
-/// Reads and parses a trace file; errors read `reading trace FILE: line N: …`.
-pub(super) fn load_trace(path: &Path, format: Option<TraceFormat>) -> anyhow::Result<Trace> {
-    let context = || format!("reading trace {}", path.display());
-    let meta = std::fs::metadata(path).with_context(context)?;
-    if meta.is_dir() {
-        return Err(anyhow::anyhow!("it is a directory (use --all DIR)")).with_context(context);
-    }
-    if meta.len() > MAX_TRACE_FILE_BYTES {
-        return Err(anyhow::anyhow!(
-            "file is {} bytes, above the limit of {MAX_TRACE_FILE_BYTES}",
-            meta.len()
-        ))
-        .with_context(context);
-    }
-    let text = std::fs::read_to_string(path).with_context(context)?;
-    Trace::parse(&text, format).with_context(context)
-}
-
-/// What `--all` found under DIR.
-#[derive(Debug, Default)]
-struct Found {
-    /// Files to evaluate, relative to DIR, sorted.
-    traces: Vec<PathBuf>,
-    /// `.tsv` copies left out because their original is evaluated.
-    copies: Vec<PathBuf>,
-    /// Files skipped by extension.
-    other: Vec<PathBuf>,
-}
-
-/// Lists DIR recursively (sorted, bounded, hidden entries and symlinked
-/// folders skipped) and sorts files into traces, copies and other files.
-fn discover(dir: &Path) -> anyhow::Result<Found> {
-    let mut files = Vec::new();
-    let mut stack = vec![(dir.to_path_buf(), 0usize)];
-    while let Some((folder, depth)) = stack.pop() {
-        let entries = std::fs::read_dir(&folder)
-            .with_context(|| format!("reading folder {}", folder.display()))?;
-        for entry in entries {
-            let entry = entry.with_context(|| format!("reading folder {}", folder.display()))?;
-            if entry.file_name().to_string_lossy().starts_with('.') {
-                continue;
-            }
-            let kind = entry.file_type()?;
-            let path = entry.path();
-            if kind.is_dir() {
-                if depth < MAX_DIR_DEPTH {
-                    stack.push((path, depth + 1));
-                }
-            } else if path.is_file() {
-                if files.len() == MAX_DIR_FILES {
-                    bail!(
-                        "{} holds more than {MAX_DIR_FILES} files; point --all at a smaller folder",
-                        dir.display()
-                    );
-                }
-                let rel = path.strip_prefix(dir).unwrap_or(&path).to_path_buf();
-                files.push(rel);
-            }
-        }
-    }
-    files.sort();
-    let mut found = Found::default();
-    for rel in &files {
-        let name = rel.to_string_lossy();
-        let ext = rel
-            .extension()
-            .map(|e| e.to_string_lossy().to_ascii_lowercase())
-            .unwrap_or_default();
-        if ext == "tsv" {
-            let original = PathBuf::from(name.strip_suffix(".tsv").unwrap_or(&name));
-            if files.binary_search(&original).is_ok() {
-                found.copies.push(rel.clone());
-                continue;
-            }
-        }
-        if NON_TRACE_EXTENSIONS.contains(&ext.as_str()) {
-            found.other.push(rel.clone());
-        } else {
-            found.traces.push(rel.clone());
-        }
-    }
-    Ok(found)
-}
-
 /// `--all DIR`: evaluates every trace, reports progress on stderr, prints
 /// one summary.
-fn run_all(dir: &Path, plan: &Plan, format: OutputFormat) -> anyhow::Result<()> {
-    if !dir.is_dir() {
-        bail!("reading folder {}: not a folder", dir.display());
-    }
-    let found = discover(dir)?;
-    for rel in &found.other {
-        eprintln!("note: skipping {}: not a trace file", rel.display());
-    }
-    if !found.copies.is_empty() {
-        eprintln!(
-            "note: {} trace(s) have a normalised .tsv copy beside them; evaluating the originals (binned at {}), not the copies",
-            found.copies.len(),
-            plan.interval
-        );
-    }
-    if found.traces.is_empty() {
-        bail!("no trace files under {}", dir.display());
-    }
-    let total = found.traces.len();
-    let mut evaluations = Vec::new();
-    let mut skipped = Vec::new();
-    for (i, rel) in found.traces.iter().enumerate() {
-        let name = rel.display().to_string();
-        match evaluate(&dir.join(rel), name.clone(), plan) {
-            Ok(eval) => {
-                eprintln!(
-                    "[{}/{total}] {name}: {} bins, {} predictions",
-                    i + 1,
-                    eval.bins,
-                    eval.report.percentile.first().map_or(0, |p| p.predictions)
-                );
-                evaluations.push(eval);
-            }
-            Err(err) => {
-                eprintln!("[{}/{total}] {name}: skipped: {err:#}", i + 1);
-                skipped.push((name, format!("{err:#}")));
-            }
+fn run_all(dir: &Path, plan: &StudyPlan, format: OutputFormat) -> anyhow::Result<()> {
+    let study = study_folder(dir, plan, |p| {
+        match p {
+        FolderProgress::NotATrace(rel) => {
+            eprintln!("note: skipping {}: not a trace file", rel.display());
         }
+        FolderProgress::CopiesLeftOut(n) => eprintln!(
+            "note: {n} trace(s) have a normalised .tsv copy beside them; evaluating the originals (binned at {}), not the copies",
+            plan.interval
+        ),
+        FolderProgress::Evaluated { index, total, eval } => eprintln!(
+            "[{index}/{total}] {}: {} bins, {} predictions",
+            eval.trace,
+            eval.bins,
+            eval.report.percentile.first().map_or(0, |p| p.predictions)
+        ),
+        FolderProgress::Skipped { index, total, skipped } => {
+            eprintln!("[{index}/{total}] {}: skipped: {}", skipped.file, skipped.reason);
+        }
+        _ => {}
     }
-    if evaluations.is_empty() {
-        bail!(
-            "none of the {total} files under {} could be evaluated (see above)",
-            dir.display()
-        );
-    }
+    })?;
     match format {
         OutputFormat::Table => print!(
             "{}",
-            render::summary(&evaluations, plan, &found.copies, &skipped)
+            summary_table(
+                &study.traces,
+                plan,
+                &study.tsv_copies_not_evaluated,
+                &study.skipped
+            )
         ),
-        OutputFormat::Json => {
-            let doc = serde_json::json!({
-                "folder": dir.display().to_string(),
-                "interval": plan.interval.to_string(),
-                "window": plan.study.window,
-                "horizon": plan.horizon.to_string(),
-                "horizon_bins": plan.study.horizon,
-                "traces": evaluations,
-                "tsv_copies_not_evaluated": found.copies,
-                "skipped": skipped
-                    .iter()
-                    .map(|(f, e)| serde_json::json!({"file": f, "reason": e}))
-                    .collect::<Vec<_>>(),
-            });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
-        }
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&study)?),
     }
     Ok(())
 }
@@ -414,49 +204,18 @@ mod tests {
         args: PredictorsArgs,
     }
 
-    fn plan(argv: &[&str]) -> anyhow::Result<Plan> {
+    fn settings_of(argv: &[&str]) -> StudySettings {
         let mut full = vec!["x", "--trace", "f"];
         full.extend_from_slice(argv);
-        plan_from_args(&Cli::try_parse_from(full)?.args)
+        settings(&Cli::try_parse_from(full).unwrap().args)
     }
 
     #[test]
-    fn defaults_match_the_issue() {
-        let p = plan(&[]).unwrap();
-        assert_eq!(p.interval, Duration::from_millis(100));
-        assert_eq!(p.study.window, 500);
-        assert_eq!(p.study.horizon, 10);
-        assert_eq!(p.study.probabilities, vec![0.8, 0.9, 0.95, 0.99]);
-    }
-
-    #[test]
-    fn horizon_must_be_a_whole_number_of_intervals() {
-        assert_eq!(plan(&["--horizon", "300ms"]).unwrap().study.horizon, 3);
-        assert_eq!(
-            plan(&["--interval", "1s", "--horizon", "1s"])
-                .unwrap()
-                .study
-                .horizon,
-            1
-        );
-        let e = plan(&["--horizon", "150ms"]).unwrap_err().to_string();
-        assert!(e.contains("whole multiple"), "{e}");
-        assert!(plan(&["--horizon", "50ms"]).is_err());
-    }
-
-    #[test]
-    fn rejects_bad_flags() {
-        assert!(plan(&["--probability", "0.9,1.0"]).is_err());
-        assert!(plan(&["--probability", "0"]).is_err());
-        assert!(plan(&["--window", "0"]).is_err());
-        assert!(plan(&["--interval", "0ms"]).is_err());
-        assert_eq!(
-            plan(&["--probability", "0.5,0.75"])
-                .unwrap()
-                .study
-                .probabilities,
-            vec![0.5, 0.75]
-        );
+    fn the_flags_defaults_are_the_librarys() {
+        assert_eq!(settings_of(&[]), StudySettings::default());
+        let s = settings_of(&["--probability", "0.5,0.75", "--no-adaptive"]);
+        assert_eq!(s.probabilities, vec![0.5, 0.75]);
+        assert!(!s.adaptive);
     }
 
     #[test]

@@ -97,7 +97,7 @@ pub fn run(args: SyntheticArgs) -> anyhow::Result<()> {
         study.samples, study.positions
     );
     println!();
-    print!("{}", super::render::study_tables(&study, "1s"));
+    print!("{}", braid_sim::study::study_tables(&study, "1s"));
 
     if let Some(path) = args.svg {
         std::fs::write(&path, report.to_svg())

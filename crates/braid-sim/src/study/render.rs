@@ -1,14 +1,16 @@
-//! Text tables for `braid eval predictors`: one trace in detail, or one
-//! summary row per trace. Pure functions from results to a `String`.
+//! Text tables of the predictor study: one trace in detail, or one
+//! summary row per trace. Pure functions from results to a `String`, laid
+//! out by the simulator's one table renderer (`report::table::grid`).
 
-use super::plan::{Evaluation, Plan};
+use super::{Evaluation, Skipped, StudyPlan};
+use crate::report::table::grid;
 use braid_core::estimate::study::{AverageResult, PercentileResult, SeedTestResult, StudyReport};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// How far above nominal a violation rate may be before it is flagged (the
-/// issue's acceptance line: within nominal + 0.02).
-const FLAG_MARGIN: f64 = 0.02;
+/// How far above nominal a violation rate may be before it is flagged
+/// (within nominal + 0.02 is the study's acceptance line).
+pub const FLAG_MARGIN: f64 = 0.02;
 
 /// `12.3%`, or `-` for NaN (no predictions).
 fn pct(v: f64) -> String {
@@ -40,27 +42,10 @@ fn violation(rate: f64, nominal: f64) -> String {
 
 /// An aligned table: first column left-aligned, the rest right-aligned.
 fn table(header: &[String], rows: &[Vec<String>]) -> String {
-    let cols = header.len();
-    let mut width = vec![0; cols];
-    for row in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
-        for (w, cell) in width.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in std::iter::once(header).chain(rows.iter().map(Vec::as_slice)) {
-        let mut line = String::new();
-        for (i, (cell, w)) in row.iter().zip(&width).enumerate() {
-            if i == 0 {
-                let _ = write!(line, "{cell:<w$}");
-            } else {
-                let _ = write!(line, "  {cell:>w$}");
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    let all: Vec<Vec<String>> = std::iter::once(header.to_vec())
+        .chain(rows.iter().cloned())
+        .collect();
+    grid(&all, 1)
 }
 
 fn strings(cells: &[&str]) -> Vec<String> {
@@ -198,8 +183,8 @@ pub fn study_tables(report: &StudyReport, horizon: &str) -> String {
     out
 }
 
-/// The detailed output for `--trace FILE`.
-pub(super) fn single(eval: &Evaluation, plan: &Plan) -> String {
+/// The detailed tables of one trace (`braid eval predictors --trace`).
+pub fn single_table(eval: &Evaluation, plan: &StudyPlan) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -309,12 +294,13 @@ fn median_seed_range(evals: &[Evaluation], rate: fn(&SeedTestResult) -> f64) -> 
     format!("{}–{}", pct(pick(false)), pct(pick(true)))
 }
 
-/// The summary for `--all DIR`: one row per trace, then a median row.
-pub(super) fn summary(
+/// The summary of a folder study (`braid eval predictors --all`): one row
+/// per trace, then a median row.
+pub fn summary_table(
     evals: &[Evaluation],
-    plan: &Plan,
+    plan: &StudyPlan,
     copies: &[PathBuf],
-    skipped: &[(String, String)],
+    skipped: &[Skipped],
 ) -> String {
     let Some(first) = evals.first() else {
         return String::new();
@@ -549,7 +535,7 @@ pub(super) fn summary(
             plan.interval
         );
     }
-    for (file, reason) in skipped {
+    for Skipped { file, reason } in skipped {
         let _ = writeln!(out, "skipped {file}: {reason}");
     }
     out
