@@ -11,7 +11,8 @@
 //! serves many sessions at once. The application (or `braid relay`) holds
 //! a handle that asks the driver for snapshots over a bounded channel.
 //!
-//! Main types: [`Relay`], [`RelayConfig`], [`RelaySnapshot`], [`RelayError`].
+//! Main types: [`Relay`], [`RelayConfig`], [`RelaySnapshot`] (and its
+//! [`RelayRecord`]), [`RelayError`].
 //!
 //! Memory: per pair, at most two connections' queues
 //! (`Config::send_queue_bytes` each, plus their receive windows) and one
@@ -25,6 +26,7 @@
 use crate::rudp::listen::{bind_listener, ListenError};
 use crate::rudp::sockets::SocketSet;
 use crate::rudp::{os_secret, IoStats, RudpError, MAX_ROUNDS};
+use braid_core::session::record::RECORD_VERSION;
 use braid_core::session::relay::{PairInfo, Relay as Core, RelayStats};
 use braid_core::transport::{Config, EndpointStats};
 use std::future::Future;
@@ -71,6 +73,80 @@ pub struct RelaySnapshot {
     pub io: IoStats,
     /// Every forwarding pair.
     pub pairs: Vec<PairInfo>,
+}
+
+/// A [`RelaySnapshot`] as a record: plain numbers and strings, `serde`
+/// both ways, with braid-core's [`RECORD_VERSION`] (`braid relay
+/// --format json` prints one per period).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RelayRecord {
+    /// [`RECORD_VERSION`].
+    pub version: u32,
+    /// Seconds since the process's clock origin.
+    pub t: f64,
+    /// Pairs set up in all.
+    pub pairs_total: u64,
+    /// Bytes forwarded towards next hops.
+    pub bytes_down: u64,
+    /// Bytes forwarded back.
+    pub bytes_up: u64,
+    /// Connections refused.
+    pub refused: u64,
+    /// Messages dropped (the other side gone).
+    pub dropped: u64,
+    /// Handshakes refused for a wrong or missing key (no state kept).
+    pub auth_failed: u64,
+    /// Each forwarding pair now.
+    pub pairs: Vec<RelayPairRecord>,
+}
+
+/// One forwarding pair in a [`RelayRecord`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RelayPairRecord {
+    /// Previous hop.
+    pub from: String,
+    /// Next hop, once known.
+    pub to: Option<String>,
+    /// Place on the path.
+    pub index: Option<u8>,
+    /// Next hop's smoothed RTT, seconds.
+    pub rtt_s: f64,
+    /// Next hop's loss ratio.
+    pub loss: f64,
+    /// Next hop's delivered rate, bit/s.
+    pub delivered_bps: u64,
+    /// Bytes held for the pair.
+    pub queued_bytes: u64,
+}
+
+impl RelayRecord {
+    /// The record of `snap`, taken `t` seconds after the clock's origin.
+    pub fn new(snap: &RelaySnapshot, t: f64) -> RelayRecord {
+        let s = &snap.stats;
+        RelayRecord {
+            version: RECORD_VERSION,
+            t,
+            pairs_total: s.pairs,
+            bytes_down: s.bytes_down,
+            bytes_up: s.bytes_up,
+            refused: s.refused,
+            dropped: s.dropped,
+            auth_failed: snap.endpoint.auth_failed,
+            pairs: snap
+                .pairs
+                .iter()
+                .map(|p| RelayPairRecord {
+                    from: p.from.to_string(),
+                    to: p.to.map(|a| a.to_string()),
+                    index: p.index,
+                    rtt_s: p.srtt.as_secs_f64(),
+                    loss: p.loss,
+                    delivered_bps: p.delivered.bps(),
+                    queued_bytes: p.queued_bytes,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// What can go wrong with a relay.

@@ -9,8 +9,9 @@
 //! running totals (`absolute`), so a scrape sees the same figures as the
 //! view.
 
-use super::view::{stream_name, Names};
+use super::view::Names;
 use anyhow::Context;
+use braid_core::session::record::SnapshotRecord;
 use braid_core::session::relay::RelayStats;
 use braid_core::session::Snapshot;
 use metrics::{counter, gauge};
@@ -29,54 +30,49 @@ pub fn install(addr: SocketAddr) -> anyhow::Result<()> {
         .with_context(|| format!("serving metrics on {addr}"))
 }
 
-/// Sets the gauges and counters of every stream and path of `snap`.
+/// Sets the gauges and counters of every stream and path of `snap`, from
+/// its record (the figures `--format json` prints).
 pub fn record_session(snap: &Snapshot, names: &Names) {
-    for s in &snap.streams {
-        let name = stream_name(s);
-        let l = [("stream", name)];
-        gauge!("braid_stream_rate_bps", &l).set(s.last.rate.bps() as f64);
+    let r = SnapshotRecord::new(snap, &names.paths);
+    for s in &r.streams {
+        let l = [("stream", s.name.clone())];
+        gauge!("braid_stream_rate_bps", &l).set(s.rate_bps as f64);
         if let Some(m) = s.windows_met {
             gauge!("braid_stream_windows_met_ratio", &l).set(m);
         }
         gauge!("braid_stream_unmet", &l).set(if s.unmet.is_some() { 1.0 } else { 0.0 });
         if let Some(best) = &s.unmet {
-            gauge!("braid_stream_best_rate_bps", &l).set(best.rate.bps() as f64);
+            gauge!("braid_stream_best_rate_bps", &l).set(best.best_rate_bps as f64);
         }
-        let promised: u64 = s.paths.iter().map(|p| p.rate.bps()).sum();
+        let promised: u64 = s.paths.iter().map(|p| p.rate_bps).sum();
         gauge!("braid_stream_promised_bps", &l).set(promised as f64);
         counter!("braid_stream_messages_total", &l).absolute(s.messages);
         counter!("braid_stream_bytes_total", &l).absolute(s.bytes);
-        counter!("braid_stream_lost_total", &l).absolute(s.last.lost);
+        counter!("braid_stream_lost_total", &l).absolute(s.lost);
         gauge!("braid_stream_finished", &l).set(if s.finished { 1.0 } else { 0.0 });
     }
-    for p in &snap.paths {
-        let l = [
-            ("path", format!("p{}", p.id.0)),
-            ("route", names.paths.get(&p.id).cloned().unwrap_or_default()),
-        ];
+    for p in &r.paths {
+        let l = [("path", format!("p{}", p.id)), ("route", p.name.clone())];
         gauge!("braid_path_up", &l).set(if p.up { 1.0 } else { 0.0 });
-        gauge!("braid_path_promised_bps", &l).set(p.promised.bps() as f64);
-        if let Some(g) = p.guaranteed {
-            gauge!("braid_path_guaranteed_bps", &l).set(g.bps() as f64);
+        gauge!("braid_path_promised_bps", &l).set(p.promised_bps as f64);
+        if let Some(g) = p.guaranteed_bps {
+            gauge!("braid_path_guaranteed_bps", &l).set(g as f64);
         }
-        gauge!("braid_path_delivered_bps", &l).set(p.delivered.bps() as f64);
-        gauge!("braid_path_rtt_seconds", &l).set(p.srtt.as_secs_f64());
+        gauge!("braid_path_delivered_bps", &l).set(p.delivered_bps as f64);
+        gauge!("braid_path_rtt_seconds", &l).set(p.rtt_s);
         gauge!("braid_path_loss_ratio", &l).set(p.loss);
         counter!("braid_path_bytes_sent_total", &l).absolute(p.bytes_sent);
         counter!("braid_path_packets_lost_total", &l).absolute(p.packets_lost);
         for h in &p.hops {
-            let hl = [
-                ("path", format!("p{}", p.id.0)),
-                ("hop", h.index.to_string()),
-            ];
-            gauge!("braid_hop_rtt_seconds", &hl).set(h.srtt.as_secs_f64());
+            let hl = [("path", format!("p{}", p.id)), ("hop", h.index.to_string())];
+            gauge!("braid_hop_rtt_seconds", &hl).set(h.rtt_s);
             gauge!("braid_hop_loss_ratio", &hl).set(h.loss);
-            gauge!("braid_hop_delivered_bps", &hl).set(h.delivered.bps() as f64);
+            gauge!("braid_hop_delivered_bps", &hl).set(h.delivered_bps as f64);
             gauge!("braid_hop_queued_bytes", &hl).set(h.queued_bytes as f64);
         }
     }
-    counter!("braid_session_resent_total").absolute(snap.stats.resent);
-    counter!("braid_session_paths_down_total").absolute(snap.stats.paths_down);
+    counter!("braid_session_resent_total").absolute(r.resent);
+    counter!("braid_session_paths_down_total").absolute(r.paths_down);
 }
 
 /// Sets a relay's counters, and the number of sessions' paths it carries.

@@ -5,7 +5,7 @@
 use super::metrics;
 use super::view::Format;
 use anyhow::{bail, Context};
-use braid::relay::{Relay, RelayConfig, RelaySnapshot};
+use braid::relay::{Relay, RelayConfig, RelayRecord, RelaySnapshot};
 use braid_core::Duration;
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -96,7 +96,7 @@ async fn show(relay: &Relay, format: Format) -> anyhow::Result<()> {
     metrics::record_relay(&snap.stats, snap.pairs.len());
     match format {
         Format::Json => {
-            if let Ok(line) = serde_json::to_string(&RelayLine::new(&snap, t)) {
+            if let Ok(line) = serde_json::to_string(&RelayRecord::new(&snap, t)) {
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(out, "{line}");
                 let _ = out.flush();
@@ -139,75 +139,6 @@ pub fn render(snap: &RelaySnapshot, t: f64) -> String {
     out
 }
 
-/// `--format json`: the relay's counters and pairs, one object per period.
-#[derive(Debug, serde::Serialize)]
-pub struct RelayLine {
-    /// Seconds since the process's clock origin.
-    pub t: f64,
-    /// Pairs set up in all.
-    pub pairs_total: u64,
-    /// Bytes forwarded towards next hops.
-    pub bytes_down: u64,
-    /// Bytes forwarded back.
-    pub bytes_up: u64,
-    /// Connections refused.
-    pub refused: u64,
-    /// Messages dropped (the other side gone).
-    pub dropped: u64,
-    /// Handshakes refused for a wrong or missing key (no state kept).
-    pub auth_failed: u64,
-    /// Each forwarding pair now.
-    pub pairs: Vec<RelayPair>,
-}
-
-/// One forwarding pair in a [`RelayLine`].
-#[derive(Debug, serde::Serialize)]
-pub struct RelayPair {
-    /// Previous hop.
-    pub from: String,
-    /// Next hop, once known.
-    pub to: Option<String>,
-    /// Place on the path.
-    pub index: Option<u8>,
-    /// Next hop's smoothed RTT, seconds.
-    pub rtt_s: f64,
-    /// Next hop's loss ratio.
-    pub loss: f64,
-    /// Next hop's delivered rate, bit/s.
-    pub delivered_bps: u64,
-    /// Bytes held for the pair.
-    pub queued_bytes: u64,
-}
-
-impl RelayLine {
-    /// The line for `snap` at `t`.
-    pub fn new(snap: &RelaySnapshot, t: f64) -> RelayLine {
-        let s = &snap.stats;
-        RelayLine {
-            t,
-            pairs_total: s.pairs,
-            bytes_down: s.bytes_down,
-            bytes_up: s.bytes_up,
-            refused: s.refused,
-            dropped: s.dropped,
-            auth_failed: snap.endpoint.auth_failed,
-            pairs: snap
-                .pairs
-                .iter()
-                .map(|p| RelayPair {
-                    from: p.from.to_string(),
-                    to: p.to.map(|a| a.to_string()),
-                    index: p.index,
-                    rtt_s: p.srtt.as_secs_f64(),
-                    loss: p.loss,
-                    delivered_bps: p.delivered.bps(),
-                    queued_bytes: p.queued_bytes,
-                })
-                .collect(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,7 +178,8 @@ mod tests {
             lines[0].contains("pairs=1 forwarded=5000 B down") && lines[0].contains("refused=1")
         );
         assert!(lines[1].contains("pair 127.0.0.1:4000 -> 127.0.0.1:7000 hop 1: rtt=12ms loss=2.0% delivered=4 Mbit/s queued=1400 B"), "{}", lines[1]);
-        let v = serde_json::to_value(RelayLine::new(&snapshot(), 3.0)).unwrap();
+        let v = serde_json::to_value(RelayRecord::new(&snapshot(), 3.0)).unwrap();
+        assert_eq!(v["version"], braid_core::session::record::RECORD_VERSION);
         assert_eq!(v["bytes_down"], 5000);
         assert_eq!(v["pairs"][0]["to"], "127.0.0.1:7000");
         assert_eq!(v["pairs"][0]["delivered_bps"], 4_000_000);

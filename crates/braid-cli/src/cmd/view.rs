@@ -4,13 +4,15 @@
 //!
 //! Main items: [`render`] (the terminal view: a line per stream, a line
 //! per path and per reported hop), [`plain_lines`] (the same figures as
-//! one greppable line each, when stderr is not a terminal), [`JsonLine`]
-//! (`--format json`, one object per second; fields in docs/sessions.md),
+//! one greppable line each, when stderr is not a terminal), `--format
+//! json` (one [`SnapshotRecord`] per period: braid-core's record of the
+//! snapshot; fields in docs/sessions.md),
 //! [`Names`] (how paths are called), [`LiveView`] (redraws on a terminal).
 
 use braid_core::scheduler::BestAchievable;
+use braid_core::session::record::SnapshotRecord;
 use braid_core::session::{PathSnapshot, Role, Snapshot, StreamSnapshot, StreamStats};
-use braid_core::{Bandwidth, PathId};
+use braid_core::PathId;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -192,10 +194,6 @@ fn delays(role: Role, last: &StreamStats) -> Option<String> {
 }
 
 /// [`delay`] in milliseconds, for JSON.
-fn delay_ms(role: Role, last: &StreamStats, d: braid_core::Duration) -> Option<f64> {
-    (role == Role::Sink && last.messages > 0).then(|| d.as_secs_f64() * 1e3)
-}
-
 /// The same figures as [`render`], one line per stream and per path, each
 /// starting with the time: for logs and pipes.
 pub fn plain_lines(snap: &Snapshot, names: &Names) -> String {
@@ -258,199 +256,6 @@ pub fn plain_lines(snap: &Snapshot, names: &Names) -> String {
     out
 }
 
-/// One `--format json` line: the whole snapshot as plain numbers (rates
-/// in bit/s, times in seconds).
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct JsonLine {
-    /// Seconds since the process's clock origin.
-    pub t: f64,
-    /// `source` or `sink`.
-    pub role: &'static str,
-    /// The session id, 16 hex digits.
-    pub session: String,
-    /// The scheduler (source).
-    pub scheduler: &'static str,
-    /// Every stream.
-    pub streams: Vec<JsonStream>,
-    /// Every path.
-    pub paths: Vec<JsonPath>,
-}
-
-/// One stream in a [`JsonLine`].
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct JsonStream {
-    /// Stream id.
-    pub id: u32,
-    /// Name (or `stream-ID`).
-    pub name: String,
-    /// The spec string.
-    pub spec: String,
-    /// Rate in the last interval, bit/s.
-    pub rate_bps: u64,
-    /// Share of windows that met the spec (`null` before the first report).
-    pub windows_met: Option<f64>,
-    /// Sink: median one-way delay of the messages delivered in the last
-    /// interval, ms (`null` on the source and before anything arrived).
-    pub delay_p50_ms: Option<f64>,
-    /// Sink: their 95th percentile, ms.
-    pub delay_p95_ms: Option<f64>,
-    /// Sink: their 99th percentile, ms.
-    pub delay_p99_ms: Option<f64>,
-    /// What each path promises it.
-    pub paths: Vec<JsonPromise>,
-    /// The guarantee cannot be met: the best achievable (`null` when met).
-    pub unmet: Option<JsonUnmet>,
-    /// Messages so far.
-    pub messages: u64,
-    /// Payload bytes so far.
-    pub bytes: u64,
-    /// The stream has ended.
-    pub finished: bool,
-    /// Sink: every message accounted for. Source: the sink kept it.
-    pub complete: bool,
-    /// The sink refused the stream, and why (`null` otherwise).
-    pub refused: Option<String>,
-}
-
-/// One path's promise to a stream.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct JsonPromise {
-    /// Path id.
-    pub path: u32,
-    /// Promised rate, bit/s.
-    pub rate_bps: u64,
-    /// With this probability (`null` for a violation-bound part).
-    pub probability: Option<f64>,
-}
-
-/// The best achievable figures of an unmet guarantee.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct JsonUnmet {
-    /// Largest rate mappable at the spec's probability, bit/s.
-    pub best_rate_bps: u64,
-    /// Largest probability at which the spec's rate is mappable.
-    pub best_probability: Option<f64>,
-    /// Smallest E\[Z\] at the spec's rate (violation-bound specs).
-    pub best_expected_misses: Option<f64>,
-}
-
-/// One path in a [`JsonLine`].
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct JsonPath {
-    /// Path id.
-    pub id: u32,
-    /// Route as the user named it.
-    pub name: String,
-    /// First hop's remote address.
-    pub remote: String,
-    /// Established and answering.
-    pub up: bool,
-    /// Sum of promised rates, bit/s.
-    pub promised_bps: u64,
-    /// 5th-percentile estimate, bit/s.
-    pub guaranteed_bps: Option<u64>,
-    /// Delivered in the last interval, bit/s.
-    pub delivered_bps: u64,
-    /// Smoothed RTT of the whole path, seconds.
-    pub rtt_s: f64,
-    /// Loss ratio in the last interval.
-    pub loss: f64,
-    /// Why its connection last closed, if it did.
-    pub error: Option<String>,
-    /// Hops after the first, as relays reported them.
-    pub hops: Vec<JsonHop>,
-}
-
-/// One relayed hop in a [`JsonPath`].
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct JsonHop {
-    /// Place on the path (1: leaving the first relay).
-    pub index: u8,
-    /// Smoothed RTT, seconds.
-    pub rtt_s: f64,
-    /// Loss ratio.
-    pub loss: f64,
-    /// Delivered, bit/s.
-    pub delivered_bps: u64,
-    /// Bytes the relay holds towards this hop.
-    pub queued_bytes: u64,
-}
-
-impl JsonLine {
-    /// The line for `snap`.
-    pub fn new(snap: &Snapshot, names: &Names) -> JsonLine {
-        JsonLine {
-            t: snap.at.as_secs_f64(),
-            role: match snap.role {
-                Role::Source => "source",
-                Role::Sink => "sink",
-            },
-            session: format!("{:016x}", snap.session.0),
-            scheduler: snap.scheduler,
-            streams: snap
-                .streams
-                .iter()
-                .map(|s| JsonStream {
-                    id: s.id.0,
-                    name: stream_name(s),
-                    spec: s.config.to_string(),
-                    rate_bps: s.last.rate.bps(),
-                    windows_met: s.windows_met,
-                    delay_p50_ms: delay_ms(snap.role, &s.last, s.last.delay_p50),
-                    delay_p95_ms: delay_ms(snap.role, &s.last, s.last.delay_p95),
-                    delay_p99_ms: delay_ms(snap.role, &s.last, s.last.delay_p99),
-                    paths: s
-                        .paths
-                        .iter()
-                        .map(|p| JsonPromise {
-                            path: p.path.0,
-                            rate_bps: p.rate.bps(),
-                            probability: p.probability,
-                        })
-                        .collect(),
-                    unmet: s.unmet.map(|b| JsonUnmet {
-                        best_rate_bps: b.rate.bps(),
-                        best_probability: b.probability,
-                        best_expected_misses: b.expected_misses,
-                    }),
-                    messages: s.messages,
-                    bytes: s.bytes,
-                    finished: s.finished,
-                    complete: s.complete,
-                    refused: s.refused.clone(),
-                })
-                .collect(),
-            paths: snap
-                .paths
-                .iter()
-                .map(|p| JsonPath {
-                    id: p.id.0,
-                    name: names.paths.get(&p.id).cloned().unwrap_or_default(),
-                    remote: p.addr.remote.to_string(),
-                    up: p.up,
-                    promised_bps: p.promised.bps(),
-                    guaranteed_bps: p.guaranteed.map(Bandwidth::bps),
-                    delivered_bps: p.delivered.bps(),
-                    rtt_s: p.srtt.as_secs_f64(),
-                    loss: p.loss,
-                    error: p.error.clone(),
-                    hops: p
-                        .hops
-                        .iter()
-                        .map(|h| JsonHop {
-                            index: h.index,
-                            rtt_s: h.srtt.as_secs_f64(),
-                            loss: h.loss,
-                            delivered_bps: h.delivered.bps(),
-                            queued_bytes: h.queued_bytes,
-                        })
-                        .collect(),
-                })
-                .collect(),
-        }
-    }
-}
-
 /// How periodic output is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -488,7 +293,7 @@ impl LiveView {
             Format::Json => {
                 // Serializing plain data cannot fail; a closed stdout is
                 // noticed by the caller's next write, not here.
-                if let Ok(line) = serde_json::to_string(&JsonLine::new(snap, names)) {
+                if let Ok(line) = serde_json::to_string(&SnapshotRecord::new(snap, &names.paths)) {
                     let mut out = std::io::stdout().lock();
                     let _ = writeln!(out, "{line}");
                     let _ = out.flush();
@@ -524,6 +329,7 @@ pub(crate) mod tests {
         HopSnapshot, PathPromise, SessionId, SessionStats, StreamConfig, StreamStats,
     };
     use braid_core::transport::FourTuple;
+    use braid_core::Bandwidth;
     use braid_core::{Duration, Instant, StreamId};
 
     /// A source with two paths (one relayed) and two streams, one unmet.
@@ -658,7 +464,8 @@ pub(crate) mod tests {
     #[test]
     fn the_json_line_has_every_figure() {
         let v: serde_json::Value =
-            serde_json::to_value(JsonLine::new(&snapshot(), &names())).unwrap();
+            serde_json::to_value(SnapshotRecord::new(&snapshot(), &names().paths)).unwrap();
+        assert_eq!(v["version"], braid_core::session::record::RECORD_VERSION);
         assert_eq!(v["role"], "source");
         assert_eq!(v["streams"][0]["name"], "video");
         assert_eq!(v["streams"][0]["rate_bps"], 3_200_000);

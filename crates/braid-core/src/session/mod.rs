@@ -89,6 +89,7 @@ pub mod probe;
 pub mod quota;
 #[cfg(test)]
 mod quota_tests;
+pub mod record;
 pub mod relay;
 pub mod route;
 #[cfg(test)]
