@@ -1,11 +1,81 @@
-//! Answering the upcall by lowering a spec to what can be met (seed 000
-//! §V: the application is told what the paths can carry and may accept
-//! less). The `lower` policy of `braid stream --on-infeasible` and the
-//! simulator's default answer both come from here.
+//! Answering the upcall (seed 000 §V: the application is told what the
+//! paths can carry and may accept less): [`BestAchievable::lowered`]
+//! lowers a spec to what can be met, and [`UpcallPolicy`] is braid's one
+//! rule for answering, used by `braid stream --on-infeasible`, the
+//! simulator's sources and any application that wants a policy rather
+//! than its own answer.
 
 use super::mapping::BestAchievable;
+use super::pgos::UpcallAnswer;
 use super::spec::StreamSpec;
 use crate::units::Bandwidth;
+
+/// How an application answers the upcall raised when a stream's guarantee
+/// cannot be met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum UpcallPolicy {
+    /// Lower the spec to the best achievable figures
+    /// ([`BestAchievable::lowered`]); best effort when nothing is left
+    /// (the default).
+    #[default]
+    Lower,
+    /// Run the stream best effort.
+    Accept,
+    /// Close the stream; the others go on.
+    Drop,
+    /// Give up: the application ends (its answer is none; see
+    /// [`UpcallPolicy::answer`]).
+    Fail,
+}
+
+impl UpcallPolicy {
+    /// The answer to an upcall for a stream that asked for `spec` when the
+    /// paths can give `best`; `None` under [`UpcallPolicy::Fail`], where
+    /// the application is to stop rather than answer.
+    pub fn answer(self, spec: &StreamSpec, best: &BestAchievable) -> Option<UpcallAnswer> {
+        match self {
+            UpcallPolicy::Lower => Some(
+                best.lowered(spec)
+                    .map_or(UpcallAnswer::Accept, UpcallAnswer::Lower),
+            ),
+            UpcallPolicy::Accept => Some(UpcallAnswer::Accept),
+            UpcallPolicy::Drop => Some(UpcallAnswer::Close),
+            UpcallPolicy::Fail => None,
+        }
+    }
+
+    /// `lower`, `accept`, `drop` or `fail`.
+    pub fn name(self) -> &'static str {
+        match self {
+            UpcallPolicy::Lower => "lower",
+            UpcallPolicy::Accept => "accept",
+            UpcallPolicy::Drop => "drop",
+            UpcallPolicy::Fail => "fail",
+        }
+    }
+}
+
+impl std::fmt::Display for UpcallPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for UpcallPolicy {
+    type Err = String;
+    /// `lower`, `accept` (or `best-effort`), `drop` or `fail`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "lower" => Ok(UpcallPolicy::Lower),
+            "accept" | "best-effort" => Ok(UpcallPolicy::Accept),
+            "drop" => Ok(UpcallPolicy::Drop),
+            "fail" => Ok(UpcallPolicy::Fail),
+            other => Err(format!(
+                "unknown answer `{other}` (lower, accept, drop or fail)"
+            )),
+        }
+    }
+}
 
 impl BestAchievable {
     /// The spec these figures allow in place of `spec`: a rate spec at the

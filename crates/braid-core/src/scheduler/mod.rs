@@ -49,6 +49,7 @@ mod simple;
 pub mod spec;
 
 pub use crate::id::{PathId, StreamId, MAX_STREAMS};
+pub use lowering::UpcallPolicy;
 pub use mapping::{BestAchievable, Combine, MapperConfig, Mapping, Part};
 pub use optsched::{OptSched, OptSchedConfig};
 pub use path::{EmpiricalDistribution, PathDistribution, PathView, ScaledDistribution};

@@ -3,7 +3,8 @@
 //! such series; the simulator drives link capacity from them).
 //!
 //! Sans-IO: everything parses from a `&str`; reading the file is the
-//! caller's job (the CLI and the simulator each have a loader).
+//! caller's job (braid-sim's `trace_file` is the one loader). Video
+//! frame-size traces are [`frames`].
 //!
 //! # Main types
 //!
@@ -45,6 +46,7 @@
 
 #[cfg(test)]
 mod data_tests;
+pub mod frames;
 mod parse;
 
 use crate::time::Duration;

@@ -6,7 +6,6 @@
 //! ([`payload`]), so the sink can check each message and both ends keep a
 //! digest of each reliable stream in order ([`StreamDigest`]).
 
-use braid_core::scheduler::UpcallAnswer;
 use braid_core::session::meter::WindowMeter;
 use braid_core::session::{Delivery, Event, Session, StreamConfig};
 use braid_core::{Bandwidth, Duration, Instant, StreamId};
@@ -25,31 +24,10 @@ pub const MAX_APP_BACKLOG: usize = 4096;
 pub const MAX_METERED: usize = 1 << 22;
 
 /// How a source model answers the scheduler's upcall
-/// ([`Event::GuaranteeUnmet`]), as `braid stream --on-infeasible` does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Infeasible {
-    /// Lower the spec to the best achievable figures
-    /// ([`braid_core::scheduler::BestAchievable::lowered`]); best effort
-    /// when nothing is left.
-    #[default]
-    Lower,
-    /// Run the stream best effort.
-    Accept,
-    /// Close the stream.
-    Drop,
-}
-
-impl std::str::FromStr for Infeasible {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s.trim() {
-            "lower" => Ok(Infeasible::Lower),
-            "accept" | "best-effort" => Ok(Infeasible::Accept),
-            "drop" => Ok(Infeasible::Drop),
-            other => Err(format!("unknown answer `{other}` (lower, accept or drop)")),
-        }
-    }
-}
+/// ([`Event::GuaranteeUnmet`]): braid-core's one policy, as `braid stream
+/// --on-infeasible` uses it. A simulated source cannot end the run, so
+/// scenarios refuse `fail`.
+pub use braid_core::scheduler::UpcallPolicy as Infeasible;
 
 /// What feeds one stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -299,12 +277,9 @@ impl SourceApp {
         else {
             return;
         };
-        let answer = match policy {
-            Infeasible::Lower => best
-                .lowered(spec)
-                .map_or(UpcallAnswer::Accept, UpcallAnswer::Lower),
-            Infeasible::Accept => UpcallAnswer::Accept,
-            Infeasible::Drop => UpcallAnswer::Close,
+        let Some(answer) = policy.answer(spec, best) else {
+            // `fail`: nobody answers (scenarios refuse it).
+            return;
         };
         // An upcall for a stream that has since closed has nobody to answer.
         let _ = session.answer_upcall(*stream, answer, now);

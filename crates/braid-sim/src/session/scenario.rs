@@ -360,7 +360,16 @@ impl Session<'_> {
             Some(s) => s
                 .get_ref()
                 .parse::<Infeasible>()
-                .map_err(|e| b.err(sp(s), K::Value, format!("on_infeasible: {e}")))?,
+                .ok()
+                .filter(|p| *p != Infeasible::Fail)
+                .ok_or_else(|| {
+                    // `fail` ends a real run; a simulated source cannot.
+                    format!(
+                        "unknown answer `{}` (lower, accept or drop)",
+                        s.get_ref().trim()
+                    )
+                })
+                .map_err(|e: String| b.err(sp(s), K::Value, format!("on_infeasible: {e}")))?,
         };
         if raw.paths.is_empty() {
             return Err(b.err(None, K::Value, "a session needs at least one [[path]]"));

@@ -17,6 +17,7 @@
 //! | [`Stream`] | source | one stream: [`Stream::send`] awaits under backpressure; [`Stream::finish`] |
 //! | [`SessionListener`] | sink | a bound port: [`SessionListener::accept`] yields one [`IncomingSession`] per source, several at once ([`ListenerConfig::max_sessions`]) |
 //! | [`IncomingSession`] | sink | [`IncomingSession::recv`] yields each stream's messages; events; snapshot |
+//! | [`feed`] | source | where a stream's bytes come from (a file, stdin, `cbr:RATE`, `trace:FILE`) and the loop that feeds a [`Stream`] |
 //! | [`PathConfig`] | source | `direct`, `via=HOST:PORT[,…]`, `bind=ADDR`, `tcp` (see [`path`]) |
 //! | [`SessionConfig`], [`ListenerConfig`] | both | settings |
 //! | [`SessionError`] | both | what can go wrong |
@@ -80,6 +81,7 @@
 //!   the transport's idle timeout.
 
 mod driver;
+pub mod feed;
 mod msg;
 pub mod path;
 mod sink;

@@ -24,14 +24,15 @@
 //! source = "cbr:3.2mbit"
 //! ```
 
-use super::source::{SourceSpec, MAX_MESSAGE_SIZE};
 use anyhow::{bail, Context};
+use braid::session::feed::{FeedSpec, DEFAULT_MESSAGE_SIZE, MAX_MESSAGE_SIZE};
 use braid_core::session::{split_spec, SchedulerKind, StreamConfig};
 use braid_core::{ByteSize, Duration};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-/// What the source does when a stream's guarantee cannot be met.
+/// What the source does when a stream's guarantee cannot be met: the
+/// flag's and file's spelling of braid-core's `UpcallPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnInfeasible {
@@ -42,6 +43,16 @@ pub enum OnInfeasible {
     Drop,
     /// Exit non-zero, naming the stream and the best achievable figure.
     Fail,
+}
+
+impl From<OnInfeasible> for braid_core::scheduler::UpcallPolicy {
+    fn from(o: OnInfeasible) -> Self {
+        match o {
+            OnInfeasible::Lower => Self::Lower,
+            OnInfeasible::Drop => Self::Drop,
+            OnInfeasible::Fail => Self::Fail,
+        }
+    }
 }
 
 /// The `--config` file.
@@ -126,7 +137,7 @@ pub struct StreamPlan {
     /// Spec, delivery, name.
     pub config: StreamConfig,
     /// Where its bytes come from.
-    pub source: SourceSpec,
+    pub source: FeedSpec,
 }
 
 impl StreamPlan {
@@ -283,7 +294,7 @@ impl Plan {
         }
         if streams
             .iter()
-            .filter(|s| s.source == SourceSpec::Stdin)
+            .filter(|s| s.source == FeedSpec::Stdin)
             .count()
             > 1
         {
@@ -307,7 +318,7 @@ impl Plan {
                 .parse::<ByteSize>()
                 .with_context(|| format!("message_size {m:?}"))?
                 .bytes(),
-            (None, None) => super::source::DEFAULT_MESSAGE_SIZE,
+            (None, None) => DEFAULT_MESSAGE_SIZE,
         };
         if message_size == 0 || message_size > MAX_MESSAGE_SIZE {
             bail!("message size {message_size} B: use 1 B to 1 MiB");
@@ -372,7 +383,7 @@ source = "cbr:1mbit"
         assert_eq!(plan.to.port(), 7001);
         assert_eq!(plan.on_infeasible, OnInfeasible::Fail);
         assert_eq!(plan.streams.len(), 1);
-        assert_eq!(plan.streams[0].source, SourceSpec::Stdin);
+        assert_eq!(plan.streams[0].source, FeedSpec::Stdin);
         assert_eq!(plan.paths.len(), 2, "the file's paths stay");
     }
 
@@ -399,7 +410,7 @@ source = "cbr:1mbit"
         );
         assert_eq!(
             s.source,
-            SourceSpec::Cbr {
+            FeedSpec::Cbr {
                 rate: Bandwidth::from_mbps(3),
                 size: 1000
             }

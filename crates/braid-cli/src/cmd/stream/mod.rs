@@ -6,13 +6,12 @@
 //! | --- | --- |
 //! | `mod` | the flags, and `run`: check everything, then connect |
 //! | [`config`] | `--config session.toml`, `--stream NAME:SPEC:SOURCE`, the checked plan |
-//! | [`source`] | SOURCEs and the producer that feeds one stream |
+//! | (library) | SOURCEs and the loop that feeds one stream: `braid::session::feed` |
 //! | `run` | the session: producers, upcalls, the view, the end |
 
 pub mod config;
 pub mod reserved;
 mod run;
-pub mod source;
 
 use super::view::Format;
 use braid_core::Duration;

@@ -8,7 +8,7 @@
 //! a stream's spec is fixed). The stream's `--stream` text gets the spec
 //! `rate=RATE@0.99` at the reserved rate, its delivery options (after the
 //! first comma) kept; its file or stdin source is paced at that rate
-//! ([`Source::paced_at`](super::source::Source::paced_at)). The reservation
+//! (`braid::session::feed::Feed::paced_at`). The reservation
 //! is provisioned for the session if it was released, and released after.
 //! A modify of the reservation during the session is not followed (the
 //! spec is fixed when the stream opens).

@@ -1,5 +1,5 @@
-//! The running source session: a producer task per stream feeding its
-//! [`Stream`], upcalls answered as `--on-infeasible` says, the view,
+//! The running source session: a task per stream feeding its stream
+//! (`braid::session::feed`), upcalls answered as `--on-infeasible` says, the view,
 //! JSON line and metrics each period, and the end (sources done or
 //! `--duration` passed: every message delivered, then close).
 //!
@@ -8,18 +8,16 @@
 //! 3 s): the source exits non-zero naming the sink.
 
 use super::config::{OnInfeasible, Plan};
-use super::source::{produce, Outlet, Produced, RealClock, Source};
 use crate::cmd::access::Access;
 use crate::cmd::metrics;
 use crate::cmd::view::{unmet_text, Format, LiveView, Names};
 use anyhow::{anyhow, bail};
-use braid::session::{PathConfig, Session, SessionConfig, SessionError, Stream};
-use braid_core::scheduler::{BestAchievable, StreamSpec, UpcallAnswer};
+use braid::session::feed::{feed_stream, Fed, Feed, FeedError};
+use braid::session::{PathConfig, Session, SessionConfig, SessionError};
+use braid_core::scheduler::{BestAchievable, StreamSpec, UpcallAnswer, UpcallPolicy};
 use braid_core::session::{CloseReason, Event};
 use braid_core::{Duration, StreamId};
-use bytes::Bytes;
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use tokio::task::{AbortHandle, JoinSet};
 
@@ -41,24 +39,13 @@ pub struct Output {
 /// failed under `--on-infeasible fail`, or the session ended early.
 pub fn session(
     plan: Plan,
-    sources: Vec<Source>,
+    sources: Vec<Feed>,
     access: Access,
     out: Output,
     peer_timeout: Duration,
 ) -> anyhow::Result<()> {
     let rt = crate::cmd::session_runtime()?;
     rt.block_on(run(plan, sources, out, access, peer_timeout))
-}
-
-/// A [`Stream`] as a producer's outlet.
-struct StreamOutlet(Stream);
-
-impl Outlet for StreamOutlet {
-    // `async fn` would not promise `Send`, which the spawned producer needs.
-    #[allow(clippy::manual_async_fn)]
-    fn send(&mut self, data: Bytes) -> impl Future<Output = anyhow::Result<()>> + Send {
-        async move { self.0.send(data).await.map_err(anyhow::Error::from) }
-    }
 }
 
 /// The sink went away or refused us: one clear line.
@@ -95,7 +82,7 @@ impl Streams {
 
 async fn run(
     plan: Plan,
-    sources: Vec<Source>,
+    sources: Vec<Feed>,
     out: Output,
     access: Access,
     peer_timeout: Duration,
@@ -127,7 +114,7 @@ async fn run(
         names: BTreeMap::new(),
         producers: BTreeMap::new(),
     };
-    let mut tasks: JoinSet<(StreamId, anyhow::Result<Produced>)> = JoinSet::new();
+    let mut tasks: JoinSet<(StreamId, Result<Fed, FeedError>)> = JoinSet::new();
     for (plan_stream, source) in plan.streams.iter().zip(sources) {
         let stream = session
             .open_stream(plan_stream.config.clone())
@@ -141,24 +128,16 @@ async fn run(
             .unwrap_or_else(|| format!("stream-{}", id.0));
         streams.names.insert(id, name);
         let stop = plan.duration;
-        let handle = tasks.spawn(async move {
-            let mut outlet = StreamOutlet(stream);
-            // Paced sources stop at `--duration`; files and stdin are
-            // sent whole.
-            let produced = produce(source, &mut outlet, &RealClock, stop).await;
-            let finished = match produced {
-                Ok(p) => outlet.0.finish().await.map(|()| p).map_err(Into::into),
-                Err(e) => Err(e),
-            };
-            (id, finished)
-        });
+        // Paced sources stop at `--duration`; files and stdin are sent
+        // whole.
+        let handle = tasks.spawn(async move { (id, feed_stream(source, stream, stop).await) });
         streams.producers.insert(id, handle);
     }
 
     let mut view = LiveView::new(out.format);
     let mut tick = tokio::time::interval(out.every.into());
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut sent: BTreeMap<StreamId, Produced> = BTreeMap::new();
+    let mut sent: BTreeMap<StreamId, Fed> = BTreeMap::new();
     let mut refused: BTreeMap<StreamId, String> = BTreeMap::new();
     let mut interrupted = None;
     let stop = crate::shutdown::requested();
@@ -192,7 +171,8 @@ async fn run(
                 }
                 Some(Ok((id, Err(e)))) => {
                     streams.producers.remove(&id);
-                    if let Some(reason) = refusal(&e) {
+                    if let Some(reason) = e.refusal() {
+                        let reason = reason.to_string();
                         // That stream is over; the others go on.
                         refused.insert(id, reason);
                         continue;
@@ -200,7 +180,7 @@ async fn run(
                     if let Some(reason) = session.close_reason() {
                         return Err(ended(to, &reason));
                     }
-                    return Err(e.context(format!("stream {}", streams.name(id))));
+                    return Err(anyhow::Error::new(e).context(format!("stream {}", streams.name(id))));
                 }
                 // Aborted by `--on-infeasible drop`.
                 Some(Err(e)) if e.is_cancelled() => {}
@@ -266,17 +246,6 @@ async fn run(
     Ok(())
 }
 
-/// The sink's reason when `e` is its refusal of the stream.
-fn refusal(e: &anyhow::Error) -> Option<String> {
-    e.chain()
-        .find_map(|c| match c.downcast_ref::<braid::session::SessionError>() {
-            Some(braid::session::SessionError::Core(
-                braid_core::session::SessionError::StreamRefused { reason, .. },
-            )) => Some(reason.clone()),
-            _ => None,
-        })
-}
-
 /// Takes a snapshot and shows it (a failed snapshot means the session is
 /// ending; the event loop reports why).
 async fn show(session: &Session, view: &mut LiveView, names: &Names) {
@@ -286,7 +255,8 @@ async fn show(session: &Session, view: &mut LiveView, names: &Names) {
     }
 }
 
-/// Answers one upcall as the policy says.
+/// Answers one upcall as the policy says (braid-core's `UpcallPolicy`),
+/// and says so.
 async fn upcall(
     session: &Session,
     streams: &mut Streams,
@@ -298,39 +268,27 @@ async fn upcall(
     let name = streams.name(stream);
     let asked = braid_core::session::StreamConfig::new(*spec).to_string();
     let what = unmet_text(best);
-    match policy {
-        OnInfeasible::Fail => {
-            bail!("stream {name}: guarantee {asked} cannot be met ({what}); --on-infeasible fail")
-        }
-        OnInfeasible::Drop => {
+    let Some(answer) = UpcallPolicy::from(policy).answer(spec, best) else {
+        bail!("stream {name}: guarantee {asked} cannot be met ({what}); --on-infeasible fail")
+    };
+    match answer {
+        UpcallAnswer::Close => {
             tracing::warn!(stream = %name, asked, best = %what, "dropping the stream");
             eprintln!("braid: stream {name}: guarantee {asked} cannot be met ({what}): dropped");
             if let Some(h) = streams.producers.remove(&stream) {
                 h.abort();
             }
-            session
-                .answer_upcall(stream, UpcallAnswer::Close)
-                .await
-                .map_err(anyhow::Error::from)
         }
-        OnInfeasible::Lower => {
-            let answer = match best.lowered(spec) {
-                Some(l) => {
-                    let text = braid_core::session::StreamConfig::new(l).to_string();
-                    eprintln!(
-                        "braid: stream {name}: guarantee {asked} cannot be met; lowered to {text}"
-                    );
-                    UpcallAnswer::Lower(l)
-                }
-                None => {
-                    eprintln!("braid: stream {name}: guarantee {asked} cannot be met ({what}); running best effort");
-                    UpcallAnswer::Accept
-                }
-            };
-            session
-                .answer_upcall(stream, answer)
-                .await
-                .map_err(anyhow::Error::from)
+        UpcallAnswer::Lower(l) => {
+            let text = braid_core::session::StreamConfig::new(l).to_string();
+            eprintln!("braid: stream {name}: guarantee {asked} cannot be met; lowered to {text}");
         }
+        _ => eprintln!(
+            "braid: stream {name}: guarantee {asked} cannot be met ({what}); running best effort"
+        ),
     }
+    session
+        .answer_upcall(stream, answer)
+        .await
+        .map_err(anyhow::Error::from)
 }
