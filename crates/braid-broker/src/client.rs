@@ -6,6 +6,9 @@ use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::owner::Action;
+use braid_core::id::ReservationId;
+
 use crate::types::{
     Availability, CreateRequest, Created, ErrorBody, EventView, ModifyRequest, ReservationView,
 };
@@ -120,7 +123,8 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn show(&self, id: u64) -> Result<ReservationView, ClientError> {
+    pub async fn show(&self, id: impl Into<ReservationId>) -> Result<ReservationView, ClientError> {
+        let id = id.into().0;
         self.call::<(), _>(Method::GET, &format!("/v1/reservations/{id}"), None)
             .await
     }
@@ -129,19 +133,33 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn modify(&self, id: u64, m: &ModifyRequest) -> Result<ReservationView, ClientError> {
+    pub async fn modify(
+        &self,
+        id: impl Into<ReservationId>,
+        m: &ModifyRequest,
+    ) -> Result<ReservationView, ClientError> {
+        let id = id.into().0;
         self.call(Method::PATCH, &format!("/v1/reservations/{id}"), Some(m))
             .await
     }
 
-    /// `commit`, `abort`, `provision` or `release`.
+    /// Commit, abort, provision, release or terminate (the last is
+    /// [`Client::terminate`]).
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn act(&self, id: u64, action: &str) -> Result<ReservationView, ClientError> {
+    pub async fn act(
+        &self,
+        id: impl Into<ReservationId>,
+        action: Action,
+    ) -> Result<ReservationView, ClientError> {
+        let id = id.into();
+        if action == Action::Terminate {
+            return self.terminate(id).await;
+        }
         self.call::<(), _>(
             Method::POST,
-            &format!("/v1/reservations/{id}/{action}"),
+            &format!("/v1/reservations/{}/{action}", id.0),
             None,
         )
         .await
@@ -151,7 +169,11 @@ impl Client {
     ///
     /// # Errors
     /// [`ClientError`].
-    pub async fn terminate(&self, id: u64) -> Result<ReservationView, ClientError> {
+    pub async fn terminate(
+        &self,
+        id: impl Into<ReservationId>,
+    ) -> Result<ReservationView, ClientError> {
+        let id = id.into().0;
         self.call::<(), _>(Method::DELETE, &format!("/v1/reservations/{id}"), None)
             .await
     }
@@ -165,14 +187,14 @@ impl Client {
             .await
     }
 
-    /// `commit` or `abort` every part of a group; the parts after it.
+    /// Commit or abort every part of a group; the parts after it.
     ///
     /// # Errors
     /// [`ClientError`].
     pub async fn group_act(
         &self,
         gid: u64,
-        action: &str,
+        action: Action,
     ) -> Result<Vec<ReservationView>, ClientError> {
         self.call::<(), _>(Method::POST, &format!("/v1/groups/{gid}/{action}"), None)
             .await

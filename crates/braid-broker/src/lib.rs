@@ -47,6 +47,7 @@ pub mod peers;
 pub mod scope;
 pub mod server;
 pub mod store;
+pub mod transfer;
 pub mod types;
 
 pub use auth::{Auth, Role};

@@ -56,6 +56,26 @@ pub enum Action {
     Terminate,
 }
 
+impl Action {
+    /// `commit`, `abort`, `provision`, `release` or `terminate`: the
+    /// action's name in the HTTP API and in `braid reserve`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Commit => "commit",
+            Action::Abort => "abort",
+            Action::Provision => "provision",
+            Action::Release => "release",
+            Action::Terminate => "terminate",
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Who asks: `user` limits what they see to their own; `None` is an
 /// operator.
 pub type Viewer = Option<String>;

@@ -14,6 +14,7 @@
 //! the peer's part committed until its owner terminates it here (the link
 //! is stored, so `DELETE` reaches it).
 
+use crate::owner::Action;
 use std::collections::BTreeMap;
 
 use crate::client::{Client, ClientError};
@@ -114,18 +115,12 @@ impl Peers {
     ///
     /// # Errors
     /// [`PeerError`].
-    pub async fn act(&self, part: &RemotePart, action: &str) -> Result<(), PeerError> {
+    pub async fn act(&self, part: &RemotePart, action: Action) -> Result<(), PeerError> {
         let (client, timeout) = self
             .peers
             .get(&part.peer)
             .ok_or_else(|| PeerError::Unknown(part.peer.clone()))?;
-        let call = async {
-            if action == "terminate" {
-                client.terminate(part.id).await
-            } else {
-                client.act(part.id, action).await
-            }
-        };
+        let call = client.act(part.id, action);
         bounded(&part.peer, &part.resource, *timeout, call)
             .await
             .map(|_| ())
@@ -133,10 +128,10 @@ impl Peers {
 
     /// Best effort: `action` on every part, failures logged (their holds
     /// time out at the peers).
-    pub async fn release(&self, parts: &[RemotePart], action: &str) {
+    pub async fn release(&self, parts: &[RemotePart], action: Action) {
         for p in parts {
             if let Err(e) = self.act(p, action).await {
-                tracing::warn!(peer = %p.peer, id = p.id, action, error = %e, "peer release failed");
+                tracing::warn!(peer = %p.peer, id = p.id, action = action.name(), error = %e, "peer release failed");
             }
         }
     }

@@ -5,6 +5,7 @@
 
 mod common;
 
+use braid_broker::owner::Action;
 use std::path::Path;
 
 use braid_broker::client::{ClientError, Events};
@@ -225,14 +226,14 @@ async fn every_endpoint_on(db: &str) {
         (StatusCode::CONFLICT, Some("rate"))
     );
 
-    let committed = alice.act(id, "commit").await.unwrap();
+    let committed = alice.act(id, Action::Commit).await.unwrap();
     assert_eq!(committed.state, "committed");
     assert_eq!(
-        alice.act(id, "provision").await.unwrap().provision,
+        alice.act(id, Action::Provision).await.unwrap().provision,
         "provisioned"
     );
     assert_eq!(
-        alice.act(id, "release").await.unwrap().provision,
+        alice.act(id, Action::Release).await.unwrap().provision,
         "released"
     );
 
@@ -248,11 +249,14 @@ async fn every_endpoint_on(db: &str) {
         .unwrap();
     assert_eq!(modified.pending.as_ref().unwrap().rate_bps, 30_000_000);
     assert_eq!(modified.committed.as_ref().unwrap().rate_bps, 60_000_000);
-    let after = alice.act(id, "commit").await.unwrap();
+    let after = alice.act(id, Action::Commit).await.unwrap();
     assert_eq!(after.committed.as_ref().unwrap().rate_bps, 30_000_000);
 
     let other = alice.create(&req("cpu0", "10mbit")).await.unwrap();
-    assert_eq!(alice.act(other.id, "abort").await.unwrap().state, "aborted");
+    assert_eq!(
+        alice.act(other.id, Action::Abort).await.unwrap().state,
+        "aborted"
+    );
 
     let list = alice.list(false).await.unwrap();
     assert_eq!(list.iter().map(|v| v.id).collect::<Vec<_>>(), vec![id]);
@@ -466,7 +470,7 @@ async fn tokens_and_ownership_on(db: &str) {
         StatusCode::NOT_FOUND
     );
     assert_eq!(
-        api_err(bob.act(a, "commit").await.unwrap_err()).0,
+        api_err(bob.act(a, Action::Commit).await.unwrap_err()).0,
         StatusCode::NOT_FOUND
     );
     assert_eq!(
@@ -500,7 +504,7 @@ async fn tokens_and_ownership_on(db: &str) {
     assert_eq!(alice.show(a).await.unwrap().state, "held");
     // The operator sees and manages all.
     assert_eq!(op.list(false).await.unwrap().len(), 2);
-    assert_eq!(op.act(a, "commit").await.unwrap().state, "committed");
+    assert_eq!(op.act(a, Action::Commit).await.unwrap().state, "committed");
     r.broker.stop().await;
 }
 
@@ -508,7 +512,7 @@ async fn restart_on(db: &str) {
     let r = start(db).await;
     let alice = client(&r, "alice", Role::User);
     let committed = alice.create(&req("link", "30mbit")).await.unwrap().id;
-    alice.act(committed, "commit").await.unwrap();
+    alice.act(committed, Action::Commit).await.unwrap();
     let held = alice.create(&req("link", "20mbit")).await.unwrap();
     r.broker.stop().await;
 
@@ -571,7 +575,7 @@ async fn events_on(db: &str) {
     let mut alice_events = alice.events().await.unwrap();
     let mut bob_events = bob.events().await.unwrap();
     let id = alice.create(&req("link", "10mbit")).await.unwrap().id;
-    alice.act(id, "commit").await.unwrap();
+    alice.act(id, Action::Commit).await.unwrap();
     let held = next_event(&mut alice_events).await;
     assert_eq!((held.event.as_str(), held.id), ("changed", id));
     assert_eq!(held.reservation.unwrap().state, "held");
@@ -599,7 +603,7 @@ async fn hold_timeout_on(db: &str) {
         (id, "timed_out")
     );
     assert_eq!(alice.show(id).await.unwrap().state, "timed_out");
-    let (status, _) = api_err(alice.act(id, "commit").await.unwrap_err());
+    let (status, _) = api_err(alice.act(id, Action::Commit).await.unwrap_err());
     assert_eq!(status, StatusCode::CONFLICT);
     r.broker.stop().await;
 }
@@ -634,7 +638,7 @@ async fn callbacks_on(db: &str) {
         .await
         .unwrap()
         .id;
-    alice.act(id, "commit").await.unwrap();
+    alice.act(id, Action::Commit).await.unwrap();
     let mut states = Vec::new();
     while states.len() < 2 {
         let v = tokio::time::timeout(std::time::Duration::from_secs(30), rx.recv())

@@ -5,6 +5,7 @@
 
 mod common;
 
+use braid_broker::owner::Action;
 use std::path::Path;
 
 use braid_broker::client::ClientError;
@@ -76,7 +77,7 @@ async fn groups_on(db: &str) {
 
     // Committing one part commits both.
     assert_eq!(
-        alice.act(second, "commit").await.unwrap().state,
+        alice.act(second, Action::Commit).await.unwrap().state,
         "committed"
     );
     let parts = alice.group(gid).await.unwrap();
@@ -92,16 +93,16 @@ async fn groups_on(db: &str) {
 
     // Aborting one part aborts both.
     let other = alice.create(&both("5mbit")).await.unwrap();
-    alice.act(other.ids[1], "abort").await.unwrap();
+    alice.act(other.ids[1], Action::Abort).await.unwrap();
     for id in &other.ids {
         assert_eq!(alice.show(*id).await.unwrap().state, "aborted");
     }
     // The group routes do the same; a commit after an abort is refused.
     let third = alice.create(&both("5mbit")).await.unwrap();
     let g3 = third.group.unwrap();
-    let parts = alice.group_act(g3, "abort").await.unwrap();
+    let parts = alice.group_act(g3, Action::Abort).await.unwrap();
     assert!(parts.iter().all(|p| p.state == "aborted"), "{parts:?}");
-    let (code, _) = status(alice.group_act(g3, "commit").await.unwrap_err());
+    let (code, _) = status(alice.group_act(g3, Action::Commit).await.unwrap_err());
     assert_eq!(code, StatusCode::CONFLICT);
     // A single reservation is no group.
     let single = CreateRequest {
@@ -119,7 +120,7 @@ async fn groups_on(db: &str) {
 
     let (broker, alice) = start(db).await;
     let g = held.group.unwrap();
-    let parts = alice.group_act(g, "commit").await.unwrap();
+    let parts = alice.group_act(g, Action::Commit).await.unwrap();
     assert_eq!(parts.len(), 2);
     assert!(parts.iter().all(|p| p.state == "committed"), "{parts:?}");
     assert_eq!(

@@ -9,6 +9,7 @@
 
 mod common;
 
+use braid_broker::owner::Action;
 use std::path::Path;
 
 use braid_broker::store::Store;
@@ -74,7 +75,7 @@ async fn load(db: &str, kind: &str) {
                 };
                 let t = std::time::Instant::now();
                 client
-                    .act(made.id, "commit")
+                    .act(made.id, Action::Commit)
                     .await
                     .expect("commit what was held");
                 latencies.push(t.elapsed());

@@ -7,6 +7,7 @@
 
 mod common;
 
+use braid_broker::owner::Action;
 use std::path::Path;
 
 use braid_broker::types::CreateRequest;
@@ -133,7 +134,7 @@ async fn operator_on(db: &str) {
 
     // Resize: not below what is committed.
     let id = alice.create(&reserve("link", "60mbit")).await.unwrap().id;
-    alice.act(id, "commit").await.unwrap();
+    alice.act(id, Action::Commit).await.unwrap();
     let (s, v) = call(
         &b,
         Op,

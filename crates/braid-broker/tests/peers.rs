@@ -4,6 +4,7 @@
 //! B's refusal named in A's answer; a silent peer answered 504 with A's
 //! hold released; the link survives a restart of A.
 
+use braid_broker::owner::Action;
 use std::path::Path;
 
 use braid_broker::client::ClientError;
@@ -86,7 +87,7 @@ async fn transit_is_held_and_committed_at_the_peer_or_nowhere() {
     assert_eq!(b_ops.show(transit).await.unwrap().user, "domain-a");
     assert_eq!(alice.show(made.id).await.unwrap().remote, made.remote);
     assert_eq!(
-        alice.act(made.id, "commit").await.unwrap().state,
+        alice.act(made.id, Action::Commit).await.unwrap().state,
         "committed"
     );
     assert_eq!(b_ops.show(transit).await.unwrap().state, "committed");
@@ -100,7 +101,7 @@ async fn transit_is_held_and_committed_at_the_peer_or_nowhere() {
 
     // Aborted at A: aborted at B.
     let other = alice.create(&across("5mbit")).await.unwrap();
-    alice.act(other.id, "abort").await.unwrap();
+    alice.act(other.id, Action::Abort).await.unwrap();
     assert_eq!(
         b_ops.show(other.remote[0].id).await.unwrap().state,
         "aborted"
@@ -113,7 +114,7 @@ async fn transit_is_held_and_committed_at_the_peer_or_nowhere() {
     let a = serve(&config_a(&b_url), &dir.path().join("a.db")).await;
     let alice = client(&a, SECRET_A, "alice", Role::User);
     assert_eq!(
-        alice.act(held.id, "commit").await.unwrap().state,
+        alice.act(held.id, Action::Commit).await.unwrap().state,
         "committed"
     );
     assert_eq!(
@@ -149,7 +150,7 @@ async fn a_peer_gone_at_commit_aborts_the_local_hold() {
     let alice = client(&a, SECRET_A, "alice", Role::User);
     let made = alice.create(&across("5mbit")).await.unwrap();
     b.stop().await;
-    let (status, error) = api_err(alice.act(made.id, "commit").await.unwrap_err());
+    let (status, error) = api_err(alice.act(made.id, Action::Commit).await.unwrap_err());
     assert!(
         status == StatusCode::BAD_GATEWAY || status == StatusCode::GATEWAY_TIMEOUT,
         "{status}: {error}"

@@ -12,6 +12,7 @@
 //! reason otherwise). Prints the counts (docs/BENCHMARKS.md, "Issue 14:
 //! kill -9 under load").
 
+use braid_broker::owner::Action;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Child;
@@ -95,7 +96,7 @@ async fn client_loop(client: Client, c: usize, end: String, progress: Arc<Progre
             seen.held.push(made.ids);
             continue;
         }
-        match client.act(made.id, "commit").await {
+        match client.act(made.id, Action::Commit).await {
             Ok(v) => {
                 assert_eq!(v.state, "committed");
                 seen.committed.push(made.ids);

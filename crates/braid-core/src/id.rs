@@ -38,6 +38,12 @@ impl fmt::Display for ReservationId {
     }
 }
 
+impl From<u64> for ReservationId {
+    fn from(id: u64) -> Self {
+        ReservationId(id)
+    }
+}
+
 impl StreamId {
     /// Whether the id is below [`MAX_STREAMS`], i.e. can be encoded.
     pub fn in_range(self) -> bool {

@@ -73,7 +73,7 @@ pub(super) async fn create(s: &AppState, caller: &Caller, ask: Ask) -> Result<Cr
         match s.peers.hold(peer, &req).await {
             Ok(part) => held.push(part),
             Err(e) => {
-                s.peers.release(&held, "abort").await;
+                s.peers.release(&held, Action::Abort).await;
                 return Err(e.into());
             }
         }
@@ -102,7 +102,7 @@ pub(super) async fn create(s: &AppState, caller: &Caller, ask: Ask) -> Result<Cr
     {
         Ok(Answer::Many(v)) if !v.is_empty() => v,
         other => {
-            s.peers.release(&held, "abort").await;
+            s.peers.release(&held, Action::Abort).await;
             return Err(match other {
                 Err(e) => e.into(),
                 Ok(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "nothing reserved", None),
@@ -130,7 +130,7 @@ pub(super) async fn create(s: &AppState, caller: &Caller, ask: Ask) -> Result<Cr
                 reply,
             })
             .await;
-        s.peers.release(&held, "abort").await;
+        s.peers.release(&held, Action::Abort).await;
         return Err(e.into());
     }
     let v = &views[0];
@@ -191,9 +191,9 @@ where
         Action::Commit => {
             let mut committed: Vec<RemotePart> = Vec::new();
             for (i, part) in remote.iter().enumerate() {
-                if let Err(e) = s.peers.act(part, "commit").await {
-                    s.peers.release(&committed, "terminate").await;
-                    s.peers.release(&remote[i..], "abort").await;
+                if let Err(e) = s.peers.act(part, Action::Commit).await {
+                    s.peers.release(&committed, Action::Terminate).await;
+                    s.peers.release(&remote[i..], Action::Abort).await;
                     let viewer = caller.viewer();
                     let _ = s
                         .handle
@@ -211,18 +211,18 @@ where
             let done = local.await;
             if done.is_err() {
                 // Nothing committed at the peers that is not committed here.
-                s.peers.release(&committed, "terminate").await;
+                s.peers.release(&committed, Action::Terminate).await;
             }
             done
         }
         Action::Abort => {
             let done = local.await;
-            s.peers.release(&remote, "abort").await;
+            s.peers.release(&remote, Action::Abort).await;
             done
         }
         _ => {
             let done = local.await;
-            s.peers.release(&remote, "terminate").await;
+            s.peers.release(&remote, Action::Terminate).await;
             done
         }
     }

@@ -4,6 +4,7 @@
 //! (one line per reservation, or `--format json`).
 
 use anyhow::Context;
+use braid_broker::owner::Action;
 use braid_broker::types::{CreateRequest, EventView, FlowSpec, ModifyRequest, ReservationView};
 use braid_broker::Client;
 
@@ -183,13 +184,15 @@ pub fn run(a: ReserveArgs) -> anyhow::Result<()> {
                 &client.modify(id, &ModifyRequest { rate, end }).await?,
                 json,
             ),
-            ReserveCommand::Commit { id } => print(&client.act(id, "commit").await?, json),
-            ReserveCommand::Provision { id } => print(&client.act(id, "provision").await?, json),
-            ReserveCommand::Release { id } => print(&client.act(id, "release").await?, json),
+            ReserveCommand::Commit { id } => print(&client.act(id, Action::Commit).await?, json),
+            ReserveCommand::Provision { id } => {
+                print(&client.act(id, Action::Provision).await?, json)
+            }
+            ReserveCommand::Release { id } => print(&client.act(id, Action::Release).await?, json),
             ReserveCommand::Cancel { id } => {
                 let r = client.show(id).await?;
                 let done = if r.state == "held" && r.committed.is_none() {
-                    client.act(id, "abort").await?
+                    client.act(id, Action::Abort).await?
                 } else {
                     client.terminate(id).await?
                 };
@@ -234,10 +237,10 @@ async fn create(client: &Client, c: CreateArgs, json: bool) -> anyhow::Result<()
     let mut views = Vec::new();
     for id in &created.ids {
         if c.commit || c.provision {
-            client.act(*id, "commit").await?;
+            client.act(*id, Action::Commit).await?;
         }
         views.push(if c.provision {
-            client.act(*id, "provision").await?
+            client.act(*id, Action::Provision).await?
         } else {
             client.show(*id).await?
         });

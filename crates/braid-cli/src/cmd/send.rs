@@ -4,6 +4,7 @@
 
 use anyhow::{bail, Context};
 use braid::pipe::{self, net::SockOpts, Layout, Mode, Progress, SendConfig};
+use braid_broker::transfer::{self, Notes};
 use braid_core::Duration;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
@@ -349,14 +350,16 @@ fn on_broker(
         .context("starting the async runtime")?;
     let res = rt.block_on(async {
         let mut observe = |p: &Progress| view.update(p);
+        let notes: Notes = std::sync::Arc::new(|line: &str| eprintln!("braid send: {line}"));
         if let Some(id) = args.reservation {
-            let report = super::send_reserve::send_on_reservation(
+            let report = transfer::send_on_reservation(
                 &client,
                 id,
                 args.wait_start,
                 input,
                 cfg,
                 &mut observe,
+                notes,
             )
             .await?;
             emit_stats(&report, args.stats, args.stats_file.as_deref())
@@ -364,16 +367,22 @@ fn on_broker(
             let Some(size) = total else {
                 bail!("--deadline needs an input FILE (its size sets the rate)");
             };
-            let report = super::send_deadline::send_with_deadline(
+            let plan = args.deadline.plan(deadline)?;
+            let report = transfer::deadline::send_with_deadline(
                 &client,
-                &args.deadline,
-                deadline,
+                &plan,
                 size,
                 input,
                 cfg,
                 &mut observe,
+                notes,
             )
-            .await?;
+            .await
+            .map_err(|e| match e {
+                // The flags' names for what the library calls the plan.
+                transfer::TransferError::Refused(m) => anyhow::anyhow!("--deadline: {m}"),
+                other => other.into(),
+            })?;
             emit_stats(&report, args.stats, args.stats_file.as_deref())
         } else {
             Ok(())

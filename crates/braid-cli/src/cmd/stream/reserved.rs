@@ -13,8 +13,10 @@
 //! A modify of the reservation during the session is not followed (the
 //! spec is fixed when the stream opens).
 
-use crate::cmd::send_reserve::{reserved_rate, usable, BrokerFlags};
+use crate::cmd::send_reserve::BrokerFlags;
 use anyhow::{bail, Context};
+use braid_broker::owner::Action;
+use braid_broker::transfer::{reserved_rate, usable, Notes};
 use braid_broker::Client;
 use braid_core::session::split_spec;
 use braid_core::Bandwidth;
@@ -54,7 +56,8 @@ pub fn bind(
         let id: u64 = id.parse().map_err(|_| {
             anyhow::anyhow!("--reservation {pair:?}: {id:?} is not a reservation id")
         })?;
-        let r = rt.block_on(usable(&client, id, false))?;
+        let notes: Notes = std::sync::Arc::new(|line: &str| eprintln!("braid stream: {line}"));
+        let r = rt.block_on(usable(&client, id, false, &notes))?;
         if r.class == "background" {
             bail!("reservation {id} is background: its share changes, so it cannot set a stream's rate (use braid send --reservation)");
         }
@@ -106,7 +109,7 @@ impl Booked {
         };
         for (_, id, _, here) in &self.items {
             if *here {
-                rt.block_on(client.act(*id, "provision"))
+                rt.block_on(client.act(*id, Action::Provision))
                     .with_context(|| format!("provisioning reservation {id}"))?;
             }
         }
@@ -121,7 +124,7 @@ impl Booked {
         };
         for (_, id, _, here) in &self.items {
             if *here {
-                if let Err(e) = rt.block_on(client.act(*id, "release")) {
+                if let Err(e) = rt.block_on(client.act(*id, Action::Release)) {
                     eprintln!("braid stream: releasing reservation {id}: {e}");
                 }
             }
