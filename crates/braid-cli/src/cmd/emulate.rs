@@ -1,18 +1,18 @@
 //! `braid emulate`: an emulated wide-area link between two network
 //! namespaces (see `braid::emulate` and docs/emulate.md). This file turns
-//! flags into an [`EmulatorConfig`], then waits: for a signal, the end of
-//! `--duration`, the end of the `--watch-pid` process, a device failure, or
-//! a line on the `--control` FIFO that changes the link.
+//! flags into an [`EmulatorConfig`] and both directions' link models, then
+//! hands the running link to `braid::emulate::supervise`: it ends at a
+//! signal, the end of `--duration`, the end of the `--watch-pid` process or
+//! a device failure, and applies lines written to the `--control` FIFO.
 
 use anyhow::{bail, Context};
-use braid::emulate::{Direction, Emulator, EmulatorConfig, Ipv4Cidr, Side};
-use braid_core::link::{Capacity, LinkConfig};
-use braid_core::{Bandwidth, ByteSize, Duration};
-use std::path::PathBuf;
-
-/// How often the main thread looks at signals, the watched process and the
-/// control FIFO.
-const TICK: std::time::Duration = std::time::Duration::from_millis(20);
+use braid::emulate::control::Control;
+use braid::emulate::model::{parse_loss, LinkModel, QueueBound};
+use braid::emulate::supervise::{monotonic_ns_of, pid_alive, supervise, Hooks, Supervision};
+use braid::emulate::{CountersSnapshot, Emulator, EmulatorConfig, Ipv4Cidr, Side};
+use braid_core::link::Capacity;
+use braid_core::{Bandwidth, Duration};
+use std::path::{Path, PathBuf};
 
 /// Flags of `braid emulate`.
 #[derive(Debug, clap::Args)]
@@ -116,84 +116,8 @@ pub struct EmulateArgs {
     pub every: Option<Duration>,
 }
 
-/// A queue bound as given.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum QueueBound {
-    /// Bytes.
-    Bytes(u64),
-    /// Time at the mean rate.
-    Time(Duration),
-}
-
-fn parse_loss(s: &str) -> Result<f64, String> {
-    let (num, scale) = match s.strip_suffix('%') {
-        Some(n) => (n, 100.0),
-        None => (s, 1.0),
-    };
-    let p = num
-        .trim()
-        .parse::<f64>()
-        .map_err(|_| format!("{s:?} is not a probability (use 0.1% or 0.001)"))?
-        / scale;
-    if !(0.0..1.0).contains(&p) {
-        return Err(format!("loss {s} must be at least 0 and below 100%"));
-    }
-    Ok(p)
-}
-
 fn parse_queue(s: &str) -> Result<QueueBound, String> {
-    if let Ok(d) = s.parse::<Duration>() {
-        if d.is_zero() {
-            return Err("a queue of zero time holds nothing (use e.g. 50ms)".into());
-        }
-        return Ok(QueueBound::Time(d));
-    }
-    match s.parse::<ByteSize>() {
-        Ok(b) if b.bytes() >= 1500 => Ok(QueueBound::Bytes(b.bytes())),
-        Ok(_) => Err(format!("queue {s} is smaller than one 1500-byte packet")),
-        Err(_) => Err(format!(
-            "{s:?} is neither a size (150KB, 64KiB) nor a time (100ms)"
-        )),
-    }
-}
-
-/// What one direction's flags say.
-struct DirSpec {
-    capacity: Capacity,
-    delay: Duration,
-    loss: f64,
-    queue: QueueBound,
-}
-
-impl DirSpec {
-    fn link(&self, name: &str, mtu: u32) -> LinkConfig {
-        let mut cfg = LinkConfig::new(name, self.capacity.clone(), self.delay);
-        cfg.loss = self.loss;
-        cfg.queue_bytes = match self.queue {
-            QueueBound::Bytes(b) => b,
-            QueueBound::Time(d) => self.capacity.mean().bytes_in(d),
-        }
-        .max(mtu as u64);
-        cfg
-    }
-
-    fn describe(&self, cfg: &LinkConfig) -> String {
-        let rate = match &self.capacity {
-            Capacity::Constant(r) => format!("{r}"),
-            Capacity::Schedule(s) => format!(
-                "trace (mean {}, {} bins of {})",
-                self.capacity.mean(),
-                s.rates().len(),
-                s.bin()
-            ),
-        };
-        format!(
-            "{rate}, delay {}, loss {}%, queue {} B",
-            self.delay,
-            self.loss * 100.0,
-            cfg.queue_bytes
-        )
-    }
+    s.parse()
 }
 
 fn load_capacity(
@@ -225,9 +149,9 @@ fn load_capacity(
 fn scenario_specs(
     path: &PathBuf,
     args: &EmulateArgs,
-) -> anyhow::Result<(DirSpec, Option<DirSpec>)> {
+) -> anyhow::Result<(LinkModel, Option<LinkModel>)> {
     let scenario = braid_sim::Scenario::from_path(path)?;
-    let spec_of = |name: &str| -> anyhow::Result<DirSpec> {
+    let spec_of = |name: &str| -> anyhow::Result<LinkModel> {
         let Some(i) = scenario.link_index(name) else {
             let names: Vec<_> = scenario.links.iter().map(|l| l.name.as_str()).collect();
             bail!(
@@ -243,7 +167,7 @@ fn scenario_specs(
                 path.display()
             );
         }
-        Ok(DirSpec {
+        Ok(LinkModel {
             capacity: cfg.capacity,
             delay: cfg.delay,
             loss: cfg.loss,
@@ -258,12 +182,6 @@ fn scenario_specs(
     Ok((spec_of(link)?, back))
 }
 
-fn pid_alive(pid: u32) -> bool {
-    // SAFETY: kill with signal 0 only checks; no signal is sent.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 /// Runs `braid emulate`.
 pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
     if args.trace_bin.is_zero() {
@@ -272,7 +190,7 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
     let (fwd, scenario_back) = match &args.scenario {
         Some(path) => scenario_specs(path, &args)?,
         None => (
-            DirSpec {
+            LinkModel {
                 capacity: load_capacity(args.rate, args.trace.as_ref(), args.trace_bin)?,
                 delay: args.delay,
                 loss: args.loss,
@@ -281,7 +199,7 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
             None,
         ),
     };
-    let back = DirSpec {
+    let back = LinkModel {
         capacity: if let Some(b) = &scenario_back {
             b.capacity.clone()
         } else if args.back_rate.is_some() || args.back_trace.is_some() {
@@ -319,8 +237,8 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
         specs[0].describe(&a_to_b),
         specs[1].describe(&b_to_a)
     );
-    let mut control = match &args.control {
-        Some(p) => Some(Control::create(p)?),
+    let control = match &args.control {
+        Some(p) => Some(Control::create(p).map_err(|e| anyhow::anyhow!("--control {e}"))?),
         None => None,
     };
     crate::shutdown::watch_blocking();
@@ -346,52 +264,29 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
         "braid emulate: model time zero at CLOCK_MONOTONIC {} ns",
         monotonic_ns_of(emu.epoch())
     );
-    let started = braid::clock::now();
-    let mut next_report = args.every;
-    let reason = loop {
-        std::thread::park_timeout(TICK);
-        let elapsed = braid::clock::now() - started;
-        if crate::shutdown::signalled().is_some() {
-            break Ok("signal");
-        }
-        if let Err(e) = emu.check() {
-            break Err(e);
-        }
-        if let Some(d) = args.duration {
-            if elapsed >= d {
-                break Ok("duration reached");
-            }
-        }
-        if let Some(pid) = args.watch_pid {
-            if !pid_alive(pid) {
-                break Ok("watched process ended");
-            }
-        }
-        if let Some(c) = control.as_mut() {
-            for line in c.lines() {
-                match apply(&line, &mut specs, &emu, args.mtu, args.trace_bin) {
-                    Ok(what) => eprintln!("braid emulate: {what}"),
-                    Err(e) => eprintln!("braid emulate: control: {line:?}: {e:#}"),
-                }
-            }
-        }
-        if let (Some(at), Some(every)) = (next_report, args.every) {
-            if elapsed >= at {
-                print_counters(&emu, elapsed);
-                next_report = Some(at + every);
-            }
-        }
+    let supervision = Supervision {
+        duration: args.duration,
+        watch_pid: args.watch_pid,
+        control,
+        every: args.every,
+        mtu: args.mtu,
     };
-    let elapsed = braid::clock::now() - started;
-    if args.every.is_some() {
-        print_counters(&emu, elapsed);
-    }
+    let outcome = supervise(
+        &emu,
+        &mut specs,
+        supervision,
+        &mut CliHooks {
+            bin: args.trace_bin,
+        },
+    );
     let result = emu.stop();
-    drop(control);
     // A direction's own error (the device failed) says more than the
     // check that noticed it, so it comes first.
     let [ab, ba] = result.context("emulated link failed")?;
-    let reason = reason.context("emulated link stopped")?;
+    let (reason, elapsed) = match outcome {
+        Ok(o) => (o.ended.describe(), o.elapsed),
+        Err((e, _)) => return Err(anyhow::Error::new(e).context("emulated link stopped")),
+    };
     eprintln!(
         "braid emulate: stopped ({reason}) after {:.1} s; a>b delivered {} packets ({} B), {} queue drops, {} lost; b>a delivered {} packets ({} B), {} queue drops, {} lost",
         elapsed.as_secs_f64(),
@@ -407,171 +302,36 @@ pub fn run(args: EmulateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `at` (on braid's time line) as CLOCK_MONOTONIC nanoseconds, the clock
-/// every namespace of this machine shares, so that measurements taken in
-/// the namespaces (testbed/udp-probe.py) can be aligned with the model's time
-/// (a trace's first bin). Accurate to the time between two clock reads.
-fn monotonic_ns_of(at: braid_core::Instant) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec, which `ts` is. This is a
-    // report of where braid's clock sits on the system clock, not a second
-    // clock for the model.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    let mono_now = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
-    let since = braid::clock::now() - at;
-    mono_now.saturating_sub(since.as_nanos())
-}
-
-fn print_counters(emu: &Emulator, elapsed: Duration) {
-    let line = serde_json::json!({
-        "t_s": elapsed.as_secs_f64(),
-        "a_to_b": emu.counters(Direction::AtoB),
-        "b_to_a": emu.counters(Direction::BtoA),
-    });
-    println!("{line}");
-}
-
-/// Applies one control line; says what changed.
-fn apply(
-    line: &str,
-    specs: &mut [DirSpec; 2],
-    emu: &Emulator,
-    mtu: u32,
+/// The CLI's side of the supervisor: signals, the simulator's trace
+/// loader, lines on stderr and counters as JSON on stdout.
+struct CliHooks {
     bin: Duration,
-) -> anyhow::Result<String> {
-    let (key, value) = line
-        .split_once(char::is_whitespace)
-        .map(|(k, v)| (k.trim(), v.trim()))
-        .context("expected `KEY VALUE` (e.g. `rate 40mbit`)")?;
-    let (back_only, key) = match key.strip_prefix("back-") {
-        Some(k) => (true, k),
-        None => (false, key),
-    };
-    let dirs: &[usize] = if back_only { &[1] } else { &[0, 1] };
-    for &d in dirs {
-        let s = &mut specs[d];
-        match key {
-            "rate" => {
-                let r: Bandwidth = value.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
-                s.capacity = load_capacity(Some(r), None, bin)?;
-            }
-            "trace" => s.capacity = load_capacity(None, Some(&PathBuf::from(value)), bin)?,
-            "delay" => s.delay = value.parse().map_err(|e| anyhow::anyhow!("{e}"))?,
-            "loss" => s.loss = parse_loss(value).map_err(anyhow::Error::msg)?,
-            "queue" => s.queue = parse_queue(value).map_err(anyhow::Error::msg)?,
-            _ => bail!("unknown key {key:?} (rate, trace, delay, loss, queue, and back-* of each)"),
-        }
-    }
-    let mut out = Vec::new();
-    for &d in dirs {
-        let (dir, name) = if d == 0 {
-            (Direction::AtoB, "a>b")
-        } else {
-            (Direction::BtoA, "b>a")
-        };
-        let cfg = specs[d].link(name, mtu);
-        out.push(format!("{name} now {}", specs[d].describe(&cfg)));
-        emu.set_link(dir, cfg);
-    }
-    Ok(out.join("; "))
 }
 
-/// The `--control` FIFO: created here, read without blocking, removed on
-/// drop.
-struct Control {
-    path: PathBuf,
-    file: std::fs::File,
-    pending: Vec<u8>,
-}
-
-impl Control {
-    fn create(path: &PathBuf) -> anyhow::Result<Control> {
-        use std::os::unix::ffi::OsStrExt;
-        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-        if let Ok(m) = std::fs::symlink_metadata(path) {
-            if !m.file_type().is_fifo() {
-                bail!(
-                    "--control {}: exists and is not a FIFO; not touching it",
-                    path.display()
-                );
-            }
-            std::fs::remove_file(path)
-                .with_context(|| format!("removing stale FIFO {}", path.display()))?;
-        }
-        let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-            .context("--control path contains a NUL byte")?;
-        // SAFETY: c is a valid C string.
-        if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
-            return Err(std::io::Error::last_os_error())
-                .with_context(|| format!("creating FIFO {}", path.display()));
-        }
-        // Read-write so that the FIFO never reports end-of-file when a
-        // writer closes it (Linux allows O_RDWR on a FIFO).
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(path)
-            .with_context(|| format!("opening FIFO {}", path.display()))?;
-        Ok(Control {
-            path: path.clone(),
-            file,
-            pending: Vec::new(),
-        })
+impl Hooks for CliHooks {
+    fn stop_requested(&mut self) -> bool {
+        crate::shutdown::signalled().is_some()
     }
-
-    /// Complete lines written since the last call (at most 64 KiB pending).
-    fn lines(&mut self) -> Vec<String> {
-        use std::io::Read;
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = self.file.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            self.pending.extend_from_slice(&buf[..n]);
-            if self.pending.len() > 64 * 1024 {
-                self.pending.clear();
-            }
-        }
-        let mut out = Vec::new();
-        while let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=i).collect();
-            let text = String::from_utf8_lossy(&line).trim().to_string();
-            if !text.is_empty() && !text.starts_with('#') {
-                out.push(text);
-            }
-        }
-        out
+    fn load_trace(&self, path: &Path) -> Result<Capacity, String> {
+        load_capacity(None, Some(&path.to_path_buf()), self.bin).map_err(|e| format!("{e:#}"))
     }
-}
-
-impl Drop for Control {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+    fn on_control(&mut self, line: &str, outcome: Result<String, String>) {
+        match outcome {
+            Ok(what) => eprintln!("braid emulate: {what}"),
+            Err(e) => eprintln!("braid emulate: control: {line:?}: {e}"),
+        }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_loss_and_queue() {
-        assert_eq!(parse_loss("0.1%").unwrap(), 0.001);
-        assert_eq!(parse_loss("0.02").unwrap(), 0.02);
-        assert!(parse_loss("100%").is_err());
-        assert!(parse_loss("-1").is_err());
-        assert!(parse_loss("x").is_err());
-        assert_eq!(
-            parse_queue("100ms").unwrap(),
-            QueueBound::Time(Duration::from_millis(100))
-        );
-        assert_eq!(parse_queue("150KB").unwrap(), QueueBound::Bytes(150_000));
-        assert!(parse_queue("100").is_err());
-        assert!(parse_queue("0ms").is_err());
-        assert!(parse_queue("lots").is_err());
+    fn on_counters(
+        &mut self,
+        elapsed: Duration,
+        a_to_b: CountersSnapshot,
+        b_to_a: CountersSnapshot,
+    ) {
+        let line = serde_json::json!({
+            "t_s": elapsed.as_secs_f64(),
+            "a_to_b": a_to_b,
+            "b_to_a": b_to_a,
+        });
+        println!("{line}");
     }
 }

@@ -12,7 +12,10 @@
 //!
 //! Main types: [`EmulatorConfig`] (both sides and both directions),
 //! [`Emulator`] (the running link: change it, read its [`CountersSnapshot`],
-//! stop it).
+//! stop it), [`model::LinkModel`] (a direction as a user describes it, and
+//! the control language that changes it), [`supervise::supervise`] (run
+//! until a stop, a duration or a watched process ends it, applying
+//! [`control::Control`] lines). `braid emulate` is flags around these.
 //!
 //! # Concurrency
 //! One OS thread per direction ([`pump`]), blocking in `ppoll` with a
@@ -29,8 +32,11 @@
 //! looks for the names too: a driver that polls it stops when a namespace
 //! is gone or a direction failed, and the namespaces then really go.
 
+pub mod control;
+pub mod model;
 pub mod netns;
 pub mod pump;
+pub mod supervise;
 pub mod tun;
 
 use braid_core::link::{Link, LinkConfig};
