@@ -449,3 +449,72 @@ source = { kind = "greedy", size = 1200 }
     assert_eq!(bulk.delivered, bulk.sent, "{bulk:?}");
     assert_eq!(bulk.errors, 0, "{bulk:?}");
 }
+
+/// Issue 30 §3: the spec and SOURCE strings are the one grammar; the old
+/// table form reads the same, with one warning per use that gives the
+/// string replacing it.
+#[test]
+fn spec_and_source_strings_replace_the_tables_with_the_same_meaning() {
+    let old = parse(GOOD).unwrap();
+    let spec_lines: Vec<&String> = old
+        .warnings
+        .iter()
+        .filter(|w| w.contains("write spec ="))
+        .collect();
+    assert_eq!(spec_lines.len(), 3, "{:?}", old.warnings);
+    assert!(
+        spec_lines[1].starts_with("dir/s.toml: line "),
+        "{}",
+        spec_lines[1]
+    );
+    assert!(
+        spec_lines[1].contains(r#"write spec = "window=4/5:100ms:500B@0.8,deadline=300ms""#),
+        "{}",
+        spec_lines[1]
+    );
+    assert!(old
+        .warnings
+        .iter()
+        .any(|w| w.contains(r#"write source = "greedy:1200B""#)));
+    let new = GOOD
+        .replacen("kind = \"rate\"\nrate = \"2mbit\"\nprobability = 0.9", "spec = \"rate=2mbit@0.9\"", 1)
+        .replacen(
+            "kind = \"window\"\nx = 4\ny = 5\nwindow = \"100ms\"\nsize = 500\nprobability = 0.8\ndelivery = \"deadline\"\ndeadline = \"300ms\"",
+            "spec = \"window=4/5:100ms:500B@0.8,deadline=300ms\"",
+            1,
+        )
+        .replacen(
+            "kind = \"best-effort\"\nsource = { kind = \"greedy\", size = 1200 }",
+            "spec = \"best-effort\"\nsource = \"greedy:1200B\"",
+            1,
+        );
+    let new = parse(&new).unwrap();
+    assert!(new.warnings.is_empty(), "{:?}", new.warnings);
+    assert_eq!(new.streams, old.streams);
+}
+
+#[test]
+fn a_spec_string_is_checked_and_not_mixed_with_table_keys() {
+    let text = edited(
+        "kind = \"rate\"\nrate = \"2mbit\"",
+        "spec = \"rate=2mbit@1.5\"",
+    );
+    assert_error(&text, K::Value, "spec = ", "probability");
+    let text = edited("kind = \"rate\"", "spec = \"rate=2mbit@0.9\"");
+    assert_error(
+        &text,
+        K::Value,
+        "spec = ",
+        "write rate, probability inside it",
+    );
+    let text = edited(
+        "kind = \"rate\"",
+        "spec = \"rate=2mbit@0.9\"\nkind = \"rate\"",
+    );
+    assert_error(&text, K::Value, "spec = ", "not both");
+    let text = edited(
+        "source = { kind = \"greedy\", size = 1200 }",
+        "source = \"-\"",
+    );
+    assert_error(&text, K::Value, "source = ", "not a simulated source");
+}

@@ -3,7 +3,7 @@
 //! Every test here runs paused, so time moves only when all tasks wait;
 //! none sleeps on the real clock (this binary holds no real-clock test).
 
-use braid::session::feed::{feed, Cadence, Feed, FeedSpec, Outlet, DEFAULT_MESSAGE_SIZE};
+use braid::session::feed::{feed, Cadence, Feed, Outlet, SourceSpec, DEFAULT_MESSAGE_SIZE};
 use braid::session::SessionError;
 use braid_core::{Bandwidth, Duration, Instant};
 use bytes::Bytes;
@@ -31,62 +31,20 @@ impl Collect {
 }
 
 #[test]
-fn sources_parse_and_name_their_form() {
-    assert_eq!("-".parse::<FeedSpec>().unwrap(), FeedSpec::Stdin);
-    assert_eq!(
-        "cbr:1mbit".parse::<FeedSpec>().unwrap(),
-        FeedSpec::Cbr {
-            rate: Bandwidth::from_mbps(1),
-            size: 1400
-        }
-    );
-    assert_eq!(
-        "cbr:2mbit:1000B".parse::<FeedSpec>().unwrap(),
-        FeedSpec::Cbr {
-            rate: Bandwidth::from_mbps(2),
-            size: 1000
-        }
-    );
-    assert_eq!(
-        "trace:a:b.txt:30".parse::<FeedSpec>().unwrap(),
-        FeedSpec::Trace {
-            path: "a:b.txt".into(),
-            fps: Some(30.0)
-        }
-    );
-    assert_eq!(
-        "trace:v/frame_trace_3".parse::<FeedSpec>().unwrap(),
-        FeedSpec::Trace {
-            path: "v/frame_trace_3".into(),
-            fps: None
-        }
-    );
-    assert_eq!(
-        "data.bin".parse::<FeedSpec>().unwrap(),
-        FeedSpec::File("data.bin".into())
-    );
-    let e = "cbr:fast".parse::<FeedSpec>().unwrap_err().to_string();
-    assert!(e.contains("cbr:RATE[:SIZE]"), "{e}");
-    assert!("cbr:0mbit".parse::<FeedSpec>().is_err());
-    assert!("cbr:1mbit:2MiB".parse::<FeedSpec>().is_err());
-    assert!("trace:f:0".parse::<FeedSpec>().is_err());
-    assert!("".parse::<FeedSpec>().is_err());
-}
-
-#[test]
 fn a_missing_file_or_a_bad_trace_fails_at_open_and_is_named() {
-    let e = FeedSpec::File("/nonexistent/braid-source".into())
-        .open(DEFAULT_MESSAGE_SIZE)
-        .unwrap_err();
+    let e = Feed::open(
+        &SourceSpec::File("/nonexistent/braid-source".into()),
+        DEFAULT_MESSAGE_SIZE,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("/nonexistent/braid-source"), "{e}");
     let dir = tempdir("bad-trace");
     let file = dir.join("frames");
     std::fs::write(&file, "0.0 8000 1\n0.04 lots 0\n").unwrap();
-    let e = FeedSpec::Trace {
-        path: file,
-        fps: None,
-    }
-    .open(DEFAULT_MESSAGE_SIZE)
+    let e = Feed::open(
+        &format!("trace:{}", file.display()).parse().unwrap(),
+        DEFAULT_MESSAGE_SIZE,
+    )
     .unwrap_err()
     .to_string();
     assert!(e.contains("frames") && e.contains("line 2"), "{e}");
@@ -104,12 +62,7 @@ fn a_cadence_counts_messages_due() {
 
 #[tokio::test(start_paused = true)]
 async fn cbr_sends_its_rate_in_virtual_time() {
-    let source = FeedSpec::Cbr {
-        rate: Bandwidth::from_mbps(1),
-        size: 1250,
-    }
-    .open(DEFAULT_MESSAGE_SIZE)
-    .unwrap();
+    let source = Feed::open(&"cbr:1mbit:1250B".parse().unwrap(), DEFAULT_MESSAGE_SIZE).unwrap();
     let mut out = Collect::default();
     let done = feed(source, &mut out, Some(Duration::from_secs(2)))
         .await
@@ -142,18 +95,57 @@ async fn a_trace_sends_one_message_per_frame_at_its_rate() {
     let file = dir.join("frames");
     // MMGC: time_s size_bits is_I, 25 frames/s.
     std::fs::write(&file, "0.0 8000 1\n0.04 1600 0\n0.08 0 0\n0.12 800 0\n").unwrap();
-    let source = FeedSpec::Trace {
-        path: file,
-        fps: None,
-    }
-    .open(DEFAULT_MESSAGE_SIZE)
-    .unwrap();
+    let spec: SourceSpec = format!("trace:{}", file.display()).parse().unwrap();
     let mut out = Collect::default();
-    let done = feed(source, &mut out, None).await.unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    let done = feed(
+        Feed::open(&spec, DEFAULT_MESSAGE_SIZE).unwrap(),
+        &mut out,
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(out.sizes(), vec![1000, 200, 1, 100]);
     assert_eq!(done.messages, 4);
     assert_eq!(out.offset(3), Duration::from_millis(120));
+    // Cut at 400 B: the first frame becomes three messages at one time.
+    let cut: SourceSpec = format!("trace:{}:400B", file.display()).parse().unwrap();
+    let mut out = Collect::default();
+    feed(
+        Feed::open(&cut, DEFAULT_MESSAGE_SIZE).unwrap(),
+        &mut out,
+        None,
+    )
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.sizes(), vec![400, 400, 200, 200, 1, 100]);
+    assert_eq!(out.offset(2), Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn greedy_sends_as_fast_as_taken_until_its_stop() {
+    /// An outlet that takes one message per millisecond (virtual).
+    struct Slow(u64);
+    impl Outlet for Slow {
+        fn send(&mut self, data: Bytes) -> impl Future<Output = Result<(), SessionError>> + Send {
+            self.0 += data.len() as u64;
+            async {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                Ok(())
+            }
+        }
+    }
+    let spec: SourceSpec = "greedy".parse().unwrap();
+    let mut out = Slow(0);
+    let done = feed(
+        Feed::open(&spec, DEFAULT_MESSAGE_SIZE).unwrap(),
+        &mut out,
+        Some(Duration::from_millis(100)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.messages, 100);
+    assert_eq!(out.0, 100 * 1200);
 }
 
 #[tokio::test(start_paused = true)]

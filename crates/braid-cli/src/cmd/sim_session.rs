@@ -87,6 +87,9 @@ pub fn parse_scheduler(s: &str) -> Result<SchedulerKind, String> {
 /// unparsable `BRAID_SIM_SEED`, or an output file that cannot be written.
 pub fn run(args: SessionArgs) -> anyhow::Result<()> {
     let mut scenario = SessionScenario::from_path(&args.file)?;
+    for w in &scenario.warnings {
+        eprintln!("braid: warning: {w}");
+    }
     let env = std::env::var(SEED_ENV).ok();
     let seed =
         resolve_seed(args.seed, env.as_deref(), scenario.seed).map_err(anyhow::Error::msg)?;

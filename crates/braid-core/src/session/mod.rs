@@ -97,6 +97,7 @@ mod scenario_tests;
 mod sink;
 pub mod snapshot;
 mod source;
+pub mod source_spec;
 pub mod spec_str;
 pub mod stream;
 #[cfg(test)]

@@ -487,7 +487,7 @@ impl fmt::Display for StreamConfig {
 
 /// A rate written exactly, in the largest unit that keeps it short:
 /// `950bit`, `300kbit`, `3.2mbit`, `1.5gbit`.
-struct Rate(Bandwidth);
+pub(crate) struct Rate(pub(crate) Bandwidth);
 
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -162,7 +162,7 @@ const DIGEST_PRIME: u64 = 0x0100_0000_01b3;
 const PAYLOAD_TAG: u64 = 0x7061_796c_6f61_6400;
 
 /// One stream of a source model.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SourceStream {
     /// Name for reports.
     pub name: String,

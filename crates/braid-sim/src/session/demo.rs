@@ -68,27 +68,18 @@ cross = { synthetic = { mean = "3mbit", cov = 0.5, corr_time = "2s", step = "100
 
 [[stream]]
 name = "critical"
-kind = "rate"
-rate = "3mbit"
-probability = 0.95
-source = { kind = "cbr", rate = "3mbit", size = 1000 }
+spec = "rate=3mbit@0.95"
+source = "cbr:3mbit:1000B"
 
 [[stream]]
 name = "window"
-kind = "window"
-x = 8
-y = 10
-window = "100ms"
-size = 1000
-probability = 0.9
-delivery = "deadline"
-deadline = "200ms"
-source = { kind = "cbr", rate = "800kbit", size = 1000 }
+spec = "window=8/10:100ms:1000B@0.9,deadline=200ms"
+source = "cbr:800kbit:1000B"
 
 [[stream]]
 name = "bulk"
-kind = "best-effort"
-source = { kind = "greedy", size = 1200 }
+spec = "best-effort"
+source = "greedy:1200B"
 "#;
 
 /// The schedulers compared, in the order of the runs.

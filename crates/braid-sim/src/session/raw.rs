@@ -73,7 +73,11 @@ pub(crate) struct RawCut {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawStream {
     pub name: Spanned<String>,
-    pub kind: Spanned<String>,
+    /// The spec string (`rate=3mbit@0.95,deadline=200ms`), braid's one
+    /// grammar; replaces `kind` and the spec keys below.
+    pub spec: Option<Spanned<String>>,
+    /// Deprecated table form of the spec: `kind` and its keys.
+    pub kind: Option<Spanned<String>>,
     pub rate: Option<Spanned<String>>,
     pub probability: Option<Spanned<f64>>,
     pub x: Option<Spanned<u32>>,
@@ -112,10 +116,45 @@ pub(crate) struct RawLossBound {
     pub probability: Spanned<f64>,
 }
 
-/// `source = { kind = "cbr" | "greedy" | "frames", … }`.
+/// `source = "cbr:3mbit:1000B"` (braid's one SOURCE grammar), or the
+/// deprecated table `source = { kind = "cbr" | "greedy" | "frames", … }`.
+#[derive(Debug)]
+pub(crate) enum RawSource {
+    /// The SOURCE string.
+    Text(String),
+    /// The table.
+    Table(RawSourceTable),
+}
+
+impl<'de> Deserialize<'de> for RawSource {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawSource;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a SOURCE string (e.g. \"cbr:3mbit:1000B\") or a source table")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RawSource, E> {
+                Ok(RawSource::Text(v.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<RawSource, A::Error> {
+                // Straight from the document's deserializer, so the
+                // table's fields keep their spans.
+                RawSourceTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(RawSource::Table)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The deprecated `source = { kind = … }` table.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawSource {
+pub(crate) struct RawSourceTable {
     pub kind: Spanned<String>,
     pub rate: Option<Spanned<String>>,
     pub size: Option<Spanned<u32>>,

@@ -42,26 +42,22 @@
 //!
 //! [[stream]]
 //! name = "critical"
-//! kind = "rate"               # rate | window | violation | best-effort
-//! rate = "3mbit"              # rate: rate, probability
-//! probability = 0.95
-//! # window:      x = 8, y = 10, window = "100ms", size = 1000, probability = 0.9
-//! # violation:   x = 8, window = "100ms", size = 1000, max_misses = 0.5
-//! # best-effort: weight = 1 (default 1)
-//! delivery = "reliable"       # reliable (default) | unreliable | deadline (+ deadline = "150ms")
-//! rtt = { max = "60ms", probability = 0.9 }     # optional per-path bounds
-//! loss = { max = 0.01, probability = 0.9 }
-//! delay = { max = "150ms", probability = 0.95 } # one-way delay bound (`delay<=D@P`)
+//! spec = "rate=3mbit@0.95,rtt<=60ms@0.9"  # the spec string (braid_core::session::spec_str)
 //! pin = ["a"]                 # optional: only these paths
-//! copies = 2                  # optional: 1 (default) or 2
-//! inflight = 4096             # optional: messages in flight (StreamConfig::window)
-//! source = { kind = "cbr", rate = "3mbit", size = 1000 }
-//! # source = { kind = "greedy", size = 1200 }
-//! # source = { kind = "frames", trace = "../../shared/data/video/mmgc2019_live_sports/frame_trace_0",
-//! #            size = 1200, fps = 24, format = "mmgc" }   # fps, format: default from the trace
+//! source = "cbr:3mbit:1000B"  # the SOURCE string (braid_core::session::source_spec):
+//! # source = "greedy:1200B" | "trace:../../shared/data/video/mmgc2019_live_sports/frame_trace_0:1200B"
 //! start = "0s"                # default 0
 //! stop = "40s"                # default: the end
 //! ```
+//! `spec` and `source` are braid's one grammar of streams, as `braid
+//! stream` takes them: a stream with `name`, `spec` and `source` pastes
+//! into `braid stream --config` unchanged. The older table form (`kind`,
+//! `rate`, `probability`, `x`, `y`, `window`, `size`, `max_misses`,
+//! `weight`, `delivery`, `deadline`, `rtt`, `loss`, `delay`, `copies`,
+//! `inflight`; `source = { kind = "cbr" | "greedy" | "frames", … }`)
+//! still reads the same, with one [`SessionScenario::warnings`] line per
+//! use giving the string that replaces it.
+//!
 //! A stream with no `source` is fed at the rate its spec asks for
 //! (constant rate, messages of the spec's `size` or 1000 bytes); a
 //! best-effort stream with no source is greedy (1200-byte messages).
@@ -158,6 +154,9 @@ pub struct SessionScenario {
     pub paths: Vec<SessionPathSpec>,
     /// The streams; stream `i` is `StreamId(i + 1)`.
     pub streams: Vec<SourceStream>,
+    /// Deprecated forms the file used, one line each with the form that
+    /// replaces it (`FILE: line N: stream `x`: … write spec = "…"`).
+    pub warnings: Vec<String>,
 }
 
 impl SessionScenario {
@@ -309,12 +308,18 @@ fn parse(
     let raw: RawSession =
         toml::from_str(text).map_err(|e| loc.err(e.span(), K::Syntax, e.message().to_string()))?;
     let b = Builder { loc: &loc, dir };
-    Session { b: &b }.build(raw, stem)
+    Session {
+        b: &b,
+        warnings: Default::default(),
+    }
+    .build(raw, stem)
 }
 
 /// Validates a raw session scenario (streams: [`super::scenario_streams`]).
 pub(super) struct Session<'a> {
     pub(super) b: &'a Builder<'a>,
+    /// Deprecation warnings, one line each (`FILE: line N: …`).
+    pub(super) warnings: std::cell::RefCell<Vec<String>>,
 }
 
 impl Session<'_> {
@@ -422,6 +427,7 @@ impl Session<'_> {
             on_infeasible,
             paths,
             streams,
+            warnings: self.warnings.take(),
         })
     }
 

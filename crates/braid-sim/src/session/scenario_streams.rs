@@ -5,10 +5,11 @@
 
 use super::apps::{SourceStream, Workload};
 use super::frames::{load_frames, FrameFormat, FrameTraceError};
-use super::raw::{RawSource, RawStream};
+use super::raw::{RawSource, RawSourceTable, RawStream};
 use super::scenario::{Session, DEFAULT_GREEDY_MESSAGE, DEFAULT_MESSAGE};
 use crate::scenario::{sp, Builder, ScenarioError, ScenarioErrorKind as K};
 use braid_core::scheduler::StreamSpec;
+use braid_core::session::source_spec::SourceSpec;
 use braid_core::session::{Delivery, SessionConfig, StreamConfig, StreamConfigError};
 use braid_core::{Bandwidth, Duration, Instant, PathId};
 use toml::Spanned;
@@ -31,37 +32,113 @@ impl Session<'_> {
     fn need<'v, T>(
         &self,
         v: &'v Option<Spanned<T>>,
-        s: &RawStream,
+        kind: &Spanned<String>,
         ctx: &str,
         key: &str,
     ) -> Result<&'v Spanned<T>, ScenarioError> {
         v.as_ref().ok_or_else(|| {
             self.b.err(
-                sp(&s.kind),
+                sp(kind),
                 K::Value,
-                format!("{ctx}: kind {:?} needs `{key}`", s.kind.get_ref()),
+                format!("{ctx}: kind {:?} needs `{key}`", kind.get_ref()),
             )
         })
     }
 
-    fn spec(&self, s: &RawStream, ctx: &str) -> Result<StreamSpec, ScenarioError> {
+    /// The table keys of the deprecated spec form that `s` sets.
+    fn table_keys(s: &RawStream) -> Vec<&'static str> {
+        let set = [
+            ("rate", s.rate.is_some()),
+            ("probability", s.probability.is_some()),
+            ("x", s.x.is_some()),
+            ("y", s.y.is_some()),
+            ("window", s.window.is_some()),
+            ("size", s.size.is_some()),
+            ("max_misses", s.max_misses.is_some()),
+            ("weight", s.weight.is_some()),
+            ("delivery", s.delivery.is_some()),
+            ("deadline", s.deadline.is_some()),
+            ("rtt", s.rtt.is_some()),
+            ("loss", s.loss.is_some()),
+            ("delay", s.delay.is_some()),
+            ("copies", s.copies.is_some()),
+            ("inflight", s.inflight.is_some()),
+        ];
+        set.iter().filter(|(_, on)| *on).map(|(k, _)| *k).collect()
+    }
+
+    /// The stream's configuration, from `spec = "…"` or the deprecated
+    /// `kind` table (with a warning that gives the spec string).
+    fn config(&self, s: &RawStream, ctx: &str) -> Result<StreamConfig, ScenarioError> {
+        let b = self.b;
+        match (&s.spec, &s.kind) {
+            (Some(text), None) => {
+                let keys = Self::table_keys(s);
+                if !keys.is_empty() {
+                    return Err(b.err(
+                        sp(text),
+                        K::Value,
+                        format!(
+                            "{ctx}: `spec` holds the whole spec; write {} inside it, not as keys",
+                            keys.join(", ")
+                        ),
+                    ));
+                }
+                text.get_ref()
+                    .trim()
+                    .parse::<StreamConfig>()
+                    .map_err(|e| b.err(sp(text), K::Value, format!("{ctx}: {e}")))
+            }
+            (None, Some(kind)) => {
+                let config = self.table_config(s, kind, ctx)?;
+                self.warn(
+                    sp(kind),
+                    format!("{ctx}: `kind` and its keys are deprecated: write spec = \"{config}\""),
+                );
+                Ok(config)
+            }
+            (Some(text), Some(_)) => Err(b.err(
+                sp(text),
+                K::Value,
+                format!("{ctx}: give `spec` or the deprecated `kind`, not both"),
+            )),
+            (None, None) => Err(b.err(
+                sp(&s.name),
+                K::Value,
+                format!("{ctx}: needs spec = \"…\" (e.g. rate=3mbit@0.95 or best-effort)"),
+            )),
+        }
+    }
+
+    /// Records a deprecation warning at `span`.
+    fn warn(&self, span: Option<std::ops::Range<usize>>, message: String) {
+        let text = self.b.err(span, K::Value, message).to_string();
+        self.warnings.borrow_mut().push(text);
+    }
+
+    fn spec(
+        &self,
+        s: &RawStream,
+        kind: &Spanned<String>,
+        ctx: &str,
+    ) -> Result<StreamSpec, ScenarioError> {
         let b = self.b;
         let prob = |v: &Option<Spanned<f64>>| -> Result<f64, ScenarioError> {
             open_probability(
                 b,
-                self.need(v, s, ctx, "probability")?,
+                self.need(v, kind, ctx, "probability")?,
                 &format!("{ctx} probability"),
             )
         };
         let window = |v: &Option<Spanned<String>>| -> Result<Duration, ScenarioError> {
-            b.duration(self.need(v, s, ctx, "window")?, &format!("{ctx} window"))
+            b.duration(self.need(v, kind, ctx, "window")?, &format!("{ctx} window"))
         };
         let count = |v: &Option<Spanned<u32>>, key: &str| -> Result<u32, ScenarioError> {
-            Ok(*self.need(v, s, ctx, key)?.get_ref())
+            Ok(*self.need(v, kind, ctx, key)?.get_ref())
         };
-        let spec = match s.kind.get_ref().as_str() {
+        let spec = match kind.get_ref().as_str() {
             "rate" => {
-                let r = self.need(&s.rate, s, ctx, "rate")?;
+                let r = self.need(&s.rate, kind, ctx, "rate")?;
                 StreamSpec::min_rate(b.rate(r, &format!("{ctx} rate"))?, prob(&s.probability)?)
             }
             "window" => StreamSpec::window(
@@ -72,7 +149,7 @@ impl Session<'_> {
                 prob(&s.probability)?,
             ),
             "violation" => {
-                let m = *self.need(&s.max_misses, s, ctx, "max_misses")?.get_ref();
+                let m = *self.need(&s.max_misses, kind, ctx, "max_misses")?.get_ref();
                 StreamSpec::violation_bound(
                     count(&s.x, "x")?,
                     window(&s.window)?,
@@ -85,7 +162,7 @@ impl Session<'_> {
             }
             other => {
                 return Err(b.err(
-                    sp(&s.kind),
+                    sp(kind),
                     K::Value,
                     format!(
                         "{ctx}: unknown kind {other:?}: use rate, window, violation or best-effort"
@@ -93,19 +170,18 @@ impl Session<'_> {
                 ))
             }
         };
-        spec.map_err(|e| b.err(sp(&s.kind), K::Value, format!("{ctx}: {e}")))
+        spec.map_err(|e| b.err(sp(kind), K::Value, format!("{ctx}: {e}")))
     }
 
-    pub(super) fn stream(
+    /// The deprecated `kind` table's configuration.
+    fn table_config(
         &self,
         s: &RawStream,
-        paths: &[String],
-        duration: Duration,
-    ) -> Result<SourceStream, ScenarioError> {
+        kind: &Spanned<String>,
+        ctx: &str,
+    ) -> Result<StreamConfig, ScenarioError> {
         let b = self.b;
-        let name = s.name.get_ref().trim().to_string();
-        let ctx = format!("stream `{name}`");
-        let spec = self.spec(s, &ctx)?;
+        let spec = self.spec(s, kind, ctx)?;
         let delivery = match s.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
             None | Some((_, "reliable")) => Delivery::Reliable,
             Some((_, "unreliable")) => Delivery::Unreliable,
@@ -168,6 +244,25 @@ impl Session<'_> {
                 open_probability(b, &l.probability, &format!("{ctx} loss probability"))?,
             );
         }
+        if let Some(c) = &s.copies {
+            config = config.with_copies(*c.get_ref());
+        }
+        if let Some(w) = &s.inflight {
+            config = config.with_window(*w.get_ref());
+        }
+        Ok(config)
+    }
+
+    pub(super) fn stream(
+        &self,
+        s: &RawStream,
+        paths: &[String],
+        duration: Duration,
+    ) -> Result<SourceStream, ScenarioError> {
+        let b = self.b;
+        let name = s.name.get_ref().trim().to_string();
+        let ctx = format!("stream `{name}`");
+        let mut config = self.config(s, &ctx)?;
         if let Some(pin) = &s.pin {
             let mut ids = Vec::new();
             for n in pin.get_ref() {
@@ -185,12 +280,6 @@ impl Session<'_> {
                 ids.push(PathId(i as u32));
             }
             config = config.pinned_to(ids);
-        }
-        if let Some(c) = &s.copies {
-            config = config.with_copies(*c.get_ref());
-        }
-        if let Some(w) = &s.inflight {
-            config = config.with_window(*w.get_ref());
         }
         config.validate().map_err(|e| {
             let span = s
@@ -241,10 +330,76 @@ impl Session<'_> {
         })
     }
 
+    /// A stream's workload from `source = "…"` (braid's one SOURCE
+    /// grammar), or from the deprecated table (with a warning that gives
+    /// the string).
     fn source(&self, src: &Spanned<RawSource>, ctx: &str) -> Result<Workload, ScenarioError> {
         let b = self.b;
-        let r = src.get_ref();
         let ctx = format!("{ctx} source");
+        let text = match src.get_ref() {
+            RawSource::Text(t) => t,
+            RawSource::Table(r) => {
+                let w = self.source_table(r, &ctx)?;
+                let spec = match &w {
+                    Workload::Cbr { rate, size } => Some(SourceSpec::Cbr {
+                        rate: *rate,
+                        size: *size,
+                    }),
+                    Workload::Greedy { size } => Some(SourceSpec::Greedy { size: *size }),
+                    Workload::Frames { size, .. } => r.trace.as_ref().map(|t| SourceSpec::Trace {
+                        path: t.get_ref().into(),
+                        fps: r.fps.as_ref().map(|f| *f.get_ref()),
+                        size: *size,
+                    }),
+                };
+                if let Some(spec) = spec {
+                    self.warn(
+                        sp(src),
+                        format!("{ctx}: source tables are deprecated: write source = \"{spec}\""),
+                    );
+                }
+                return Ok(w);
+            }
+        };
+        let spec: SourceSpec = text
+            .trim()
+            .parse()
+            .map_err(|e| b.err(sp(src), K::Value, format!("{ctx}: {e}")))?;
+        Ok(match spec {
+            SourceSpec::Cbr { rate, size } => Workload::Cbr { rate, size },
+            SourceSpec::Greedy { size } => Workload::Greedy { size },
+            SourceSpec::Trace { path, fps, size } => {
+                let file = b.dir.join(&path);
+                let trace = load_frames(&file, None).map_err(|e| {
+                    let what = match &e {
+                        FrameTraceError::Io { .. } => "cannot read frame trace",
+                        _ => "bad frame trace",
+                    };
+                    b.err(sp(src), K::Trace, format!("{what} {e}"))
+                })?;
+                let fps = fps.unwrap_or(trace.fps);
+                if !(fps > 0.0 && fps <= 1000.0) {
+                    return Err(b.err(sp(src), K::Value, format!("{ctx}: fps must be in (0, 1000]")));
+                }
+                Workload::Frames {
+                    frames: trace.sizes,
+                    period: Duration::from_nanos((1e9 / fps).round() as u64),
+                    size,
+                }
+            }
+            other => {
+                return Err(b.err(
+                    sp(src),
+                    K::Value,
+                    format!("{ctx}: {other:?} is not a simulated source: use cbr:RATE[:SIZE], greedy[:SIZE] or trace:FILE[:FPS][:SIZE]"),
+                ))
+            }
+        })
+    }
+
+    fn source_table(&self, r: &RawSourceTable, ctx: &str) -> Result<Workload, ScenarioError> {
+        let b = self.b;
+        let ctx = ctx.to_string();
         let size = |default: u32| -> Result<u32, ScenarioError> {
             match &r.size {
                 None => Ok(default),

@@ -323,21 +323,21 @@ pub struct Skipped {
 pub struct FolderStudy {
     /// The folder.
     pub folder: String,
-    /// Bin width, e.g. `100ms`.
-    pub interval: String,
-    /// Window, bins.
-    pub window: usize,
     /// Horizon, e.g. `1s`.
     pub horizon: String,
     /// Horizon, bins.
     pub horizon_bins: usize,
+    /// Bin width, e.g. `100ms`.
+    pub interval: String,
+    /// Files that could not be evaluated.
+    pub skipped: Vec<Skipped>,
     /// One result per evaluated trace, in file order.
     pub traces: Vec<Evaluation>,
     /// Normalised `.tsv` copies left out because their originals were
     /// evaluated.
     pub tsv_copies_not_evaluated: Vec<PathBuf>,
-    /// Files that could not be evaluated.
-    pub skipped: Vec<Skipped>,
+    /// Window, bins.
+    pub window: usize,
 }
 
 /// What a folder study reports while it runs.

@@ -3,9 +3,9 @@
 //! session [`Stream`] from it. `braid stream --stream NAME:SPEC:SOURCE`
 //! is this, written as a string.
 //!
-//! Main items: [`FeedSpec`] (what the user wrote, parsed from
-//! `cbr:3mbit`, `trace:FILE:30`, a path or `-`), [`Feed`] (opened and
-//! checked, before anything connects), [`Cadence`] (when message `k` is
+//! Main items: [`SourceSpec`] (what the user wrote, braid-core's one
+//! grammar: `cbr:3mbit`, `greedy`, `trace:FILE:30`, a path or `-`),
+//! [`Feed`] ([`Feed::open`]: opened and checked, before anything connects), [`Cadence`] (when message `k` is
 //! due), [`Outlet`] (where messages go: a [`Stream`], or anything else),
 //! [`feed`] and [`feed_stream`] (the async loop), [`FeedError`].
 //!
@@ -14,7 +14,8 @@
 //! | `PATH` | the file, cut into messages of the message size |
 //! | `-` | stdin, likewise, until it closes |
 //! | `cbr:RATE[:SIZE]` | SIZE-byte messages (default 1400 B) paced at RATE, until the stop time or forever |
-//! | `trace:FILE[:FPS]` | one message per frame of a video frame-size trace (MMGC or ASU, [`braid_core::trace::frames`]), at the trace's frame rate or FPS |
+//! | `greedy[:SIZE]` | SIZE-byte messages (default 1200 B) as fast as the session takes them, until the stop time or forever |
+//! | `trace:FILE[:FPS][:SIZE]` | one message per frame of a video frame-size trace (MMGC or ASU, [`braid_core::trace::frames`]), at the trace's frame rate or FPS, frames above SIZE cut |
 //!
 //! Awaiting [`Outlet::send`] is the backpressure: a paced feed that falls
 //! behind (the session holds its bound) sends late messages at once rather
@@ -22,10 +23,10 @@
 //! [`crate::clock`], so a feed runs on tokio's paused clock in tests.
 //!
 //! ```no_run
-//! use braid::session::feed::{feed_stream, FeedSpec, DEFAULT_MESSAGE_SIZE};
+//! use braid::session::feed::{feed_stream, Feed, SourceSpec, DEFAULT_MESSAGE_SIZE};
 //! # async fn demo(stream: braid::session::Stream) -> Result<(), Box<dyn std::error::Error>> {
-//! let spec: FeedSpec = "cbr:3mbit:1000B".parse()?;
-//! let feed = spec.open(DEFAULT_MESSAGE_SIZE)?;
+//! let spec: SourceSpec = "cbr:3mbit:1000B".parse()?;
+//! let feed = Feed::open(&spec, DEFAULT_MESSAGE_SIZE)?;
 //! let fed = feed_stream(feed, stream, Some(braid_core::Duration::from_secs(10))).await?;
 //! println!("{} messages, {} bytes", fed.messages, fed.bytes);
 //! # Ok(()) }
@@ -33,24 +34,23 @@
 
 use super::{SessionError, Stream};
 use braid_core::trace::frames::{parse_frames, FrameParseError};
-use braid_core::{Bandwidth, ByteSize, Duration};
+use braid_core::{Bandwidth, Duration};
 use bytes::Bytes;
 use std::future::Future;
 use std::io::Read as _;
 use std::path::PathBuf;
-use std::str::FromStr;
 use tokio::io::AsyncReadExt;
 
-/// Default size of a `cbr:` message: one packet's payload on a 1500-byte MTU.
-pub const DEFAULT_CBR_SIZE: u32 = 1400;
+pub use braid_core::session::source_spec::{
+    SourceSpec, SourceSpecError, DEFAULT_CBR_SIZE, DEFAULT_GREEDY_SIZE, MAX_MESSAGE_SIZE,
+};
+
 /// Default message size for files and stdin. 16 KiB is about a dozen
 /// packets: large enough that a message's own costs (a frame header, a
 /// scheduler decision, an acknowledgement entry) are spread over many
 /// bytes, small enough that the scheduler splits a stream across paths
 /// finely and a 1 Mbit/s stream still gets a message every 130 ms.
 pub const DEFAULT_MESSAGE_SIZE: u64 = 16 << 10;
-/// Largest message a feed cuts (the session's default `max_message`).
-pub const MAX_MESSAGE_SIZE: u64 = 1 << 20;
 /// Largest frame-trace file read (the largest shared one is about 2 MB).
 pub const MAX_FRAME_TRACE_BYTES: u64 = 64 << 20;
 
@@ -59,8 +59,11 @@ pub const MAX_FRAME_TRACE_BYTES: u64 = 64 << 20;
 #[non_exhaustive]
 pub enum FeedError {
     /// The SOURCE text is not one (the message says what was expected).
+    #[error(transparent)]
+    Spec(#[from] SourceSpecError),
+    /// The source cannot run here (a simulator-only form, or the like).
     #[error("{0}")]
-    Spec(String),
+    Unsupported(String),
     /// A file could not be opened.
     #[error("source {}: {source}", path.display())]
     Open {
@@ -98,108 +101,6 @@ impl FeedError {
     }
 }
 
-/// A SOURCE as written, before anything is opened.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FeedSpec {
-    /// A file.
-    File(PathBuf),
-    /// Standard input.
-    Stdin,
-    /// Constant bit rate.
-    Cbr {
-        /// The rate.
-        rate: Bandwidth,
-        /// Bytes per message.
-        size: u32,
-    },
-    /// A video frame-size trace.
-    Trace {
-        /// The trace file.
-        path: PathBuf,
-        /// Frames per second, when not the trace's own.
-        fps: Option<f64>,
-    },
-}
-
-impl FromStr for FeedSpec {
-    type Err = FeedError;
-
-    fn from_str(s: &str) -> Result<Self, FeedError> {
-        let bad = |m: String| Err(FeedError::Spec(m));
-        if s == "-" {
-            return Ok(FeedSpec::Stdin);
-        }
-        if let Some(rest) = s.strip_prefix("cbr:") {
-            let (rate, size) = match rest.split_once(':') {
-                Some((r, z)) => (r, Some(z)),
-                None => (rest, None),
-            };
-            let rate: Bandwidth = match rate.parse() {
-                Ok(r) => r,
-                Err(e) => return bad(format!("source {s:?} (expected cbr:RATE[:SIZE]): {e}")),
-            };
-            if rate == Bandwidth::ZERO {
-                return bad(format!("source {s:?}: the rate must be above zero"));
-            }
-            let size = match size {
-                None => DEFAULT_CBR_SIZE,
-                Some(z) => {
-                    let b = match z.parse::<ByteSize>() {
-                        Ok(b) => b.bytes(),
-                        Err(e) => {
-                            return bad(format!("source {s:?} (expected cbr:RATE[:SIZE]): {e}"))
-                        }
-                    };
-                    if b == 0 || b > MAX_MESSAGE_SIZE {
-                        return bad(format!(
-                            "source {s:?}: the message size must be 1 B to 1 MiB"
-                        ));
-                    }
-                    // Invariant: b <= MAX_MESSAGE_SIZE (1 MiB) fits in u32.
-                    b as u32
-                }
-            };
-            return Ok(FeedSpec::Cbr { rate, size });
-        }
-        if let Some(rest) = s.strip_prefix("trace:") {
-            // FILE[:FPS]: a trailing ":NUMBER" is the frame rate (a file
-            // name may hold ':' itself).
-            let (path, fps) = match rest.rsplit_once(':') {
-                Some((p, f)) if f.parse::<f64>().is_ok() => (p, f.parse::<f64>().ok()),
-                _ => (rest, None),
-            };
-            if fps.is_some_and(|f| !(f.is_finite() && f > 0.0)) {
-                return bad(format!("source {s:?}: the frame rate must be above zero"));
-            }
-            if path.is_empty() {
-                return bad(format!("source {s:?}: expected trace:FILE[:FPS]"));
-            }
-            return Ok(FeedSpec::Trace {
-                path: path.into(),
-                fps,
-            });
-        }
-        if s.is_empty() {
-            return bad(
-                "empty source: expected a file, -, cbr:RATE[:SIZE] or trace:FILE[:FPS]".into(),
-            );
-        }
-        Ok(FeedSpec::File(s.into()))
-    }
-}
-
-impl std::fmt::Display for FeedSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FeedSpec::File(p) => write!(f, "{}", p.display()),
-            FeedSpec::Stdin => f.write_str("-"),
-            FeedSpec::Cbr { rate, size } => write!(f, "cbr:{rate}:{size}B"),
-            FeedSpec::Trace { path, fps: None } => write!(f, "trace:{}", path.display()),
-            FeedSpec::Trace { path, fps: Some(x) } => write!(f, "trace:{}:{x}", path.display()),
-        }
-    }
-}
-
 /// An opened feed, ready to produce.
 pub struct Feed(Inner);
 
@@ -211,13 +112,16 @@ enum Inner {
         /// When message `k` may go (`None`: as fast as the session takes them).
         pace: Option<Cadence>,
     },
-    /// Messages of the given sizes, paced.
+    /// Messages of the given sizes, paced, each cut at `cut`.
     Paced {
         cadence: Cadence,
         /// Message sizes, in order; `None`: `size` forever.
         sizes: Option<Vec<u32>>,
         size: u32,
+        cut: u32,
     },
+    /// `size`-byte messages as fast as the outlet takes them.
+    Greedy { size: u32 },
 }
 
 impl std::fmt::Debug for Feed {
@@ -232,27 +136,30 @@ impl std::fmt::Debug for Feed {
                 cadence,
                 sizes,
                 size,
+                cut,
             } => f
                 .debug_struct("Paced")
                 .field("cadence", cadence)
                 .field("frames", &sizes.as_ref().map(Vec::len))
                 .field("size", size)
+                .field("cut", cut)
                 .finish(),
+            Inner::Greedy { size } => f.debug_struct("Greedy").field("size", size).finish(),
         }
     }
 }
 
-impl FeedSpec {
-    /// Opens the feed: a file that does not exist or a trace that does not
+impl Feed {
+    /// Opens `spec`: a file that does not exist or a trace that does not
     /// read fails here, before anything connects. `message_size` cuts
     /// files and stdin (clamped to 1 B ..= [`MAX_MESSAGE_SIZE`]).
     ///
     /// # Errors
     /// [`FeedError::Open`] or [`FeedError::Trace`], naming the file.
-    pub fn open(&self, message_size: u64) -> Result<Feed, FeedError> {
-        let size = message_size.clamp(1, MAX_MESSAGE_SIZE) as usize;
-        Ok(Feed(match self {
-            FeedSpec::File(p) => {
+    pub fn open(spec: &SourceSpec, message_size: u64) -> Result<Feed, FeedError> {
+        let size = message_size.clamp(1, u64::from(MAX_MESSAGE_SIZE)) as usize;
+        Ok(Feed(match spec {
+            SourceSpec::File(p) => {
                 let f = std::fs::File::open(p).map_err(|source| FeedError::Open {
                     path: p.clone(),
                     source,
@@ -263,52 +170,60 @@ impl FeedSpec {
                     pace: None,
                 }
             }
-            FeedSpec::Stdin => Inner::Reader {
+            SourceSpec::Stdin => Inner::Reader {
                 reader: Box::new(tokio::io::stdin()),
                 size,
                 pace: None,
             },
-            FeedSpec::Cbr { rate, size } => Inner::Paced {
+            SourceSpec::Cbr { rate, size } => Inner::Paced {
                 cadence: Cadence::new(rate.transmit_time(u64::from(*size)).as_secs_f64()),
                 sizes: None,
                 size: *size,
+                cut: MAX_MESSAGE_SIZE,
             },
-            FeedSpec::Trace { path, fps } => {
-                let t = read_frames(path)?;
+            SourceSpec::Greedy { size } => Inner::Greedy { size: *size },
+            SourceSpec::Trace { path, fps, size } => {
+                let t = Self::read_frames(path)?;
                 let fps = fps.unwrap_or(t.fps);
                 Inner::Paced {
                     cadence: Cadence::new(1.0 / fps),
-                    // A frame larger than a message is cut below; an empty
+                    // A frame larger than `size` is cut below; an empty
                     // frame is still one (1-byte) message, so frames keep
                     // their times.
                     sizes: Some(t.sizes),
                     size: 0,
+                    cut: (*size).clamp(1, MAX_MESSAGE_SIZE),
                 }
+            }
+            other => {
+                return Err(FeedError::Unsupported(format!(
+                    "source {other} cannot run here"
+                )))
             }
         }))
     }
-}
 
-/// Reads and parses a frame trace, at most [`MAX_FRAME_TRACE_BYTES`].
-fn read_frames(path: &std::path::Path) -> Result<braid_core::trace::frames::FrameTrace, FeedError> {
-    let trace_err = |message: String| FeedError::Trace {
-        path: path.to_path_buf(),
-        message,
-    };
-    let file = std::fs::File::open(path).map_err(|e| trace_err(e.to_string()))?;
-    let mut text = String::new();
-    file.take(MAX_FRAME_TRACE_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| trace_err(e.to_string()))?;
-    if text.len() as u64 > MAX_FRAME_TRACE_BYTES {
-        return Err(trace_err(format!(
-            "larger than {MAX_FRAME_TRACE_BYTES} bytes"
-        )));
+    /// Reads and parses a frame trace, at most [`MAX_FRAME_TRACE_BYTES`].
+    fn read_frames(
+        path: &std::path::Path,
+    ) -> Result<braid_core::trace::frames::FrameTrace, FeedError> {
+        let trace_err = |message: String| FeedError::Trace {
+            path: path.to_path_buf(),
+            message,
+        };
+        let file = std::fs::File::open(path).map_err(|e| trace_err(e.to_string()))?;
+        let mut text = String::new();
+        file.take(MAX_FRAME_TRACE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| trace_err(e.to_string()))?;
+        if text.len() as u64 > MAX_FRAME_TRACE_BYTES {
+            return Err(trace_err(format!(
+                "larger than {MAX_FRAME_TRACE_BYTES} bytes"
+            )));
+        }
+        parse_frames(&text, None).map_err(|e: FrameParseError| trace_err(e.to_string()))
     }
-    parse_frames(&text, None).map_err(|e: FrameParseError| trace_err(e.to_string()))
-}
 
-impl Feed {
     /// A feed reading `reader`, cut into messages of `size` bytes (the
     /// last may be shorter), as fast as the session takes them.
     pub fn from_reader(
@@ -431,10 +346,23 @@ pub async fn feed<O: Outlet>(
             done.bytes += filled as u64;
             out.send(Bytes::from(buf)).await.map_err(FeedError::Send)?;
         },
+        Inner::Greedy { size } => {
+            let mut k = 0u64;
+            while !stop_after.is_some_and(|stop| crate::clock::now() - start >= stop) {
+                done.messages += 1;
+                done.bytes += u64::from(size);
+                out.send(Bytes::from(pattern(k, size as usize)))
+                    .await
+                    .map_err(FeedError::Send)?;
+                k += 1;
+            }
+            Ok(done)
+        }
         Inner::Paced {
             cadence,
             sizes,
             size,
+            cut,
         } => {
             for k in 0u64.. {
                 let msg_size = match &sizes {
@@ -451,7 +379,7 @@ pub async fn feed<O: Outlet>(
                 sleep_until(start, due).await;
                 let mut left = u64::from(msg_size);
                 while left > 0 {
-                    let n = left.min(MAX_MESSAGE_SIZE);
+                    let n = left.min(u64::from(cut));
                     left -= n;
                     done.messages += 1;
                     done.bytes += n;

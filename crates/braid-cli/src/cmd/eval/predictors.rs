@@ -188,7 +188,12 @@ fn run_all(dir: &Path, plan: &StudyPlan, format: OutputFormat) -> anyhow::Result
                 &study.skipped
             )
         ),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&study)?),
+        // Through a `Value`, whose keys are sorted: the order this JSON
+        // has always had.
+        OutputFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::to_value(&study)?)?
+        ),
     }
     Ok(())
 }

@@ -25,7 +25,7 @@
 //! ```
 
 use anyhow::{bail, Context};
-use braid::session::feed::{FeedSpec, DEFAULT_MESSAGE_SIZE, MAX_MESSAGE_SIZE};
+use braid::session::feed::{SourceSpec, DEFAULT_MESSAGE_SIZE, MAX_MESSAGE_SIZE};
 use braid_core::session::{split_spec, SchedulerKind, StreamConfig};
 use braid_core::{ByteSize, Duration};
 use std::net::SocketAddr;
@@ -137,7 +137,7 @@ pub struct StreamPlan {
     /// Spec, delivery, name.
     pub config: StreamConfig,
     /// Where its bytes come from.
-    pub source: FeedSpec,
+    pub source: SourceSpec,
 }
 
 impl StreamPlan {
@@ -294,7 +294,7 @@ impl Plan {
         }
         if streams
             .iter()
-            .filter(|s| s.source == FeedSpec::Stdin)
+            .filter(|s| s.source == SourceSpec::Stdin)
             .count()
             > 1
         {
@@ -320,7 +320,7 @@ impl Plan {
                 .bytes(),
             (None, None) => DEFAULT_MESSAGE_SIZE,
         };
-        if message_size == 0 || message_size > MAX_MESSAGE_SIZE {
+        if message_size == 0 || message_size > u64::from(MAX_MESSAGE_SIZE) {
             bail!("message size {message_size} B: use 1 B to 1 MiB");
         }
         let key = flags.key.or(file.key.map(|k| dir.join(k)));
@@ -383,8 +383,39 @@ source = "cbr:1mbit"
         assert_eq!(plan.to.port(), 7001);
         assert_eq!(plan.on_infeasible, OnInfeasible::Fail);
         assert_eq!(plan.streams.len(), 1);
-        assert_eq!(plan.streams[0].source, FeedSpec::Stdin);
+        assert_eq!(plan.streams[0].source, SourceSpec::Stdin);
         assert_eq!(plan.paths.len(), 2, "the file's paths stay");
+    }
+
+    /// Issue 30 §3: a simulator scenario's `[[stream]]` tables paste into
+    /// a `--config` file unchanged and mean the same streams.
+    #[test]
+    fn a_simulated_stream_pastes_into_a_session_file() {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/session_two_paths.toml"
+        );
+        let scenario = braid_sim::session::SessionScenario::from_path(file).unwrap();
+        assert!(scenario.warnings.is_empty(), "{:?}", scenario.warnings);
+        let text = std::fs::read_to_string(file).unwrap();
+        let streams = &text[text.find("[[stream]]").unwrap()..];
+        let config = format!("to = \"127.0.0.1:7000\"\n{streams}");
+        let plan = Plan::new(
+            Some((SessionFile::parse(&config).unwrap(), PathBuf::new())),
+            Flags::default(),
+        )
+        .unwrap();
+        assert_eq!(plan.streams.len(), scenario.streams.len());
+        for (p, s) in plan.streams.iter().zip(&scenario.streams) {
+            let mut sim = s.config.clone();
+            sim.name = Some(s.name.clone());
+            assert_eq!(p.config, sim, "stream {}", s.name);
+        }
+        // And the sources: the scenario's trace, greedy and cbr forms.
+        let sources: Vec<String> = plan.streams.iter().map(|s| s.source.to_string()).collect();
+        assert_eq!(sources[0], "cbr:3mbit:1000B");
+        assert_eq!(sources[3], "greedy:1200B");
+        assert!(sources[2].starts_with("trace:") && sources[2].ends_with(":1200B"));
     }
 
     #[test]
@@ -410,7 +441,7 @@ source = "cbr:1mbit"
         );
         assert_eq!(
             s.source,
-            FeedSpec::Cbr {
+            SourceSpec::Cbr {
                 rate: Bandwidth::from_mbps(3),
                 size: 1000
             }

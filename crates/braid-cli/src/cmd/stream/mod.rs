@@ -131,7 +131,7 @@ pub fn run(mut args: StreamArgs) -> anyhow::Result<()> {
         .streams
         .iter()
         .map(|s| {
-            let src = s.source.open(plan.message_size)?;
+            let src = braid::session::feed::Feed::open(&s.source, plan.message_size)?;
             Ok(match booked.rate_of(&s.config.name) {
                 Some(rate) => src.paced_at(rate),
                 None => src,
