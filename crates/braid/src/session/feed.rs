@@ -348,7 +348,7 @@ pub async fn feed<O: Outlet>(
         },
         Inner::Greedy { size } => {
             let mut k = 0u64;
-            while !stop_after.is_some_and(|stop| crate::clock::now() - start >= stop) {
+            while stop_after.is_none_or(|stop| crate::clock::now() - start < stop) {
                 done.messages += 1;
                 done.bytes += u64::from(size);
                 out.send(Bytes::from(pattern(k, size as usize)))
