@@ -5,6 +5,10 @@
 #[allow(dead_code)]
 mod guaranteed_streams;
 
+#[path = "../examples/file_over_paths.rs"]
+#[allow(dead_code)]
+mod file_over_paths;
+
 #[path = "../examples/relayed_paths.rs"]
 #[allow(dead_code)]
 mod relayed_paths;
@@ -51,4 +55,23 @@ async fn the_relayed_paths_example_runs() {
         report.relayed > 0,
         "nothing went through the relay: {report:?}"
     );
+}
+
+/// A file over two addresses and four connections: the copy is the
+/// original, both sides' digests agree, and both addresses carried data.
+#[test]
+fn the_file_over_paths_example_runs() {
+    let report = file_over_paths::run(16 << 20).expect("the example runs");
+    assert_eq!(report.bytes, 16 << 20, "{report:?}");
+    assert!(report.intact && report.digests_agree, "{report:?}");
+    assert_eq!(report.per_connection.len(), 4, "{report:?}");
+    for host in ["127.0.0.1:", "127.0.0.2:"] {
+        assert!(
+            report
+                .per_connection
+                .iter()
+                .any(|(to, bytes)| to.starts_with(host) && *bytes > 0),
+            "nothing went to {host}: {report:?}"
+        );
+    }
 }
