@@ -87,6 +87,7 @@ pub mod path;
 mod sink;
 mod sink_driver;
 mod source;
+pub mod store;
 
 pub use braid_core::session::{
     CloseReason, Event, HopSnapshot, PathSnapshot, Snapshot, StreamConfig, StreamSnapshot,
