@@ -74,7 +74,7 @@ fn send_config(to: SocketAddr, connections: usize, size: u64) -> SendConfig {
         sock: sock(),
         reconnect_attempts: 1,
         corrupt_block: None,
-        silence_limit: std::time::Duration::from_secs(10),
+        silence_limit: braid_core::Duration::from_secs(10),
         rate: None,
         rate_updates: None,
         paced_connections: None,

@@ -1,6 +1,6 @@
 //! Bulk-transfer nodes: seed 003's multipath pipe on simulated links.
 //!
-//! [`BulkSender`] runs [`braid_core::bulk::Scheduler`] over N simulated
+//! [`BulkSender`] runs [`braid_core::bulk::BlockScheduler`] over N simulated
 //! connections; [`BulkReceiver`] runs the [`braid_core::bulk::Reorder`]
 //! window. Both are the same sans-IO code the `braid send` / `braid recv`
 //! runtime drives, here over links with any rate and delay on virtual time.
@@ -23,7 +23,7 @@
 //! reading); the receiver writes each block once, in order.
 
 use crate::node::{Datagram, Node, RouteId, Transmit};
-use braid_core::bulk::{BlockLen, Layout, Mode, Reorder, Scheduler, Verdict};
+use braid_core::bulk::{BlockLen, BlockScheduler, Layout, Mode, Reorder, Verdict};
 use braid_core::Instant;
 use std::collections::VecDeque;
 
@@ -80,7 +80,7 @@ struct SendConn {
 #[derive(Debug)]
 pub struct BulkSender {
     cfg: BulkConfig,
-    sched: Scheduler,
+    sched: BlockScheduler,
     conns: Vec<SendConn>,
     read_bytes: u64,
     now: Instant,
@@ -93,7 +93,7 @@ impl BulkSender {
     /// A sender over `routes` (one per connection, towards the receiver).
     pub fn new(cfg: BulkConfig, routes: Vec<RouteId>) -> Self {
         let n = routes.len();
-        let mut sched = Scheduler::new(
+        let mut sched = BlockScheduler::new(
             cfg.mode,
             Layout::Interleaved,
             n,
@@ -130,7 +130,7 @@ impl BulkSender {
     }
 
     /// The scheduler (for its counters).
-    pub fn scheduler(&self) -> &Scheduler {
+    pub fn scheduler(&self) -> &BlockScheduler {
         &self.sched
     }
 

@@ -90,7 +90,7 @@ pub fn run(len: usize) -> Result<Report, BoxError> {
             sock: sock(),
             reconnect_attempts: 3,
             corrupt_block: None,
-            silence_limit: std::time::Duration::from_secs(10),
+            silence_limit: braid_core::Duration::from_secs(10),
             rate: None,
             rate_updates: None,
             paced_connections: None,

@@ -42,7 +42,7 @@ fn send_cfg(to: SocketAddr, connections: usize) -> SendConfig {
         sock: sock(),
         reconnect_attempts: 1,
         corrupt_block: None,
-        silence_limit: std::time::Duration::from_secs(10),
+        silence_limit: braid_core::Duration::from_secs(10),
         rate: None,
         rate_updates: None,
         paced_connections: None,
@@ -217,7 +217,7 @@ fn a_path_down_for_good_ends_both_sides_with_a_clear_error() {
     let server = std::thread::spawn(move || rx.run(Box::new(std::io::sink()), &mut |_| {}));
     let proxy = black_hole_proxy(addr, 1 << 20);
     let mut cfg = send_cfg(proxy, 1);
-    cfg.silence_limit = std::time::Duration::from_secs(2);
+    cfg.silence_limit = braid_core::Duration::from_secs(2);
     let res = send(
         Box::new(std::io::Cursor::new(data(16 << 20))),
         cfg,

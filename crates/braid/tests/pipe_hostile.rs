@@ -84,7 +84,7 @@ fn junk_and_strangers_do_not_disturb_a_good_transfer() {
         sock: sock(),
         reconnect_attempts: 1,
         corrupt_block: None,
-        silence_limit: std::time::Duration::from_secs(10),
+        silence_limit: braid_core::Duration::from_secs(10),
         rate: None,
         rate_updates: None,
         paced_connections: None,

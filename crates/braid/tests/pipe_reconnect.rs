@@ -109,7 +109,7 @@ fn cut_connection_reconnects_and_stream_completes() {
         sock: sock(),
         reconnect_attempts: 4,
         corrupt_block: None,
-        silence_limit: std::time::Duration::from_secs(10),
+        silence_limit: braid_core::Duration::from_secs(10),
         rate: None,
         rate_updates: None,
         paced_connections: None,

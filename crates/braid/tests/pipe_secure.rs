@@ -54,7 +54,7 @@ fn send_cfg(to: SocketAddr, security: Security, reconnects: u32) -> SendConfig {
         sock: sock(),
         reconnect_attempts: reconnects,
         corrupt_block: None,
-        silence_limit: std::time::Duration::from_secs(10),
+        silence_limit: braid_core::Duration::from_secs(10),
         rate: None,
         rate_updates: None,
         paced_connections: None,

@@ -25,5 +25,5 @@ pub mod sched;
 pub mod weighted;
 
 pub use reorder::{BlockLen, Payload, Reorder, Verdict};
-pub use sched::{ConnCounters, Layout, Mode, Scheduler, Transmit};
+pub use sched::{BlockScheduler, BlockSend, ConnCounters, Layout, Mode};
 pub use weighted::Weighted;

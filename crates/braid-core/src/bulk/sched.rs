@@ -1,11 +1,11 @@
 //! Which block goes on which connection: the sender's sans-IO scheduler.
 //!
-//! [`Scheduler`] knows the blocks read from the input (numbers and lengths,
+//! [`BlockScheduler`] knows the blocks read from the input (numbers and lengths,
 //! not bytes), what is in flight on each connection, what the receiver
 //! acknowledged and wrote, and an estimate of each connection's rate. The
 //! driver (`braid::pipe`'s sender, or a simulator node) tells it what happened (`handle_*`) and asks it
 //! what a connection whose socket can take more should send next
-//! ([`Scheduler::poll_send`]).
+//! ([`BlockScheduler::poll_send`]).
 //!
 //! Modes (see `docs/pipe.md` for the precise rules):
 //! - [`Mode::RoundRobin`]: block `seq` belongs to connection `seq % N`
@@ -18,16 +18,16 @@
 //!
 //! The reorder window: the receiver grants a window (blocks and bytes; the
 //! user's `--window` is its upper bound). With
-//! [`Scheduler::set_auto_window`] the adaptive mode uses only as much of it
+//! [`BlockScheduler::set_auto_window`] the adaptive mode uses only as much of it
 //! as the measured paths need: [`WINDOW_HEADROOM`] × the sum of the live
 //! connections' rates × (the longest block latency, send to ack, +
 //! [`BLOCK_TIME`]), at least [`WINDOW_MIN_BLOCKS`] blocks per connection
-//! ([`Scheduler::effective_window_bytes`]). That is the data in flight on
+//! ([`BlockScheduler::effective_window_bytes`]). That is the data in flight on
 //! the slowest path plus what the faster paths deliver meanwhile (which the
 //! receiver must hold), with room for a loss or a queue to double it.
 //!
 //! Invariants: the driver reads block `seq` only while
-//! `seq < written + window` ([`Scheduler::may_read`]), so the sender holds and
+//! `seq < written + window` ([`BlockScheduler::may_read`]), so the sender holds and
 //! the receiver buffers at most `window` blocks (and at most the effective
 //! window's bytes); a block is sent on at most
 //! [`MAX_COPIES`] connections at once; blocks in flight on a connection that
@@ -74,7 +74,7 @@ pub const WINDOW_HEADROOM: f64 = 2.0;
 /// The automatic window is never below this many full blocks per connection.
 pub const WINDOW_MIN_BLOCKS: u64 = 4;
 /// Adaptive mode asks each connection's socket to hold at most this much of
-/// its measured rate unsent (see [`Scheduler::notsent_lowat`]) ...
+/// its measured rate unsent (see [`BlockScheduler::notsent_lowat`]) ...
 pub const LOWAT_TIME: Duration = Duration::from_millis(50);
 /// ... but never less than this.
 pub const MIN_LOWAT: u32 = 16 << 10;
@@ -111,7 +111,7 @@ pub enum Layout {
 
 /// What a connection should send next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
+pub struct BlockSend {
     /// Block number.
     pub seq: u64,
     /// Its length.
@@ -162,7 +162,7 @@ struct Conn {
 
 /// The sender's scheduler; see the module docs.
 #[derive(Debug)]
-pub struct Scheduler {
+pub struct BlockScheduler {
     mode: Mode,
     layout: Layout,
     block: u32,
@@ -186,7 +186,7 @@ pub struct Scheduler {
     weighted: Option<Weighted>,
 }
 
-impl Scheduler {
+impl BlockScheduler {
     /// A scheduler for `n` connections (all down until
     /// [`Self::handle_conn_up`]), blocks of at most `block` bytes and a
     /// receiver window of `window` blocks. `total_blocks` is the number of
@@ -201,7 +201,7 @@ impl Scheduler {
         now: Instant,
     ) -> Self {
         let n = n.max(1);
-        Scheduler {
+        BlockScheduler {
             mode,
             layout,
             block,
@@ -566,7 +566,7 @@ impl Scheduler {
     /// What connection `c`, whose socket can take more, sends next; `None`:
     /// nothing for now (ask again after the next event or at
     /// [`Self::poll_timeout`]).
-    pub fn poll_send(&mut self, c: usize, now: Instant) -> Option<Transmit> {
+    pub fn poll_send(&mut self, c: usize, now: Instant) -> Option<BlockSend> {
         if !self.conns.get(c)?.alive {
             return None;
         }
@@ -595,7 +595,7 @@ impl Scheduler {
             }
             self.unsent.remove(&pick.0);
         }
-        Some(Transmit {
+        Some(BlockSend {
             seq: pick.0,
             len,
             copy: pick.1,
@@ -766,8 +766,8 @@ mod tests {
         Instant::ZERO + Duration::from_millis(x)
     }
 
-    fn sched(mode: Mode, n: usize, window: u64) -> Scheduler {
-        let mut s = Scheduler::new(mode, Layout::Interleaved, n, 1000, window, None, ms(0));
+    fn sched(mode: Mode, n: usize, window: u64) -> BlockScheduler {
+        let mut s = BlockScheduler::new(mode, Layout::Interleaved, n, 1000, window, None, ms(0));
         for c in 0..n {
             s.handle_conn_up(c, ms(0));
         }
@@ -913,7 +913,7 @@ mod tests {
 
     /// Connection 0: 1000 bytes acknowledged after 100 ms; connection 1:
     /// after 10 ms.
-    fn measured(s: &mut Scheduler) {
+    fn measured(s: &mut BlockScheduler) {
         s.handle_block_read(1000);
         s.handle_block_read(1000);
         let a = s.poll_send(0, ms(0)).unwrap();
@@ -972,7 +972,8 @@ mod tests {
     #[test]
     fn adaptive_blocks_start_small_and_follow_the_slowest_rate_up_to_the_cap() {
         let cap = 4 << 20;
-        let mut s = Scheduler::new(Mode::Adaptive, Layout::Interleaved, 2, cap, 64, None, ms(0));
+        let mut s =
+            BlockScheduler::new(Mode::Adaptive, Layout::Interleaved, 2, cap, 64, None, ms(0));
         s.handle_conn_up(0, ms(0));
         s.handle_conn_up(1, ms(0));
         // No rate yet: the initial length, not the cap.
@@ -1019,7 +1020,7 @@ mod tests {
 
     #[test]
     fn partitioned_layout_owns_ranges() {
-        let mut s = Scheduler::new(
+        let mut s = BlockScheduler::new(
             Mode::RoundRobin,
             Layout::Partitioned,
             2,

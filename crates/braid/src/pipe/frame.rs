@@ -33,7 +33,7 @@ pub const END_PAYLOAD_LEN: u32 = 40;
 pub const FLAG_REJOIN: u16 = 1;
 
 /// A random-looking session id, chosen by the sender.
-pub type SessionId = [u8; 16];
+pub type TransferId = [u8; 16];
 
 /// The sender's first message on every connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct Hello {
     /// Hello flags ([`FLAG_REJOIN`]).
     pub flags: u16,
     /// The session every connection of one transfer shares.
-    pub session: SessionId,
+    pub session: TransferId,
     /// Index of this connection at the sender (for reports).
     pub conn_index: u16,
     /// The largest block the sender will send.

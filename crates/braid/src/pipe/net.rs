@@ -7,7 +7,7 @@
 //! to about one block, so a connection asks the scheduler for its next block
 //! only when the network has taken the previous one; in adaptive mode the
 //! sender lowers it on slow connections to 50 ms of their measured rate
-//! (`Scheduler::notsent_lowat`). `TCP_USER_TIMEOUT`
+//! (`BlockScheduler::notsent_lowat`). `TCP_USER_TIMEOUT`
 //! bounds how long unacknowledged data may sit before the kernel declares the
 //! connection dead (a path that went down).
 //!
@@ -62,7 +62,7 @@ pub struct SockOpts {
     /// TCP_NOTSENT_LOWAT in bytes (sender).
     pub notsent_lowat: Option<u32>,
     /// TCP_USER_TIMEOUT.
-    pub user_timeout: Option<std::time::Duration>,
+    pub user_timeout: Option<braid_core::Duration>,
 }
 
 impl SockOpts {
@@ -108,7 +108,7 @@ pub async fn connect_async(
     let s = socket_for(addr, o)?;
     if let Some(t) = o.user_timeout {
         // MPTCP sockets on older kernels refuse TCP-level options.
-        if let Err(e) = s.set_tcp_user_timeout(Some(t)) {
+        if let Err(e) = s.set_tcp_user_timeout(Some(t.into())) {
             tracing::debug!("TCP_USER_TIMEOUT not set: {e}");
         }
     }

@@ -46,7 +46,7 @@
 //! wire, which ends only its connection (the block is re-sent) until the
 //! same block has failed `MAX_TAMPERED` (3) times in a row.
 
-use super::frame::{self, Control, Hello, HelloAck, SessionId};
+use super::frame::{self, Control, Hello, HelloAck, TransferId};
 use super::net::{self, SockOpts};
 use super::reorder::{Payload, Reorder};
 use super::secure::{self, Authenticator, SecureStats, Security};
@@ -375,7 +375,7 @@ struct Shared {
 }
 
 struct Session {
-    id: SessionId,
+    id: TransferId,
     max_block: u32,
     /// The size the sender's first hello announced (`None`: unknown, a
     /// pipe); an END that disagrees fails the transfer.

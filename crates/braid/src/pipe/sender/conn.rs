@@ -10,7 +10,7 @@ use super::{
     addr_of, Event, Job, Published, SendConfig, Stop, BACKOFF_START, CONNECT_TIMEOUT, JOB_QUEUE,
 };
 use crate::pipe::frame::{
-    self, Control, DataHeader, DataKind, Hello, HelloAck, HelloStatus, SessionId, FLAG_REJOIN,
+    self, Control, DataHeader, DataKind, Hello, HelloAck, HelloStatus, TransferId, FLAG_REJOIN,
 };
 use crate::pipe::record::{ReadHalf, WriteHalf};
 use crate::pipe::secure::{Authenticator, SecureError};
@@ -37,7 +37,7 @@ impl From<String> for OpenFailed {
 async fn open(
     cfg: &SendConfig,
     auth: &Authenticator,
-    session: SessionId,
+    session: TransferId,
     c: usize,
     rejoin: bool,
     window: u64,
@@ -125,7 +125,7 @@ async fn open(
 /// One connection's life: connect, run, reconnect with backoff.
 pub(super) async fn conn_task(
     cfg: Arc<SendConfig>,
-    session: SessionId,
+    session: TransferId,
     c: usize,
     events: mpsc::Sender<Event>,
     mut published: watch::Receiver<Published>,
@@ -377,7 +377,7 @@ async fn ack_reader(
 ) {
     let mut b = [0u8; frame::CONTROL_LEN];
     loop {
-        let msg = match tokio::time::timeout(cfg.silence_limit, s.read_exact(&mut b)).await {
+        let msg = match tokio::time::timeout(cfg.silence_limit.into(), s.read_exact(&mut b)).await {
             Ok(Ok(_)) => Control::decode(&b),
             Err(_) => {
                 let error = format!(

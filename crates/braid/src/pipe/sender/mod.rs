@@ -1,4 +1,4 @@
-//! The sending side: tokio tasks around one [`Scheduler`].
+//! The sending side: tokio tasks around one [`BlockScheduler`].
 //!
 //! One task owns the state (the `Owner`: scheduler, the blocks not yet
 //! acknowledged, per-connection slots, the outcome); every other task talks
@@ -25,7 +25,7 @@
 //! Wake-ups are messages: the owner answers a connection that asked for
 //! work as soon as an event (an ack, a block read, a connection down) lets
 //! the scheduler give it something, and otherwise at
-//! [`Scheduler::poll_timeout`] (when a stalled path makes a copy worth
+//! [`BlockScheduler::poll_timeout`] (when a stalled path makes a copy worth
 //! sending) or when the `--rate` bucket allows the next block. Timers
 //! exist only for real timeouts: connect, reconnect backoff, keepalives,
 //! silence, progress reports.
@@ -54,12 +54,12 @@ mod pace;
 use conn::conn_task;
 use input::reader;
 use owner::Owner;
-use pace::Pacer;
+use pace::RateCap;
 
 use super::digest::CheckKind;
-use super::frame::{self, Control, SessionId};
+use super::frame::{self, Control, TransferId};
 use super::net::{self, SockOpts};
-use super::sched::{Layout, Mode, Scheduler, MIN_ADAPTIVE_BLOCK};
+use super::sched::{BlockScheduler, Layout, Mode, MIN_ADAPTIVE_BLOCK};
 use super::secure::{self, Authenticator, SecureError, SecureStats, Security};
 use super::stats::{Progress, SendReport};
 use super::{ConfigError, PipeError, ProtocolViolation, MAX_CONNECTIONS, MAX_WINDOW_BLOCKS};
@@ -116,13 +116,13 @@ pub struct SendConfig {
     pub layout: Layout,
     /// Block size in bytes: every block in the weighted and round-robin
     /// modes; in adaptive mode the largest, blocks starting at
-    /// `min(256 KiB, block_size)` (see [`Scheduler::next_len`]).
+    /// `min(256 KiB, block_size)` (see [`BlockScheduler::next_len`]).
     pub block_size: u32,
     /// Reorder window to ask for, bytes: the upper bound of the window the
     /// sender uses.
     pub window_bytes: u64,
     /// Adaptive mode: use only the part of the window the measured paths
-    /// need ([`Scheduler::set_auto_window`]).
+    /// need ([`BlockScheduler::set_auto_window`]).
     pub auto_window: bool,
     /// Input size if known.
     pub total_size: Option<u64>,
@@ -136,7 +136,7 @@ pub struct SendConfig {
     /// keepalive, every [`KEEPALIVE`](super::KEEPALIVE)) for this long is
     /// declared dead; when every connection is dead and reconnecting fails,
     /// the transfer fails with [`PipeError::LostReceiver`].
-    pub silence_limit: StdDuration,
+    pub silence_limit: braid_core::Duration,
     /// Cap on the total sending rate over every connection (`None`: as
     /// fast as the paths allow); see `pace`.
     pub rate: Option<braid_core::Bandwidth>,
@@ -368,7 +368,7 @@ pub async fn send_async(
     {
         return Err(ConfigError::PartitionedNeedsSize.into());
     }
-    let mut sched = Scheduler::new(
+    let mut sched = BlockScheduler::new(
         cfg.mode,
         cfg.layout,
         cfg.connections,
@@ -414,11 +414,11 @@ pub async fn send_async(
     let initial = cfg
         .rate
         .or_else(|| rate_updates.as_ref().map(|r| *r.borrow()));
-    let pacer = initial.map(|r| Pacer::new(r, start));
+    let pacer = initial.map(|r| RateCap::new(r, start));
     let rest_pacer = cfg
         .rest_rate
         .filter(|_| cfg.paced_connections.is_some())
-        .map(|r| Pacer::new(r, start));
+        .map(|r| RateCap::new(r, start));
     let owner_resume = cfg.resume;
     let mut owner = Owner {
         slots: (0..cfg.connections).map(|_| Slot::default()).collect(),
@@ -553,7 +553,7 @@ fn validate(cfg: &SendConfig) -> Result<(), ConfigError> {
     cfg.sock.validate()
 }
 
-fn session_id(cfg: &SendConfig) -> SessionId {
+fn session_id(cfg: &SendConfig) -> TransferId {
     // Unique per process and start time; not a secret.
     let mut h = blake3::Hasher::new();
     h.update(&std::process::id().to_be_bytes());

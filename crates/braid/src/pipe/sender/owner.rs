@@ -3,12 +3,12 @@
 //! module).
 
 use super::{
-    addr_of, is_paced, Block, Event, Input, Job, Pacer, Published, Req, SendConfig, Slot, Stop,
+    addr_of, is_paced, Block, Event, Input, Job, Published, RateCap, Req, SendConfig, Slot, Stop,
     PROGRESS_TICK, READ_QUEUE, SPARE_BYTES,
 };
 use crate::clock;
 use crate::pipe::frame::{self, Control};
-use crate::pipe::sched::Scheduler;
+use crate::pipe::sched::BlockScheduler;
 use crate::pipe::stats::{Progress, SendConn, SendReport};
 use crate::pipe::{PipeError, ProtocolViolation};
 use braid_core::Instant;
@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 /// The task that owns the sender's state; see the module docs.
 pub(super) struct Owner {
     pub(super) cfg: Arc<SendConfig>,
-    pub(super) sched: Scheduler,
+    pub(super) sched: BlockScheduler,
     pub(super) blocks: BTreeMap<u64, Arc<Block>>,
     /// Buffers of acknowledged blocks, for the reader's next requests (at
     /// most [`SPARE_BYTES`] of capacity; none once the input has ended).
@@ -40,10 +40,10 @@ pub(super) struct Owner {
     pub(super) rotate: usize,
     pub(super) reweights: u64,
     /// The `--rate` cap, if any.
-    pub(super) pacer: Option<Pacer>,
+    pub(super) pacer: Option<RateCap>,
     /// The cap of the connections `pacer` does not pace
     /// ([`SendConfig::rest_rate`]).
-    pub(super) rest_pacer: Option<Pacer>,
+    pub(super) rest_pacer: Option<RateCap>,
     /// Where new rates for the pacer come from (`None` once closed).
     pub(super) rate_updates: Option<watch::Receiver<braid_core::Bandwidth>>,
     /// Resume: the receiver's prefix (length, digest prefix) the reader
@@ -184,7 +184,7 @@ impl Owner {
     }
 
     /// The bucket that paces connection `c`, if any.
-    fn pacer_of(&mut self, c: usize) -> Option<&mut Pacer> {
+    fn pacer_of(&mut self, c: usize) -> Option<&mut RateCap> {
         if is_paced(&self.cfg, c) {
             self.pacer.as_mut()
         } else {

@@ -8,7 +8,7 @@
 //! at the total rate, so the kernel spreads a block's packets out instead
 //! of sending it at line rate. Time is passed in.
 //!
-//! The rate may change while the transfer runs ([`Pacer::set_rate`]: a
+//! The rate may change while the transfer runs ([`RateCap::set_rate`]: a
 //! reservation modified, a background share announced); a rate of zero
 //! holds every new block until the next change.
 
@@ -21,17 +21,17 @@ const PAUSED_RECHECK: Duration = Duration::from_secs(1);
 
 /// A token bucket over bytes; see the module docs.
 #[derive(Debug, Clone)]
-pub(super) struct Pacer {
+pub(super) struct RateCap {
     rate: Bandwidth,
     /// Bytes that may be sent now (negative: debt).
     tokens: f64,
     last: Instant,
 }
 
-impl Pacer {
+impl RateCap {
     /// A bucket at `rate` (not zero), empty at `now`.
     pub(super) fn new(rate: Bandwidth, now: Instant) -> Self {
-        Pacer {
+        RateCap {
             rate,
             tokens: 0.0,
             last: now,
@@ -86,7 +86,7 @@ mod tests {
     fn average_rate_holds_and_bursts_are_one_block() {
         let rate = Bandwidth::from_bytes_per_sec(1_000_000);
         let mut now = Instant::ZERO;
-        let mut p = Pacer::new(rate, now);
+        let mut p = RateCap::new(rate, now);
         let mut sent = 0u64;
         // Send 100 blocks of 50 kB as fast as the bucket allows.
         for _ in 0..100 {
@@ -105,7 +105,7 @@ mod tests {
     #[test]
     fn a_new_rate_applies_from_the_change_and_zero_pauses() {
         let mut now = Instant::ZERO;
-        let mut p = Pacer::new(Bandwidth::from_bytes_per_sec(1_000_000), now);
+        let mut p = RateCap::new(Bandwidth::from_bytes_per_sec(1_000_000), now);
         p.take(1_000_000, now);
         // One second of debt at 1 MB/s; at 2 MB/s it is half a second.
         p.set_rate(Bandwidth::from_bytes_per_sec(2_000_000), now);
