@@ -16,6 +16,10 @@
 //! Sizes are in bits in both and become bytes (rounded down). The frame
 //! rate is the trace's own: frames less one over the time they span.
 
+/// Largest frame-trace file read, bytes (the largest shared one is about
+/// 2 MB); both readers (the simulator's and the runtime's feeds) hold to it.
+pub const MAX_FRAME_TRACE_BYTES: u64 = 64 << 20;
+
 /// Most frames read from one file (the largest shared trace has 75 k).
 pub const MAX_FRAMES: usize = 1 << 22;
 

@@ -6,7 +6,7 @@
 //! [`FrameFormat`] are braid-core's.
 
 use braid_core::trace::frames::{parse_frames, FrameParseError};
-pub use braid_core::trace::frames::{FrameFormat, FrameTrace, MAX_FRAMES};
+pub use braid_core::trace::frames::{FrameFormat, FrameTrace, MAX_FRAMES, MAX_FRAME_TRACE_BYTES};
 use std::path::{Path, PathBuf};
 
 /// Why a frame trace could not be used.
@@ -51,10 +51,25 @@ pub fn load_frames(
     path: &Path,
     format: Option<FrameFormat>,
 ) -> Result<FrameTrace, FrameTraceError> {
-    let text = std::fs::read_to_string(path).map_err(|source| FrameTraceError::Io {
+    let io = |source| FrameTraceError::Io {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(
+            std::fs::File::open(path).map_err(io)?,
+            MAX_FRAME_TRACE_BYTES + 1,
+        ),
+        &mut text,
+    )
+    .map_err(io)?;
+    if text.len() as u64 > MAX_FRAME_TRACE_BYTES {
+        return Err(FrameTraceError::Unusable {
+            path: path.to_path_buf(),
+            message: format!("larger than {MAX_FRAME_TRACE_BYTES} bytes"),
+        });
+    }
     parse_frames(&text, format).map_err(|e| match e {
         FrameParseError::Line { line, message } => FrameTraceError::Parse {
             path: path.to_path_buf(),

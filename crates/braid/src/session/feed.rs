@@ -51,8 +51,7 @@ pub use braid_core::session::source_spec::{
 /// bytes, small enough that the scheduler splits a stream across paths
 /// finely and a 1 Mbit/s stream still gets a message every 130 ms.
 pub const DEFAULT_MESSAGE_SIZE: u64 = 16 << 10;
-/// Largest frame-trace file read (the largest shared one is about 2 MB).
-pub const MAX_FRAME_TRACE_BYTES: u64 = 64 << 20;
+pub use braid_core::trace::frames::MAX_FRAME_TRACE_BYTES;
 
 /// What can go wrong with a feed.
 #[derive(Debug, thiserror::Error)]
