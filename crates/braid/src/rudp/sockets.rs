@@ -107,6 +107,9 @@ pub(crate) struct SocketSet {
     /// One instant on both time lines, to map braid deadlines to tokio's.
     tokio_base: tokio::time::Instant,
     braid_base: Instant,
+    /// The instant the driver last spun at for a close deadline: it spins
+    /// once per instant, then sleeps (see [`SocketSet::arm_timer`]).
+    spun_at: Option<Instant>,
     /// Socket counters.
     pub io: IoStats,
 }
@@ -141,6 +144,7 @@ impl SocketSet {
             sleep,
             tokio_base,
             braid_base,
+            spun_at: None,
             io: IoStats::default(),
         }
     }
@@ -366,13 +370,27 @@ impl SocketSet {
         self.poll_send(cx, |now, buf| m.poll_transmit_append(now, buf))
     }
 
-    /// Arms the timer for `deadline` (or wakes at once for a close one).
+    /// Arms the timer for `deadline`, or wakes at once for one that is
+    /// due or close.
+    ///
+    /// A close deadline (within [`SPIN_THRESHOLD`], finer than tokio's
+    /// millisecond timer) is met by yielding and looking again. That needs
+    /// the clock to move between two looks, which a real clock always does;
+    /// a paused test clock moves only when every task sleeps. So the
+    /// driver spins at most once per instant: a second look at the same
+    /// instant sleeps until the deadline, and a paused clock then advances
+    /// to it.
     pub(crate) fn arm_timer(&mut self, cx: &mut Context<'_>, deadline: Option<Instant>) {
         let Some(t) = deadline else {
             return;
         };
         let now = clock::now();
-        if t <= now + SPIN_THRESHOLD {
+        if t <= now {
+            cx.waker().wake_by_ref();
+            return;
+        }
+        if t <= now + SPIN_THRESHOLD && self.spun_at != Some(now) {
+            self.spun_at = Some(now);
             cx.waker().wake_by_ref();
             return;
         }
