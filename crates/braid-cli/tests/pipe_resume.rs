@@ -308,3 +308,57 @@ fn resume_works_in_every_mode_over_two_paths() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGTERM stops `braid recv` the way it stops every long-running command
+/// (issue 30 §8): exit 128 + 15, a last line saying how many bytes the
+/// file holds and how to go on, the file a true prefix of the input; the
+/// same two commands with `--resume` then finish it identical.
+#[test]
+fn a_receiver_stopped_by_sigterm_says_how_far_it_got_and_resumes() {
+    const SIZE: u64 = 40_000_000;
+    let dir = tmpdir("sigterm");
+    let input = dir.join("in");
+    let output = dir.join("out");
+    generate(&input, SIZE);
+    let port = free_port();
+    let r = recv(port, &output, &[]);
+    wait_listening(port);
+    // Paced, so that the signal comes well before the end.
+    let s = send(port, &input, &["--rate", "40mbit"]);
+    let mut at = 0;
+    for _ in 0..6_000 {
+        at = std::fs::metadata(&output).map_or(0, |m| m.len());
+        if at >= 1_000_000 {
+            break;
+        }
+        std::thread::park_timeout(Duration::from_millis(5));
+    }
+    assert!(at >= 1_000_000, "nothing arrived to stop");
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    let rc = unsafe { libc::kill(r.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0, "signalling the receiver");
+    let r = r.wait_with_output().expect("recv");
+    let _ = s.wait_with_output();
+    let said = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(143), "{said}");
+    let held = std::fs::metadata(&output).expect("output").len();
+    assert!(held > 0 && held < SIZE, "{held} of {SIZE}: {said}");
+    assert!(
+        said.contains(&format!("stopped by SIGTERM: {held} bytes written"))
+            && said.contains("--resume"),
+        "{said}"
+    );
+    let data = std::fs::read(&input).expect("input");
+    assert_eq!(
+        std::fs::read(&output).expect("output"),
+        data[..held as usize],
+        "what was written is a prefix of the input"
+    );
+    let port = free_port();
+    let r = recv(port, &output, &["--resume"]);
+    wait_listening(port);
+    finish(send(port, &input, &["--resume"]), "resumed send");
+    finish(r, "resumed recv");
+    assert!(same_files(&input, &output), "the output differs");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -152,14 +152,61 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
         )),
         None => None,
     };
-    let res = rx.run(output, &mut |p| {
-        view.update(p);
-        if let Some(l) = &mut log {
-            use std::io::Write;
-            let _ = writeln!(l, "{:.3} {}", p.seconds, p.bytes);
-            let _ = l.flush();
+    // SIGINT or SIGTERM stops the transfer: what was written stays (it is
+    // a prefix of the stream, which `--resume` verifies and goes on from),
+    // and the command says how far it got (`crate::shutdown`).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    // Signals are registered at once (inside the runtime), so one that
+    // comes during the handshake is not missed.
+    let stop = {
+        let _entered = rt.enter();
+        crate::shutdown::requested()
+    };
+    let mut written = 0u64;
+    let outcome = rt.block_on(async {
+        let mut observe = |p: &braid::pipe::Progress| {
+            written = p.bytes;
+            view.update(p);
+            if let Some(l) = &mut log {
+                use std::io::Write;
+                let _ = writeln!(l, "{:.3} {}", p.seconds, p.bytes);
+                let _ = l.flush();
+            }
+        };
+        tokio::select! {
+            r = rx.run_async(output, &mut observe) => Ok(r),
+            s = stop => Err(s),
         }
     });
+    // A stopped transfer's writer finishes the writes it holds first.
+    rt.shutdown_timeout(std::time::Duration::from_secs(10));
+    let res = match outcome {
+        Ok(r) => r,
+        Err(signal) => {
+            view.finish();
+            // The file holds what was written; stdout, the last count.
+            let (bytes, resume) = match &args.output {
+                Some(p) => (
+                    std::fs::metadata(p).map_or(written, |m| m.len()),
+                    format!(
+                        "; go on with braid recv --resume -o {} (and braid send --resume)",
+                        p.display()
+                    ),
+                ),
+                None => (written, String::new()),
+            };
+            eprintln!(
+                "braid recv: stopped by {}: {bytes} bytes written{resume}",
+                signal.name()
+            );
+            return Err(
+                crate::shutdown::Stopped::new(signal, "the transfer was not finished").into(),
+            );
+        }
+    };
     view.finish();
     let refused = stats.snapshot();
     // With --stats json, stderr is one JSON object: the counts go in it.
