@@ -362,3 +362,52 @@ fn a_receiver_stopped_by_sigterm_says_how_far_it_got_and_resumes() {
     assert!(same_files(&input, &output), "the output differs");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// SIGTERM stops `braid send` too: exit 143 and a last line with the bytes
+/// the receiver acknowledged; after the receiver is stopped as well, the
+/// same two commands with `--resume` finish the file identical.
+#[test]
+fn a_sender_stopped_by_sigterm_says_how_far_it_got_and_resumes() {
+    const SIZE: u64 = 40_000_000;
+    let dir = tmpdir("sigterm-send");
+    let input = dir.join("in");
+    let output = dir.join("out");
+    generate(&input, SIZE);
+    let port = free_port();
+    let r = recv(port, &output, &[]);
+    wait_listening(port);
+    let s = send(port, &input, &["--rate", "40mbit"]);
+    for _ in 0..6_000 {
+        if std::fs::metadata(&output).map_or(0, |m| m.len()) >= 1_000_000 {
+            break;
+        }
+        std::thread::park_timeout(Duration::from_millis(5));
+    }
+    // SAFETY: kill(2) on our own child's pid; no memory is involved.
+    assert_eq!(
+        unsafe { libc::kill(s.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let s = s.wait_with_output().expect("send");
+    let said = String::from_utf8_lossy(&s.stderr);
+    assert_eq!(s.status.code(), Some(143), "{said}");
+    assert!(
+        said.contains("stopped by SIGTERM:") && said.contains("bytes acknowledged"),
+        "{said}"
+    );
+    // SAFETY: as above, the receiver.
+    assert_eq!(
+        unsafe { libc::kill(r.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let _ = r.wait_with_output();
+    let held = std::fs::metadata(&output).expect("output").len();
+    assert!(held > 0 && held < SIZE, "{held} of {SIZE}");
+    let port = free_port();
+    let r = recv(port, &output, &["--resume"]);
+    wait_listening(port);
+    finish(send(port, &input, &["--resume"]), "resumed send");
+    finish(r, "resumed recv");
+    assert!(same_files(&input, &output), "the output differs");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -4,7 +4,7 @@
 
 use super::send::{emit_stats, parse_size, resolve, ProgressView, StatsFormat};
 use anyhow::Context;
-use braid::pipe::{net::SockOpts, Receiver, RecvConfig, ResumePoint};
+use braid::pipe::{net::SockOpts, Ended, Receiver, RecvConfig, ResumePoint};
 use braid_core::Duration;
 
 /// Flags of `braid recv`.
@@ -155,19 +155,10 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
     // SIGINT or SIGTERM stops the transfer: what was written stays (it is
     // a prefix of the stream, which `--resume` verifies and goes on from),
     // and the command says how far it got (`crate::shutdown`).
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    // Signals are registered at once (inside the runtime), so one that
-    // comes during the handshake is not missed.
-    let stop = {
-        let _entered = rt.enter();
-        crate::shutdown::requested()
-    };
     let mut written = 0u64;
-    let outcome = rt.block_on(async {
-        let mut observe = |p: &braid::pipe::Progress| {
+    let ended = rx.run_until(
+        output,
+        &mut |p| {
             written = p.bytes;
             view.update(p);
             if let Some(l) = &mut log {
@@ -175,17 +166,13 @@ pub fn run(args: RecvArgs) -> anyhow::Result<()> {
                 let _ = writeln!(l, "{:.3} {}", p.seconds, p.bytes);
                 let _ = l.flush();
             }
-        };
-        tokio::select! {
-            r = rx.run_async(output, &mut observe) => Ok(r),
-            s = stop => Err(s),
-        }
-    });
-    // A stopped transfer's writer finishes the writes it holds first.
-    rt.shutdown_timeout(std::time::Duration::from_secs(10));
-    let res = match outcome {
-        Ok(r) => r,
-        Err(signal) => {
+        },
+        crate::shutdown::requested,
+    );
+    let res = match ended {
+        Ok(Ended::Done(r)) => Ok(r),
+        Err(e) => Err(e),
+        Ok(Ended::Stopped(signal)) => {
             view.finish();
             // The file holds what was written; stdout, the last count.
             let (bytes, resume) = match &args.output {

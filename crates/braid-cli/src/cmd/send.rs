@@ -329,9 +329,36 @@ pub fn run(args: SendArgs) -> anyhow::Result<()> {
         view.finish();
         return res;
     }
-    let res = pipe::send(input, cfg, &mut |p| view.update(p));
+    // SIGINT or SIGTERM stops the transfer; the receiver keeps what it
+    // verified, and `--resume` goes on from there (`crate::shutdown`).
+    let mut acked = 0u64;
+    let ended = pipe::send_until(
+        input,
+        cfg,
+        &mut |p| {
+            acked = p.bytes;
+            view.update(p);
+        },
+        crate::shutdown::requested,
+    );
     view.finish();
-    let report = res.context("braid send")?;
+    let report = match ended.context("braid send")? {
+        pipe::Ended::Done(r) => r,
+        pipe::Ended::Stopped(signal) => {
+            let resume = if args.file.is_some() {
+                "; go on with the same command and --resume on both sides"
+            } else {
+                ""
+            };
+            eprintln!(
+                "braid send: stopped by {}: {acked} bytes acknowledged by the receiver{resume}",
+                signal.name()
+            );
+            return Err(
+                crate::shutdown::Stopped::new(signal, "the transfer was not finished").into(),
+            );
+        }
+    };
     emit_stats(&report, args.stats, args.stats_file.as_deref())
 }
 

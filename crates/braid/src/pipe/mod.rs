@@ -55,10 +55,10 @@ pub use braid_core::bulk::{reorder, sched, weighted};
 pub use code::Code;
 pub use error::{ConfigError, PipeError};
 pub use frame::ProtocolViolation;
-pub use receiver::{Receiver, RecvConfig, ResumePoint};
+pub use receiver::{Ended, Receiver, RecvConfig, ResumePoint, STOP_DRAIN};
 pub use sched::{Layout, Mode};
 pub use secure::{SecureCounts, SecureError, SecureStats, Security};
-pub use sender::{send, send_async, SendConfig};
+pub use sender::{send, send_async, send_until, SendConfig};
 pub use stats::{Progress, RecvReport, SendReport};
 
 /// Most connections one session may use.

@@ -119,6 +119,20 @@ const CTL_QUEUE: usize = 64;
 /// Batches of in-order blocks handed to the output writer at once.
 const OUTPUT_QUEUE: usize = 2;
 
+/// How long a stopped transfer waits for its output writer to finish the
+/// writes it holds ([`Receiver::run_until`]).
+pub const STOP_DRAIN: Duration = Duration::from_secs(10);
+
+/// How a stoppable transfer ended: done, with its report, or stopped,
+/// with what the stop said.
+#[derive(Debug)]
+pub enum Ended<R, S> {
+    /// It ran to its end.
+    Done(R),
+    /// The stop came first.
+    Stopped(S),
+}
+
 /// Settings of a receiver.
 #[derive(Debug, Clone)]
 pub struct RecvConfig {
@@ -238,6 +252,46 @@ impl Receiver {
         ));
         // The output writer may be blocked on a stalled output.
         rt.shutdown_background();
+        res
+    }
+
+    /// [`Receiver::run`] until `stop` (built inside the transfer's
+    /// runtime, so it may register signal handlers) finishes first. A
+    /// stopped transfer drops its connections, and its output writer
+    /// finishes the writes it holds (waited for up to
+    /// [`STOP_DRAIN`]): what `output` holds is a prefix of the
+    /// stream, from which `--resume` ([`RecvConfig::resume`]) goes on.
+    ///
+    /// # Errors
+    /// As [`Receiver::run`], when the transfer fails before `stop`.
+    pub fn run_until<S: std::future::Future>(
+        self,
+        output: Box<dyn Write + Send>,
+        observer: &mut dyn FnMut(&Progress),
+        stop: impl FnOnce() -> S,
+    ) -> Result<Ended<RecvReport, S::Output>, PipeError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(PipeError::Runtime)?;
+        let stop = {
+            let _entered = rt.enter();
+            stop()
+        };
+        let res = rt.block_on(async {
+            tokio::select! {
+                r = crate::pipe::stats::on_workers(
+                    observer,
+                    move |mut obs| async move { self.run_async(output, &mut obs).await },
+                ) => r.map(Ended::Done),
+                s = stop => Ok(Ended::Stopped(s)),
+            }
+        });
+        match res {
+            // The output writer may be blocked on a stalled output.
+            Ok(Ended::Done(_)) | Err(_) => rt.shutdown_background(),
+            Ok(Ended::Stopped(_)) => rt.shutdown_timeout(STOP_DRAIN.into()),
+        }
         res
     }
 

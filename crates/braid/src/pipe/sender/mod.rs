@@ -311,6 +311,40 @@ pub fn send(
     res
 }
 
+/// [`send`] until `stop` (built inside the transfer's runtime, so it may
+/// register signal handlers) finishes first; a stopped transfer drops its
+/// connections, and the receiver keeps the verified prefix it wrote, from
+/// which a `--resume` run goes on.
+///
+/// # Errors
+/// As [`send`], when the transfer fails before `stop`.
+pub fn send_until<S: std::future::Future>(
+    input: Box<dyn Read + Send>,
+    cfg: SendConfig,
+    observer: &mut dyn FnMut(&Progress),
+    stop: impl FnOnce() -> S,
+) -> Result<crate::pipe::receiver::Ended<SendReport, S::Output>, PipeError> {
+    use crate::pipe::receiver::Ended;
+    validate(&cfg)?;
+    let rt = runtime().map_err(PipeError::Runtime)?;
+    let stop = {
+        let _entered = rt.enter();
+        stop()
+    };
+    let res = rt.block_on(async {
+        tokio::select! {
+            r = crate::pipe::stats::on_workers(
+                observer,
+                move |mut obs| async move { send_async(input, cfg, &mut obs).await },
+            ) => r.map(Ended::Done),
+            s = stop => Ok(Ended::Stopped(s)),
+        }
+    });
+    // The reader may be blocked on an idle input: do not wait for it.
+    rt.shutdown_background();
+    res
+}
+
 /// The runtime a sender runs on: one worker per core but one, since the
 /// blocking reader takes a core of its own (it copies the input and
 /// hashes every byte, as much work per byte as the workers' sealing and
