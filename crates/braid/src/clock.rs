@@ -28,6 +28,15 @@ pub fn now() -> Instant {
     Instant::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
 }
 
+/// Tokio's own reading of the same clock, for a timer that must be set
+/// relative to tokio's now (the socket driver's, when braid's time line
+/// has not moved: a paused runtime that started before the origin reads
+/// zero until its virtual time passes it).
+pub(crate) fn tokio_now() -> tokio::time::Instant {
+    #[allow(clippy::disallowed_methods)]
+    tokio::time::Instant::now()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -371,31 +371,35 @@ impl SocketSet {
     }
 
     /// Arms the timer for `deadline`, or wakes at once for one that is
-    /// due or close.
+    /// due or close (once per instant).
     ///
     /// A close deadline (within [`SPIN_THRESHOLD`], finer than tokio's
     /// millisecond timer) is met by yielding and looking again. That needs
     /// the clock to move between two looks, which a real clock always does;
     /// a paused test clock moves only when every task sleeps. So the
-    /// driver spins at most once per instant: a second look at the same
-    /// instant sleeps until the deadline, and a paused clock then advances
-    /// to it.
+    /// driver spins at most once per instant, for a deadline due or close:
+    /// a second look at the same instant sleeps until the deadline (or a
+    /// nanosecond past now), and a paused clock then advances to it.
     pub(crate) fn arm_timer(&mut self, cx: &mut Context<'_>, deadline: Option<Instant>) {
         let Some(t) = deadline else {
             return;
         };
         let now = clock::now();
-        if t <= now {
-            cx.waker().wake_by_ref();
-            return;
-        }
         if t <= now + SPIN_THRESHOLD && self.spun_at != Some(now) {
             self.spun_at = Some(now);
             cx.waker().wake_by_ref();
             return;
         }
+        // A second look at one instant: time has not moved, so sleep, at
+        // least a nanosecond past now even for a deadline already due
+        // (which the machine did not take), and let the clock move.
+        let t = t.max(now + braid_core::Duration::from_nanos(1));
         let d = t.saturating_duration_since(self.braid_base);
-        let when = self.tokio_base + std::time::Duration::from(d);
+        // Never a deadline tokio has passed: braid's line may be stuck at
+        // its origin while tokio's moves (see `clock::tokio_now`), and a
+        // passed deadline would wake the driver at once, for ever.
+        let when = (self.tokio_base + std::time::Duration::from(d))
+            .max(clock::tokio_now() + std::time::Duration::from_micros(1));
         if self.sleep.deadline() != when {
             self.sleep.as_mut().reset(when);
         }
