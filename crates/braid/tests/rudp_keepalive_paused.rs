@@ -5,44 +5,10 @@
 //! runtime's virtual time before the origin, where braid's clock reads
 //! zero until it passes it (a known limit of `braid::clock`).
 
+mod mem_rudp;
 use braid::rudp::mem::MemNet;
-use braid::rudp::{
-    AsyncUdpSocket, CloseReason, Connection, Endpoint, EndpointConfig, ErrorCode, SendOptions,
-};
-use std::net::SocketAddr;
-
-fn addr(s: &str) -> SocketAddr {
-    s.parse().expect("literal address")
-}
-
-fn mem_endpoint(net: &MemNet, addrs: &[&str], config: EndpointConfig) -> Endpoint {
-    let sockets: Vec<Box<dyn AsyncUdpSocket>> = addrs
-        .iter()
-        .map(|a| Box::new(net.bind(addr(a)).expect("free address")) as Box<dyn AsyncUdpSocket>)
-        .collect();
-    Endpoint::with_sockets(sockets, config).expect("endpoint")
-}
-
-/// Sends `n` reliable messages from `c` and checks `s` gets them all, in
-/// order, then the graceful close.
-async fn transfer(c: Connection, mut s: Connection, n: u32) {
-    let stream = c.open_stream(SendOptions::RELIABLE).unwrap();
-    let sender = tokio::spawn(async move {
-        for i in 0..n {
-            stream.send(i.to_be_bytes().repeat(500)).await.unwrap();
-        }
-        let reason = c.finish().await.unwrap();
-        (c, reason)
-    });
-    let mut next = 0u32;
-    while let Some(m) = s.recv().await {
-        assert_eq!(m.data, next.to_be_bytes().repeat(500), "in order, intact");
-        next += 1;
-    }
-    assert_eq!(next, n);
-    let (_c, reason) = sender.await.unwrap();
-    assert_eq!(reason, CloseReason::Local(ErrorCode::NO_ERROR));
-}
+use braid::rudp::EndpointConfig;
+use mem_rudp::{addr, mem_endpoint, transfer};
 
 /// The runtime reads tokio's clock (`braid::clock`), so on a paused clock
 /// its timers run in virtual time: ten virtual minutes without a message,

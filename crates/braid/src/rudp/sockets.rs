@@ -370,6 +370,11 @@ impl SocketSet {
         self.poll_send(cx, |now, buf| m.poll_transmit_append(now, buf))
     }
 
+    /// `t` on tokio's time line.
+    fn tokio_time(&self, t: Instant) -> tokio::time::Instant {
+        self.tokio_base + std::time::Duration::from(t.saturating_duration_since(self.braid_base))
+    }
+
     /// Arms the timer for `deadline`, or wakes at once for one that is
     /// due or close (once per instant).
     ///
@@ -390,16 +395,17 @@ impl SocketSet {
             cx.waker().wake_by_ref();
             return;
         }
-        // A second look at one instant: time has not moved, so sleep, at
-        // least a nanosecond past now even for a deadline already due
-        // (which the machine did not take), and let the clock move.
-        let t = t.max(now + braid_core::Duration::from_nanos(1));
-        let d = t.saturating_duration_since(self.braid_base);
-        // Never a deadline tokio has passed: braid's line may be stuck at
-        // its origin while tokio's moves (see `clock::tokio_now`), and a
-        // passed deadline would wake the driver at once, for ever.
-        let when = (self.tokio_base + std::time::Duration::from(d))
-            .max(clock::tokio_now() + std::time::Duration::from_micros(1));
+        let mut when = self.tokio_time(t);
+        if self.spun_at == Some(now) {
+            // A second look at one instant: time has not moved. Sleep, at
+            // least a moment past tokio's now even for a deadline already
+            // due (which the machine did not take), so the clock moves:
+            // braid's line may also sit at its origin while tokio's moves
+            // (see `clock::tokio_now`). A real clock never comes here
+            // twice at one nanosecond, so the hot path reads no second
+            // clock.
+            when = when.max(clock::tokio_now() + std::time::Duration::from_micros(1));
+        }
         if self.sleep.deadline() != when {
             self.sleep.as_mut().reset(when);
         }
