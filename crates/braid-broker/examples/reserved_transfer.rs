@@ -45,15 +45,6 @@ pub struct Report {
     pub states: Vec<String>,
 }
 
-fn sock() -> SockOpts {
-    SockOpts {
-        mptcp: false,
-        sockbuf: None,
-        notsent_lowat: None,
-        user_timeout: None,
-    }
-}
-
 fn security() -> Security {
     Security::Key {
         psk: Psk::from_bytes([7; 32]),
@@ -71,7 +62,7 @@ fn send_config(to: SocketAddr, connections: usize, size: u64) -> SendConfig {
         window_bytes: 4 << 20,
         auto_window: true,
         total_size: Some(size),
-        sock: sock(),
+        sock: SockOpts::default(),
         reconnect_attempts: 1,
         corrupt_block: None,
         silence_limit: braid_core::Duration::from_secs(10),
@@ -95,7 +86,7 @@ fn receiver() -> Result<
     let rx = Receiver::bind(RecvConfig {
         listen: vec!["127.0.0.1:0".parse()?],
         window_bytes: 4 << 20,
-        sock: sock(),
+        sock: SockOpts::default(),
         idle_limit: Duration::from_secs(10),
         resume: None,
         security: security(),

@@ -34,15 +34,6 @@ pub struct Report {
     pub per_connection: Vec<(String, u64)>,
 }
 
-fn sock() -> SockOpts {
-    SockOpts {
-        mptcp: false,
-        sockbuf: None,
-        notsent_lowat: None,
-        user_timeout: None,
-    }
-}
-
 /// Both sides hold the same pre-shared key (from `braid keygen` in real
 /// use; a fixed one here).
 fn security() -> Security {
@@ -67,7 +58,7 @@ pub fn run(len: usize) -> Result<Report, BoxError> {
     let rx = Receiver::bind(RecvConfig {
         listen,
         window_bytes: 8 << 20,
-        sock: sock(),
+        sock: SockOpts::default(),
         idle_limit: Duration::from_secs(10),
         resume: None,
         security: security(),
@@ -87,7 +78,7 @@ pub fn run(len: usize) -> Result<Report, BoxError> {
             window_bytes: 8 << 20,
             auto_window: true,
             total_size: Some(len as u64),
-            sock: sock(),
+            sock: SockOpts::default(),
             reconnect_attempts: 3,
             corrupt_block: None,
             silence_limit: braid_core::Duration::from_secs(10),

@@ -49,8 +49,9 @@ pub const SAME_HOST_RTT: std::time::Duration = std::time::Duration::from_millis(
 /// `IPPROTO_MPTCP` (Linux).
 pub const IPPROTO_MPTCP: i32 = 262;
 
-/// Socket options shared by sender and receiver.
-#[derive(Debug, Clone, Copy)]
+/// Socket options shared by sender and receiver (`Default`: no MPTCP, the
+/// kernel's buffers, no low-water mark, no user timeout).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct SockOpts {
     /// Use kernel MPTCP instead of TCP.
     pub mptcp: bool,
